@@ -1,0 +1,270 @@
+"""The models registry: which model configurations to benchmark, read from a TOML file users edit.
+
+Each `[[models]]` table is one configuration (model + protocol + reasoning effort + web search), and its
+`key` is the model dimension of the Dagster partitions. A mistake in the file must point the user to the
+exact line and field, so every error names the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from datetime import date
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from oabench_pipeline.core.baselines import BASELINE_IDS
+from oabench_pipeline.core.prompts import Protocol
+
+ReasoningEffort = Literal["low", "medium", "high"]
+ModelKind = Literal["api", "baseline"]
+
+DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
+DEFAULT_API_KEY_ENV = "OPENROUTER_API_KEY"
+DEFAULT_CONCURRENCY = 20
+
+# Dagster rejects these in multi-partition keys: "|" is its dimension delimiter, "," "[" "]" break
+# partition lists, "..." means a range, control characters are refused outright.
+FORBIDDEN_KEY_SUBSTRINGS: tuple[str, ...] = (
+    "|",
+    ",",
+    "[",
+    "]",
+    "...",
+    "\a",
+    "\b",
+    "\f",
+    "\n",
+    "\r",
+    "\t",
+    "\v",
+    "\0",
+)
+
+
+class ModelsRegistryError(ValueError):
+    """A registry file that cannot be used; the message names the file, the line and the field."""
+
+    def __init__(self, path: Path, line: int | None, field: str | None, problem: str) -> None:
+        self.path, self.line, self.field, self.problem = path, line, field, problem
+        where = f"{path}:{line}" if line is not None else str(path)
+        what = f" field '{field}':" if field else ""
+        super().__init__(f"{where}:{what} {problem}")
+
+
+def derive_model_key(
+    model_id: str,
+    reasoning_effort: str | None = None,
+    web_search: bool = False,
+    protocol: str = "direto",
+) -> str:
+    """The default key of a configuration: `id`, then `:reasoning-{effort}`, `:web`, `:deliberativo`.
+
+    The suffix order is fixed (reasoning, web, protocol) so one configuration has exactly one key, e.g.
+    `openai/gpt-5.2:reasoning-medium` or `x/y:reasoning-high:web:deliberativo`. The direct protocol, the
+    study's default, adds no suffix, so plain keys stay plain model ids. Published runs use this too.
+    """
+    key = model_id
+    if reasoning_effort:
+        key += f":reasoning-{reasoning_effort}"
+    if web_search:
+        key += ":web"
+    if protocol == "deliberativo":
+        key += ":deliberativo"
+    return key
+
+
+def key_problem(key: str) -> str | None:
+    """Why `key` cannot be a Dagster partition key, or None when it can."""
+    if not key:
+        return "must not be empty"
+    bad = [s for s in FORBIDDEN_KEY_SUBSTRINGS if s in key]
+    if bad:
+        return f"{key!r} contains {', '.join(repr(s) for s in bad)}, which Dagster partition keys forbid"
+    return None
+
+
+class ModelConfig(BaseModel):
+    """One `[[models]]` table. Strict types: a quoted number or "yes" for a bool is an error, not a guess."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    id: str = Field(min_length=1, description="Model id sent to the endpoint (or a baseline id)")
+    label: str = Field(min_length=1, description="Display name; defaults to the id")
+    provider: str = Field(description="Who makes the model; defaults to the part of the id before '/'")
+    protocol: Protocol = "direto"
+    reasoning_effort: ReasoningEffort | None = None
+    web_search: bool = False
+    base_url: str | None = Field(None, description="OpenAI-compatible endpoint; None for baselines")
+    api_key_env: str | None = Field(None, description="Env var holding the API key; None: send no key")
+    concurrency: int = Field(DEFAULT_CONCURRENCY, ge=1)
+    max_cost_usd: float | None = Field(None, gt=0)
+    knowledge_cutoff: date | None = None
+    kind: ModelKind = "api"
+    key: str = Field(description="Partition key; derived from the other fields unless given")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_defaults(cls, data: Any) -> Any:
+        """Defaults that depend on other fields (kind, id); wrong types are left for field validation."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        is_api = data.get("kind", "api") == "api"
+        model_id = data.get("id")
+        if is_api:
+            data.setdefault("base_url", DEFAULT_BASE_URL)
+            data.setdefault("api_key_env", DEFAULT_API_KEY_ENV)
+        # TOML has no null: `api_key_env = ""` or `= false` is how a local server says "no key".
+        if data.get("api_key_env") in ("", False):
+            data["api_key_env"] = None
+        if isinstance(model_id, str):
+            data.setdefault("label", model_id)
+            data.setdefault("provider", model_id.split("/", 1)[0] if "/" in model_id else "local")
+            effort, web, protocol = (
+                data.get("reasoning_effort"),
+                data.get("web_search", False),
+                data.get("protocol"),
+            )
+            if isinstance(effort, str | None) and isinstance(web, bool) and isinstance(protocol, str | None):
+                data.setdefault("key", derive_model_key(model_id, effort, web, protocol or "direto"))
+        return data
+
+    @field_validator("key")
+    @classmethod
+    def _key_is_a_partition_key(cls, key: str) -> str:
+        problem = key_problem(key)
+        if problem:
+            raise ValueError(f"{problem} (the key defaults to the id plus suffixes: set `key` explicitly)")
+        return key
+
+    @field_validator("kind")
+    @classmethod
+    def _baseline_is_known(cls, kind: ModelKind, info: ValidationInfo) -> ModelKind:
+        # A field validator (not a model one) so the error carries a field name, hence a line.
+        model_id = info.data.get("id")
+        if kind == "baseline" and model_id is not None and model_id not in BASELINE_IDS:
+            raise ValueError(f"kind = 'baseline' needs a known baseline id, one of {', '.join(BASELINE_IDS)}")
+        return kind
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.kind == "baseline"
+
+
+def default_models_file() -> Path:
+    """The registry shipped with the package (the 11 OABench configurations and the baselines)."""
+    return Path(__file__).resolve().parents[1] / "registry" / "models.toml"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Loading, with errors that point at a line
+# ---------------------------------------------------------------------------------------------------------
+
+_TABLE_HEADER = re.compile(r"^\s*\[\[\s*models\s*\]\]")
+_TOML_POSITION = re.compile(r"\(at line (\d+), column \d+\)")
+_KEY_ON_LINE = re.compile(r"^\s*\"?([A-Za-z0-9_-]+)\"?\s*=")
+
+
+def _table_spans(lines: list[str]) -> list[tuple[int, int]]:
+    """(first, last) 1-based line numbers of each `[[models]]` table, in file order."""
+    starts = [i + 1 for i, line in enumerate(lines) if _TABLE_HEADER.match(line)]
+    ends = [s - 1 for s in starts[1:]] + [len(lines)]
+    return list(zip(starts, ends, strict=True))
+
+
+def _field_line(lines: list[str], span: tuple[int, int] | None, field: str | None) -> int | None:
+    """The line where `field` is set inside the table, else the table's header line (good enough)."""
+    if span is None:
+        return None
+    first, last = span
+    if field:
+        pattern = re.compile(rf"^\s*\"?{re.escape(field)}\"?\s*=")
+        for number in range(first, last + 1):
+            if pattern.match(lines[number - 1]):
+                return number
+    return first
+
+
+def _syntax_error(path: Path, lines: list[str], error: tomllib.TOMLDecodeError) -> ModelsRegistryError:
+    found = _TOML_POSITION.search(str(error))
+    line = int(found.group(1)) if found else len(lines)
+    key = _KEY_ON_LINE.match(lines[line - 1]) if 0 < line <= len(lines) else None
+    return ModelsRegistryError(path, line, key.group(1) if key else None, f"TOML syntax error: {error}")
+
+
+def _validation_error(
+    path: Path, lines: list[str], span: tuple[int, int] | None, error: ValidationError
+) -> ModelsRegistryError:
+    """Report the first error (fields are checked in declaration order), with the count of the others."""
+    errors = error.errors()
+    # A key that could not be derived (because id, effort or web_search is wrong) is a consequence, not news.
+    errors = [e for e in errors if e["loc"] != ("key",) or e["type"] != "missing"] or errors
+    first = errors[0]
+    field = str(first["loc"][0]) if first["loc"] else None
+    others = len(errors) - 1
+    more = f" (and {others} more problem{'s' if others > 1 else ''} in this table)" if others else ""
+    return ModelsRegistryError(path, _field_line(lines, span, field), field, f"{first['msg']}{more}")
+
+
+def _model_tables(path: Path, lines: list[str], data: dict[str, Any]) -> list[Any]:
+    unknown = [k for k in data if k != "models"]
+    if unknown:
+        line = next(
+            (i + 1 for i, text in enumerate(lines) if re.match(rf"^\s*\[*\s*{re.escape(unknown[0])}", text)),
+            1,
+        )
+        raise ModelsRegistryError(
+            path, line, unknown[0], "unknown top-level entry; only [[models]] tables belong here"
+        )
+    tables = data.get("models")
+    if not isinstance(tables, list) or not tables:
+        raise ModelsRegistryError(
+            path, 1, "models", "no [[models]] table: the registry must list at least one model"
+        )
+    return tables
+
+
+def parse_models_registry(text: str, path: Path) -> list[ModelConfig]:
+    """Validate registry TOML `text` (read from `path`, named in errors)."""
+    lines = text.splitlines()
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise _syntax_error(path, lines, error) from error
+    tables = _model_tables(path, lines, data)
+    spans = _table_spans(lines)
+    configs: list[ModelConfig] = []
+    seen: dict[str, int] = {}
+    for index, table in enumerate(tables):
+        span = spans[index] if index < len(spans) else None
+        try:
+            config = ModelConfig.model_validate(table)
+        except ValidationError as error:
+            raise _validation_error(path, lines, span, error) from error
+        if config.key in seen:
+            problem = f"duplicate key {config.key!r} (first used by [[models]] #{seen[config.key] + 1}); set a distinct `key`"
+            raise ModelsRegistryError(path, _field_line(lines, span, "key"), "key", problem)
+        seen[config.key] = index
+        configs.append(config)
+    return configs
+
+
+def load_models_registry(path: Path) -> list[ModelConfig]:
+    """Read and validate a registry file; raises ModelsRegistryError naming file, line and field."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ModelsRegistryError(path, None, None, f"cannot read the models registry: {error}") from error
+    return parse_models_registry(text, path)

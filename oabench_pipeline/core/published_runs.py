@@ -1,0 +1,215 @@
+"""Import the run folders written by the original OABench tool, so published results enter the pipeline.
+
+A run folder is `<run_id>/config.json` + `inferences.jsonl` (+ `scored.jsonl`, `summary.json` once
+finished). Records are keyed like the models registry (`derive_model_key`), so an imported run and a
+pipeline run of the same configuration land on the same partition key and can be compared or merged.
+Answers are re-parsed with our `oabench-v1` parser; the recorded ones are kept beside them, so any
+disagreement with the original tool stays visible instead of being overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from oabench_pipeline.core.answer_parsing import PARSER_VERSION, parse_answer
+from oabench_pipeline.core.models_registry import derive_model_key
+from oabench_pipeline.core.prompts import Protocol
+from oabench_pipeline.core.records import Letter
+
+
+class PublishedRunError(ValueError):
+    """A run folder that cannot be read; the message names the file (and line)."""
+
+
+class _RunConfig(BaseModel):
+    """The part of OABench's `config.json` that decides the configuration key."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    run_id: str = Field(alias="runId")
+    model: str
+    protocol: Protocol
+    reasoning_effort: str | None = Field(None, alias="reasoningEffort")
+
+    @property
+    def effective_reasoning_effort(self) -> str | None:
+        """OABench writes "none" (or omits the field) for no reasoning effort."""
+        effort = self.reasoning_effort
+        return None if effort in (None, "", "none") else effort
+
+
+class _TokenUsage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    prompt_tokens: int | None = Field(None, alias="promptTokens")
+    completion_tokens: int | None = Field(None, alias="completionTokens")
+    reasoning_tokens: int | None = Field(None, alias="reasoningTokens")
+
+
+class _RecordedAnswer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    strict: Letter | None = None
+    lenient: Letter | None = None
+
+
+class _InferenceLine(BaseModel):
+    """One line of OABench's `inferences.jsonl`."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    qid: str
+    edition: int
+    question_number: int = Field(alias="questionNumber")
+    model: str
+    timestamp: datetime
+    raw_response: str = Field("", alias="rawResponse")
+    reasoning: str | None = None
+    parsed_answer: _RecordedAnswer = Field(default_factory=_RecordedAnswer, alias="parsedAnswer")
+    latency_ms: int | None = Field(None, alias="latencyMs")
+    token_usage: _TokenUsage | None = Field(None, alias="tokenUsage")
+    cost: float | None = None
+    error: str | None = None
+    skipped: bool = False
+
+
+class ImportedRecord(BaseModel):
+    """One question's answer from a published run, in the pipeline's terms."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model_key: str = Field(description="Registry-style key: model id + reasoning/protocol suffixes")
+    model: str
+    protocol: Protocol
+    reasoning_effort: str | None
+    qid: str
+    edition: int
+    number: int
+    raw_response: str
+    reasoning: str | None
+    parser_version: str = PARSER_VERSION
+    answer_strict: Letter | None = Field(description="Re-parsed by our oabench-v1 parser")
+    answer_lenient: Letter | None
+    recorded_strict: Letter | None = Field(description="As the original tool recorded it")
+    recorded_lenient: Letter | None
+    latency_ms: int | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    reasoning_tokens: int | None
+    cost_usd: float | None
+    error: str | None
+    skipped: bool = Field(description="Annulled question: OABench made no API call")
+    timestamp: datetime
+    run_id: str
+
+
+def _read_config(run_dir: Path) -> _RunConfig:
+    path = run_dir / "config.json"
+    try:
+        return _RunConfig.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, json.JSONDecodeError, ValidationError) as error:
+        raise PublishedRunError(f"{path}: not a readable OABench run config: {error}") from error
+
+
+def _to_record(line: _InferenceLine, config: _RunConfig) -> ImportedRecord:
+    effort = config.effective_reasoning_effort
+    parsed = parse_answer(line.raw_response, PARSER_VERSION)
+    usage = line.token_usage or _TokenUsage()
+    return ImportedRecord(
+        model_key=derive_model_key(config.model, effort, False, config.protocol),
+        model=config.model,
+        protocol=config.protocol,
+        reasoning_effort=effort,
+        qid=line.qid,
+        edition=line.edition,
+        number=line.question_number,
+        raw_response=line.raw_response,
+        reasoning=line.reasoning,
+        answer_strict=parsed.strict,
+        answer_lenient=parsed.lenient,
+        recorded_strict=line.parsed_answer.strict,
+        recorded_lenient=line.parsed_answer.lenient,
+        latency_ms=line.latency_ms,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        reasoning_tokens=usage.reasoning_tokens,
+        cost_usd=line.cost,
+        error=line.error,
+        skipped=line.skipped,
+        timestamp=line.timestamp,
+        run_id=config.run_id,
+    )
+
+
+def _read_lines(path: Path) -> list[_InferenceLine]:
+    """Every valid line; a torn LAST line (the tool was killed mid-write) is dropped, any other bad one raises."""
+    raw_lines = [
+        (n, text) for n, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if text.strip()
+    ]
+    lines: list[_InferenceLine] = []
+    for position, (number, text) in enumerate(raw_lines):
+        try:
+            lines.append(_InferenceLine.model_validate_json(text))
+        except ValidationError as error:
+            if position == len(raw_lines) - 1 and not text.rstrip().endswith("}"):
+                break
+            raise PublishedRunError(f"{path}:{number}: not an OABench inference record: {error}") from error
+    return lines
+
+
+def read_published_run(run_dir: Path) -> list[ImportedRecord]:
+    """The records of one run folder, one per qid: a resumed run appends, so the last line for a qid wins."""
+    config = _read_config(run_dir)
+    inferences = run_dir / "inferences.jsonl"
+    if not inferences.is_file():
+        return []
+    latest: dict[str, _InferenceLine] = {}
+    for line in _read_lines(inferences):
+        latest.pop(line.qid, None)  # re-insert so the order reflects the winning line's position
+        latest[line.qid] = line
+    return [_to_record(line, config) for line in latest.values()]
+
+
+def published_run_dirs(path: Path) -> list[Path]:
+    """The run folders under `path` (those with a config.json), in name order, i.e. by start time."""
+    return sorted(p for p in Path(path).iterdir() if p.is_dir() and (p / "config.json").is_file())
+
+
+def read_published_runs(path: Path) -> list[ImportedRecord]:
+    """All records of all run folders under `path`, run by run (not merged: see merge_published_records)."""
+    return [record for run_dir in published_run_dirs(path) for record in read_published_run(run_dir)]
+
+
+def merge_published_records(records: Iterable[ImportedRecord]) -> list[ImportedRecord]:
+    """One record per (model_key, qid): the one with the newest timestamp (on a tie, the later in input).
+
+    Several runs of one configuration (an aborted attempt, then a full one) thus combine into the most
+    recent answer for every question. Output sorted by model_key, edition, question number.
+    """
+    newest: dict[tuple[str, str], ImportedRecord] = {}
+    for record in records:
+        key = (record.model_key, record.qid)
+        current = newest.get(key)
+        if current is None or record.timestamp >= current.timestamp:
+            newest[key] = record
+    return sorted(newest.values(), key=lambda r: (r.model_key, r.edition, r.number))
+
+
+def read_published_summary(run_dir: Path) -> dict[str, Any] | None:
+    """The run's `summary.json` as written by OABench, or None for an unfinished run (it has none)."""
+    path = Path(run_dir) / "summary.json"
+    if not path.is_file():
+        return None
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise PublishedRunError(f"{path}: invalid JSON: {error}") from error
+    if not isinstance(summary, dict):
+        raise PublishedRunError(f"{path}: expected a JSON object")
+    return summary

@@ -1,0 +1,60 @@
+"""Typed records that cross module boundaries: what a booklet and an answer key yield."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Letter = Literal["A", "B", "C", "D"]
+LETTERS: tuple[Letter, ...] = ("A", "B", "C", "D")
+QuestionStatus = Literal["active", "annulled"]
+
+
+def make_qid(edition: int, number: int) -> str:
+    """The question id used by published OABench runs, so they can be imported and compared."""
+    return f"oab-{edition}-1f-q{number}"
+
+
+class ParsedQuestion(BaseModel):
+    """One question as read from the booklet PDF, before the answer key and areas are joined."""
+
+    model_config = ConfigDict(frozen=True)
+
+    number: int = Field(ge=1)
+    stem: str
+    choice_a: str
+    choice_b: str
+    choice_c: str
+    choice_d: str
+    pages: list[int] = Field(description="1-based page numbers the question spans, in order")
+    requires_image: bool = False
+
+
+class ParsedBooklet(BaseModel):
+    """Everything read from one booklet PDF."""
+
+    model_config = ConfigDict(frozen=True)
+
+    edition_in_header: int | None = Field(description="Edition number printed in the running header")
+    questions: list[ParsedQuestion]
+
+
+class AnswerKeyEntry(BaseModel):
+    """One row of the definitive answer key for booklet TIPO 1. `correct` is None when annulled."""
+
+    model_config = ConfigDict(frozen=True)
+
+    number: int = Field(ge=1)
+    correct: Letter | None
+
+    @property
+    def status(self) -> QuestionStatus:
+        return "annulled" if self.correct is None else "active"
+
+
+class ParsedAnswerKey(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    edition_in_header: int | None
+    entries: list[AnswerKeyEntry]

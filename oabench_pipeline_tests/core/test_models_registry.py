@@ -1,0 +1,143 @@
+"""The models registry: the shipped file, key derivation, and errors that name file, line and field."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from oabench_pipeline.core.baselines import BASELINE_IDS
+from oabench_pipeline.core.models_registry import (
+    DEFAULT_API_KEY_ENV,
+    DEFAULT_BASE_URL,
+    ModelsRegistryError,
+    default_models_file,
+    derive_model_key,
+    load_models_registry,
+)
+
+STUDY_MODEL_IDS = [
+    "google/gemini-3-flash-preview",
+    "openai/gpt-5.2",
+    "google/gemini-3.1-pro-preview",
+    "anthropic/claude-opus-4.6",
+    "google/gemini-3.1-flash-lite-preview",
+    "anthropic/claude-sonnet-4.6",
+    "x-ai/grok-4.1-fast",
+    "openai/gpt-5-mini",
+    "anthropic/claude-haiku-4.5",
+    "google/gemini-2.5-flash-lite",
+    "deepseek/deepseek-v3.2",
+]
+
+
+def test_shipped_registry_has_the_study_and_the_baselines() -> None:
+    models = load_models_registry(default_models_file())
+    api = [m for m in models if m.kind == "api"]
+    assert [m.id for m in api] == STUDY_MODEL_IDS
+    assert all(m.protocol == "direto" and not m.web_search for m in api)
+    assert all(m.base_url == DEFAULT_BASE_URL and m.api_key_env == DEFAULT_API_KEY_ENV for m in api)
+    assert [m.reasoning_effort for m in api if m.reasoning_effort] == ["medium"]
+    assert {m.key for m in api} == {*STUDY_MODEL_IDS, "openai/gpt-5.2:reasoning-medium"} - {"openai/gpt-5.2"}
+    baselines = [m for m in models if m.is_baseline]
+    assert sorted(m.id for m in baselines) == sorted(BASELINE_IDS)
+    assert all(m.api_key_env is None and m.base_url is None for m in baselines)
+
+
+@pytest.mark.parametrize(
+    ("args", "key"),
+    [
+        (("m/x",), "m/x"),
+        (("m/x", "medium"), "m/x:reasoning-medium"),
+        (("m/x", None, True), "m/x:web"),
+        (("m/x", None, False, "deliberativo"), "m/x:deliberativo"),
+        (("m/x", "high", True, "deliberativo"), "m/x:reasoning-high:web:deliberativo"),
+    ],
+)
+def test_key_suffixes_come_in_a_fixed_order(args: tuple, key: str) -> None:
+    assert derive_model_key(*args) == key
+
+
+def _registry(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "models.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_local_endpoint_without_key_and_optional_fields(tmp_path: Path) -> None:
+    path = _registry(
+        tmp_path,
+        """
+[[models]]
+id = "qwen3:8b"
+base_url = "http://localhost:11434/v1"
+api_key_env = ""
+concurrency = 2
+max_cost_usd = 5
+knowledge_cutoff = 2025-01-31
+protocol = "deliberativo"
+
+[[models]]
+id = "qwen3:8b"
+api_key_env = false
+key = "ollama/qwen3-8b"
+""",
+    )
+    first, second = load_models_registry(path)
+    assert first.api_key_env is None and second.api_key_env is None
+    assert first.key == "qwen3:8b:deliberativo" and second.key == "ollama/qwen3-8b"
+    assert first.label == "qwen3:8b" and first.provider == "local"
+    assert first.max_cost_usd == 5.0 and first.knowledge_cutoff == date(2025, 1, 31)
+    assert second.concurrency == 20
+
+
+BROKEN = [
+    # (registry text, line, field, words the message must contain)
+    ('[[models]]\nid = "a/b"\nlabel = "x\n', 3, "label", "syntax"),
+    (
+        '[[models]]\nid = "a/b"\n\n[[models]]\nid = "c/d"\ntemperature = 0.5\n',
+        6,
+        "temperature",
+        "Extra inputs",
+    ),
+    ('[[models]]\nid = "a/b"\nconcurrency = "20"\n', 3, "concurrency", "integer"),
+    ('[[models]]\nid = "a/b"\nconcurrency = 0\n', 3, "concurrency", "greater than or equal"),
+    ('[[models]]\nid = "a/b"\nweb_search = "yes"\n', 3, "web_search", "boolean"),
+    ('[[models]]\nid = "a/b"\nreasoning_effort = "max"\n', 3, "reasoning_effort", "low"),
+    ('[[models]]\nid = "a/b"\nprotocol = "nativo"\n', 3, "protocol", "direto"),
+    ('[[models]]\nlabel = "no id"\n', 1, "id", "required"),
+    ('[[models]]\nid = "a/b"\n\n[[models]]\nid = "a/b"\n', 4, "key", "duplicate"),
+    ('[[models]]\nid = "a/b"\nkey = "x"\n[[models]]\nid = "c/d"\nkey = "x"\n', 6, "key", "duplicate"),
+    ('[[models]]\nid = "baseline/coin"\nkind = "baseline"\n', 3, "kind", "baseline"),
+    ('[[models]]\nid = "a,b"\n', 1, "key", "','"),
+    ('title = "x"\n[[models]]\nid = "a/b"\n', 1, "title", "top-level"),
+    ("# nothing yet\n", 1, "models", "at least one"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "field", "words"), BROKEN)
+def test_broken_registry_names_file_line_and_field(
+    tmp_path: Path, text: str, line: int, field: str, words: str
+) -> None:
+    path = _registry(tmp_path, text)
+    with pytest.raises(ModelsRegistryError) as caught:
+        load_models_registry(path)
+    error = caught.value
+    assert (error.line, error.field) == (line, field)
+    assert f"{path}:{line}:" in str(error) and f"'{field}'" in str(error)
+    assert words in str(error)
+
+
+# As written in TOML: "\\t" is TOML's escape for a tab.
+@pytest.mark.parametrize("bad", ["a|b", "a,b", "a[b", "a]b", "a...b", "tab\\tkey"])
+def test_keys_that_break_dagster_partitions_are_refused(tmp_path: Path, bad: str) -> None:
+    path = _registry(tmp_path, f'[[models]]\nid = "a/b"\nlabel = "L"\nkey = "{bad}"\n')
+    with pytest.raises(ModelsRegistryError, match="Dagster") as caught:
+        load_models_registry(path)
+    assert (caught.value.line, caught.value.field) == (4, "key")
+
+
+def test_missing_file_is_a_registry_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelsRegistryError, match=r"nope\.toml"):
+        load_models_registry(tmp_path / "nope.toml")
