@@ -1,0 +1,75 @@
+"""Scale benchmark: scoring + every leaderboard table over 1,000,000 inference rows.
+
+500 model keys x 25 editions x 80 questions of synthetic data are written as Parquet files in a
+temporary directory and exposed as DuckDB views on a fresh connection (as the pipeline does),
+then `score_inferences` + `build_leaderboard_tables` are timed against a 5 s budget.
+
+Run: .venv/bin/python benchmarks/leaderboard_scale.py [--keys 500] [--editions 25] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import duckdb
+
+from oabench_pipeline.core.leaderboard import build_leaderboard_tables
+from oabench_pipeline.core.scoring import score_inferences
+from oabench_pipeline_tests.core.synthetic_results import make_synthetic_warehouse, write_parquet_views
+
+BUDGET_S = 5.0
+
+
+def run_once(directory: Path) -> tuple[float, float, int]:
+    """Score and build all tables on a fresh connection; returns (scoring s, tables s, rows)."""
+    con = duckdb.connect()
+    try:
+        for name in ("questions", "answer_keys", "editions", "inferences", "models", "model_pricing"):
+            literal = str(directory / f"{name}.parquet").replace("'", "''")
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{literal}')")
+        start = time.perf_counter()
+        scores = score_inferences(con)
+        con.register("scores", scores)
+        scored = time.perf_counter()
+        tables = build_leaderboard_tables(con)
+        done = time.perf_counter()
+        assert tables["leaderboard"].height > 0
+        return scored - start, done - scored, scores.height
+    finally:
+        con.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keys", type=int, default=500)
+    parser.add_argument("--editions", type=int, default=25)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="oabench-bench-") as tmp:
+        directory = Path(tmp)
+        started = time.perf_counter()
+        warehouse = make_synthetic_warehouse(n_models=args.keys, n_editions=args.editions, seed=0)
+        write_parquet_views(warehouse, directory, duckdb.connect())
+        print(
+            f"generated {warehouse.tables['inferences'].num_rows:,} inference rows "
+            f"({args.keys} keys x {args.editions} editions x 80 questions) "
+            f"in {time.perf_counter() - started:.1f} s"
+        )
+        best = float("inf")
+        for attempt in range(1, args.repeat + 1):
+            scoring_s, tables_s, rows = run_once(directory)
+            total = scoring_s + tables_s
+            best = min(best, total)
+            print(
+                f"run {attempt}: scoring {scoring_s:.2f} s ({rows:,} rows) + tables {tables_s:.2f} s "
+                f"= {total:.2f} s ({total / BUDGET_S:.0%} of the {BUDGET_S:.0f} s budget)"
+            )
+        verdict = "within" if best <= BUDGET_S else "OVER"
+        print(f"best {best:.2f} s: {best / BUDGET_S:.2f}x the budget, {verdict} budget")
+
+
+if __name__ == "__main__":
+    main()
