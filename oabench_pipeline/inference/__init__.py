@@ -1,0 +1,1 @@
+"""Talking to OpenAI-compatible chat endpoints: retries, concurrency and secret redaction."""

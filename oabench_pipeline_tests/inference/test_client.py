@@ -1,0 +1,383 @@
+"""The model client against a real loopback OpenAI-compatible server: concurrency, retries, secrets."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import pytest
+
+from oabench_pipeline.inference.client import (
+    ChatRequest,
+    ChatResult,
+    EndpointConfig,
+    FatalEndpointError,
+    RunStats,
+    clean_error_text,
+    parse_retry_after,
+    redact,
+    run_chat_requests,
+)
+from oabench_pipeline_tests.servers.openai_replay import FaultProfile, RecordedReply, ReplayServer
+
+MODEL = "test/model-x"
+KEY = "sk-or-v1-SECRETKEY0123456789"
+
+
+def prompt(i: int) -> str:
+    return f"Questão {i}: qual a alternativa correta?"
+
+
+def replies(n: int, model: str = MODEL) -> dict[tuple[str, str], RecordedReply]:
+    """Distinct answers per prompt, so a mixed-up reply would show."""
+    return {
+        (model, prompt(i)): RecordedReply(
+            "ABCD"[i % 4], prompt_tokens=100 + i, completion_tokens=1, cost=0.001
+        )
+        for i in range(n)
+    }
+
+
+def requests(n: int, model: str = MODEL, start: int = 0) -> list[ChatRequest]:
+    return [
+        ChatRequest(
+            qid=f"q{i}",
+            body={"model": model, "messages": [{"role": "user", "content": prompt(i)}], "temperature": 0},
+            request_hash=f"h{i}",
+        )
+        for i in range(start, start + n)
+    ]
+
+
+def fast_endpoint(base_url: str, **overrides: float | int | str | None) -> EndpointConfig:
+    """Small timeouts and backoffs so retry tests take milliseconds, not minutes."""
+    settings: dict = {
+        "api_key": KEY,
+        "timeout_s": 2.0,
+        "connect_timeout_s": 2.0,
+        "backoff_base_s": 0.01,
+        "backoff_max_s": 0.05,
+    }
+    settings.update(overrides)
+    return EndpointConfig(base_url=base_url, **settings)
+
+
+def run(
+    endpoint: EndpointConfig, reqs: Sequence[ChatRequest], concurrency: int = 4, should_stop=None
+) -> tuple[list[ChatResult], RunStats]:
+    results: list[ChatResult] = []
+    stats = asyncio.run(run_chat_requests(endpoint, reqs, concurrency, results.append, should_stop))
+    return results, stats
+
+
+# ------------------------------------------------------------------------------------- happy path
+
+
+def test_keeps_exactly_concurrency_in_flight_and_answers_each_prompt_once() -> None:
+    with ReplayServer(replies=replies(30), latency_s=0.05) as srv:
+        results, stats = run(fast_endpoint(srv.base_url), requests(30), concurrency=7)
+        server = srv.stats
+    assert server.max_in_flight == 7
+    assert server.total_requests == 30 == stats.sent_requests
+    assert server.duplicate_answers == {}
+    assert server.unmatched == 0
+    assert sorted(r.qid for r in results) == sorted(f"q{i}" for i in range(30))
+    by_qid = {r.qid: r for r in results}
+    assert by_qid["q5"].raw_response == "B" and by_qid["q5"].prompt_tokens == 105
+    assert by_qid["q5"].cost_usd == pytest.approx(0.001)
+    assert all(r.error is None and r.attempts == 1 and r.latency_ms >= 50 for r in results)
+    assert stats.answered == 30 and stats.errors == 0 and stats.retries == 0
+    # 30 requests, 7 at a time, 50 ms each: 5 waves (0.25 s); one at a time would take 1.5 s.
+    assert 0.25 <= stats.elapsed_s < 1.2
+
+
+def test_pool_refills_a_slot_as_soon_as_it_frees_not_by_batches() -> None:
+    """One slow answer must not hold back the others, and each result is delivered as it arrives."""
+    recorded = replies(7)
+    recorded[(MODEL, prompt(0))] = RecordedReply("A", latency_s=0.5)
+    order: list[str] = []
+    with ReplayServer(replies=recorded, latency_s=0.05) as srv:
+        stats = asyncio.run(
+            run_chat_requests(fast_endpoint(srv.base_url), requests(7), 2, lambda r: order.append(r.qid))
+        )
+    # The other slot answers q1..q6 (6 x 50 ms) while q0 takes 500 ms. Batches of 2 would deliver q0
+    # second, then wait for it before starting q2..q6.
+    assert order[-1] == "q0" and sorted(order[:-1]) == [f"q{i}" for i in range(1, 7)]
+    assert stats.elapsed_s >= 0.5
+
+
+def test_reads_reasoning_tokens_and_cost_including_vllm_reasoning_content() -> None:
+    reply = RecordedReply("C", reasoning="Pensando...", prompt_tokens=400, completion_tokens=90,
+                          reasoning_tokens=88, cost=0.00021)  # fmt: skip
+    for field in ("reasoning", "reasoning_content"):
+        with ReplayServer(replies={(MODEL, prompt(0)): reply}, reasoning_field=field) as srv:  # type: ignore[arg-type]
+            (result,), _ = run(fast_endpoint(srv.base_url), requests(1))
+        assert (result.raw_response, result.reasoning) == ("C", "Pensando...")
+        assert (result.prompt_tokens, result.completion_tokens, result.reasoning_tokens) == (400, 90, 88)
+        assert result.cost_usd == pytest.approx(0.00021) and result.total_cost_usd == pytest.approx(0.00021)
+
+
+# ---------------------------------------------------------------------------------------- retries
+
+
+@pytest.mark.parametrize(
+    ("fault", "cause"),
+    [
+        ("5xx", "5xx"),
+        ("429", "429"),
+        ("hang", "timeout"),
+        ("drop", "connection"),
+        ("malformed_json", "malformed"),
+        ("empty_choices", "malformed"),
+        ("html", "malformed"),
+        ("non_utf8", "malformed"),
+        ("empty_answer", "empty"),
+    ],
+)
+def test_each_fault_is_retried_and_ends_answered(fault: str, cause: str) -> None:
+    faults = FaultProfile(
+        seed=7, retry_after_s=0.01, hang_s=0.6, max_faults_per_prompt=1, **{f"rate_{fault}": 1.0}
+    )
+    with ReplayServer(replies=replies(6), latency_s=0.01, faults=faults) as srv:
+        results, stats = run(fast_endpoint(srv.base_url, timeout_s=0.25), requests(6), concurrency=3)
+        server = srv.stats
+    assert server.faults == {fault: 6}
+    assert all(r.ok and r.attempts == 2 for r in results), [(r.qid, r.error) for r in results]
+    assert {r.qid: r.raw_response for r in results} == {f"q{i}": "ABCD"[i % 4] for i in range(6)}
+    assert stats.retries_by_cause == {cause: 6}
+    assert stats.sent_requests == server.total_requests == 12
+    assert server.duplicate_answers == {}
+
+
+def test_random_fault_mix_still_answers_everything_once() -> None:
+    faults = FaultProfile(
+        seed=3, rate_5xx=0.15, rate_429=0.1, retry_after_s=0.01, rate_drop=0.1, rate_malformed_json=0.05,
+        rate_html=0.05, max_faults_per_prompt=2,
+    )  # fmt: skip
+    with ReplayServer(replies=replies(40), latency_s=0.005, faults=faults) as srv:
+        results, stats = run(fast_endpoint(srv.base_url), requests(40), concurrency=8)
+        server = srv.stats
+    assert sum(server.faults.values()) > 0
+    assert stats.answered == 40 and all(r.ok for r in results)
+    assert server.duplicate_answers == {}
+    assert set(server.answers_per_prompt.values()) == {1}
+
+
+def test_retry_after_seconds_is_waited_at_least() -> None:
+    faults = FaultProfile(rate_429=1.0, retry_after_s=0.4, max_faults_per_prompt=1)
+    with ReplayServer(replies=replies(1), faults=faults) as srv:
+        (result,), stats = run(fast_endpoint(srv.base_url), requests(1))
+    assert result.ok and result.attempts == 2
+    # Backoff alone would be <= 0.05 s here, so only honouring the header explains >= 0.4 s.
+    assert stats.elapsed_s >= 0.4
+
+
+def test_retry_after_http_date_is_waited_at_least() -> None:
+    faults = FaultProfile(
+        rate_429=1.0, retry_after_s=0.5, retry_after_as_http_date=True, max_faults_per_prompt=1
+    )
+    with ReplayServer(replies=replies(1), faults=faults) as srv:
+        started = time.time()
+        (result,), _ = run(fast_endpoint(srv.base_url), requests(1))
+        waited = time.time() - started
+    assert result.ok and result.attempts == 2
+    assert waited >= 0.5  # the date names a second >= now + 0.5 s; backoff alone is <= 0.05 s
+
+
+def test_parse_retry_after_forms() -> None:
+    now = datetime(2026, 3, 3, 12, 0, 0, tzinfo=UTC)
+    assert parse_retry_after("3", now) == 3.0
+    assert parse_retry_after("0.5", now) == 0.5
+    assert parse_retry_after(format_datetime(now + timedelta(seconds=42), usegmt=True), now) == 42.0
+    assert parse_retry_after(format_datetime(now - timedelta(seconds=5), usegmt=True), now) == 0.0
+    assert parse_retry_after("soon", now) is None
+    assert parse_retry_after(None, now) is None
+
+
+def test_malformed_body_is_retried_a_bounded_number_of_times_then_reported_as_error() -> None:
+    with ReplayServer(replies=replies(1), faults=FaultProfile(rate_malformed_json=1.0)) as srv:
+        (result,), stats = run(fast_endpoint(srv.base_url, max_malformed_retries=2), requests(1))
+        server = srv.stats
+    assert result.raw_response is None and result.error is not None and "not JSON" in result.error
+    assert result.attempts == 3 == server.total_requests
+    assert stats.errors == 1 and stats.answered == 0 and stats.retries_by_cause == {"malformed": 2}
+
+
+def test_non_utf8_every_time_becomes_an_error_row_not_a_crash() -> None:
+    with ReplayServer(replies=replies(1), faults=FaultProfile(rate_non_utf8=1.0)) as srv:
+        (result,), _ = run(fast_endpoint(srv.base_url, max_malformed_retries=1), requests(1))
+    assert result.raw_response is None and "UTF-8" in (result.error or "")
+    assert result.attempts == 2
+
+
+def test_recorded_empty_answer_is_retried_then_error_with_paid_cost_kept() -> None:
+    """Like gpt-5-mini in the published runs: 64 completion tokens, no text. Never stored as an answer."""
+    empty = {(MODEL, prompt(0)): RecordedReply("", prompt_tokens=357, completion_tokens=64, cost=0.0001)}
+    with ReplayServer(replies=empty) as srv:
+        (result,), stats = run(fast_endpoint(srv.base_url, max_malformed_retries=2), requests(1))
+    assert result.raw_response is None and result.error is not None and "empty answer" in result.error
+    assert result.attempts == 3 and stats.retries_by_cause == {"empty": 2}
+    assert result.completion_tokens == 64
+    assert result.total_cost_usd == pytest.approx(0.0003)  # three paid calls
+
+
+def test_transient_errors_exhaust_max_retries_into_an_error_row() -> None:
+    with ReplayServer(replies=replies(2), faults=FaultProfile(rate_5xx=1.0)) as srv:
+        results, stats = run(fast_endpoint(srv.base_url, max_retries=3), requests(2))
+        server = srv.stats
+    assert [r.raw_response for r in results] == [None, None]
+    assert all(r.attempts == 4 and "HTTP 50" in (r.error or "") for r in results)
+    assert server.total_requests == 8 and stats.retries_by_cause == {"5xx": 6}
+
+
+def test_other_4xx_is_an_error_row_for_that_question_only() -> None:
+    faults = FaultProfile(
+        fixed_status=400, fixed_status_message="This model's maximum context length is 8192"
+    )
+    with ReplayServer(replies=replies(3), faults=faults) as srv:
+        results, _ = run(fast_endpoint(srv.base_url), requests(3))
+        server = srv.stats
+    assert len(results) == 3 and all("HTTP 400" in (r.error or "") and r.attempts == 1 for r in results)
+    assert server.total_requests == 3
+
+
+def test_server_overload_429_is_absorbed() -> None:
+    """More in flight than the provider allows: 429 + Retry-After 1 until the client fits."""
+    faults = FaultProfile(max_in_flight_before_429=3)
+    with ReplayServer(replies=replies(6), latency_s=0.05, faults=faults) as srv:
+        results, stats = run(fast_endpoint(srv.base_url), requests(6), concurrency=4)
+    assert all(r.ok for r in results)
+    assert stats.retries_by_cause.get("429", 0) >= 1
+    assert stats.elapsed_s >= 1.0  # honoured Retry-After: 1
+
+
+# ------------------------------------------------------------------------------------------ fatal
+
+
+@pytest.mark.parametrize(
+    ("server_kwargs", "status", "words"),
+    [
+        ({"api_key": "the-right-key"}, 401, "authentication"),
+        ({"faults": FaultProfile(fixed_status=403)}, 403, "forbidden"),
+        (
+            {"faults": FaultProfile(fixed_status=402, fixed_status_message="Insufficient credits")},
+            402,
+            "credits",
+        ),
+        ({"unknown_model_status": 404}, 404, "unknown model"),
+        ({"faults": FaultProfile(fixed_status=400)}, 400, "unknown model"),  # "x is not a valid model ID"
+    ],
+)
+def test_fatal_statuses_stop_the_whole_pool_without_leaking_the_key(
+    server_kwargs: dict, status: int, words: str
+) -> None:
+    kwargs = {"faults": FaultProfile(echo_authorization=True), **server_kwargs}
+    if "faults" in server_kwargs:
+        kwargs["faults"] = FaultProfile(
+            echo_authorization=True,
+            fixed_status=server_kwargs["faults"].fixed_status,
+            fixed_status_message=server_kwargs["faults"].fixed_status_message,
+        )
+    delivered: list[ChatResult] = []
+    with ReplayServer(replies={} if status == 404 else replies(40), latency_s=0.02, **kwargs) as srv:
+        endpoint = fast_endpoint(srv.base_url)
+        with pytest.raises(FatalEndpointError) as caught:
+            asyncio.run(run_chat_requests(endpoint, requests(40), 4, delivered.append))
+        server = srv.stats
+    message = str(caught.value)
+    assert caught.value.status == status
+    assert f"HTTP {status}" in message and words in message
+    assert MODEL in message and "/v1/chat/completions" in message
+    assert KEY not in message and "SECRETKEY" not in message
+    assert delivered == []
+    assert server.total_requests <= 4  # the first wave at most: nothing launched after the error
+    assert f"Bearer {KEY}" in server.authorization_headers  # the key did travel, in the header
+
+
+def test_fatal_midway_keeps_results_already_delivered() -> None:
+    """Known model first, then a model the provider does not have: earlier answers stay delivered."""
+    reqs = [*requests(5), *requests(5, model="typo/no-such-model", start=5), *requests(5, start=10)]
+    delivered: list[ChatResult] = []
+    with ReplayServer(replies=replies(15), unknown_model_status=404) as srv:
+        with pytest.raises(FatalEndpointError, match="no-such-model"):
+            asyncio.run(run_chat_requests(fast_endpoint(srv.base_url), reqs, 1, delivered.append))
+        assert srv.stats.total_requests == 6
+    assert [r.qid for r in delivered] == ["q0", "q1", "q2", "q3", "q4"]
+
+
+# ---------------------------------------------------------------------------------------- secrets
+
+
+def test_key_echoed_in_error_bodies_is_redacted_from_error_rows() -> None:
+    faults = FaultProfile(rate_5xx=1.0, echo_authorization=True)
+    with ReplayServer(replies=replies(1), faults=faults) as srv:
+        (result,), _ = run(fast_endpoint(srv.base_url, max_retries=1), requests(1))
+    assert result.error is not None
+    assert "got Authorization: ***" in result.error  # the echo happened, and was masked
+    assert KEY not in result.error and "SECRETKEY" not in result.error
+
+
+def test_redact_and_truncate() -> None:
+    text = f"bad header Bearer {KEY}; raw {KEY}; other sk-2"
+    assert redact(text, [KEY, None, ""]) == "bad header ***; raw ***; other sk-2"
+    assert redact("abc", []) == "abc"
+    assert redact("k-long and k", ["k", "k-long"]) == "*** and ***"
+    # Truncation happens after redaction, so a key straddling the cut cannot leave a prefix.
+    long = "x" * 495 + KEY + "y" * 1000
+    cleaned = clean_error_text(long, [KEY], limit=500)
+    assert "sk-or" not in cleaned and len(cleaned) < 560 and "more chars" in cleaned
+    assert KEY not in repr(EndpointConfig("http://h/v1", api_key=KEY))
+
+
+# ------------------------------------------------------------------------------- stopping and size
+
+
+def test_should_stop_stops_launching_new_requests_and_in_flight_ones_finish() -> None:
+    delivered: list[ChatResult] = []
+
+    def budget_left() -> str | None:
+        return "budget exhausted" if len(delivered) >= 3 else None
+
+    with ReplayServer(replies=replies(20), latency_s=0.03) as srv:
+        stats = asyncio.run(
+            run_chat_requests(fast_endpoint(srv.base_url), requests(20), 2, delivered.append, budget_left)
+        )
+        server = srv.stats
+    assert stats.stop_reason == "budget exhausted"
+    assert 3 <= len(delivered) <= 4  # at most the other in-flight request finishes after the 3rd
+    assert stats.started == stats.results == len(delivered) == server.total_requests
+    assert all(r.ok for r in delivered)
+
+
+def test_oversized_reply_is_an_error_row_without_retry_and_a_large_one_within_cap_is_kept() -> None:
+    huge = "A" * (10 * 1024 * 1024)
+    big = {(MODEL, prompt(0)): RecordedReply(huge), (MODEL, prompt(1)): RecordedReply("B" * 300_000)}
+    with ReplayServer(replies=big) as srv:
+        results, _ = run(fast_endpoint(srv.base_url, max_response_bytes=1024 * 1024), requests(2))
+        server = srv.stats
+    by_qid = {r.qid: r for r in results}
+    assert by_qid["q0"].raw_response is None and "exceeded" in (by_qid["q0"].error or "")
+    assert by_qid["q0"].attempts == 1
+    assert by_qid["q1"].raw_response == "B" * 300_000
+    assert server.total_requests == 2
+    with ReplayServer(replies=big) as srv:
+        (result,), _ = run(fast_endpoint(srv.base_url, max_response_bytes=16 * 1024 * 1024), requests(1))
+    assert result.raw_response is not None and len(result.raw_response) == len(huge)
+
+
+def test_rejects_nonsense_concurrency() -> None:
+    with pytest.raises(ValueError, match="concurrency"):
+        asyncio.run(
+            run_chat_requests(EndpointConfig("http://127.0.0.1:9/v1"), requests(1), 0, lambda r: None)
+        )
+
+
+def test_unreachable_endpoint_is_an_error_row_after_retries() -> None:
+    with ReplayServer() as srv:
+        dead_url = srv.base_url  # nothing listens there once the server is closed
+    (result,), stats = run(fast_endpoint(dead_url, max_retries=2), requests(1))
+    assert result.raw_response is None and "ConnectError" in (result.error or "")
+    assert result.attempts == 3 and stats.retries_by_cause == {"connection": 2}

@@ -1,0 +1,677 @@
+"""A real loopback OpenAI-compatible server that replays recorded answers and injects faults on demand.
+
+It runs an asyncio HTTP/1.1 server (keep-alive, Content-Length or chunked bodies) on its own event loop
+in a background thread, bound to 127.0.0.1 on an ephemeral port. asyncio rather than a thread per
+connection because `asyncio.sleep` keeps the simulated latency exact with 64+ concurrent connections.
+
+Answers are looked up by (model id, text of the last user message): the request only carries the
+prompt, exactly as with a real provider, so the server never sees (or needs) question ids.
+
+    with ReplayServer(replies={("m", "prompt"): RecordedReply("B")}, latency_s=0.05) as srv:
+        srv.base_url          # "http://127.0.0.1:PORT/v1"
+        srv.stats.max_in_flight
+
+Faults are decided per attempt from `FaultProfile.seed` and the server's request counter, so a given
+arrival order always sees the same faults.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import hashlib
+import json
+import math
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+FAULT_KINDS: tuple[str, ...] = (
+    "5xx",
+    "429",
+    "hang",
+    "malformed_json",
+    "empty_choices",
+    "empty_answer",
+    "drop",
+    "html",
+    "non_utf8",
+)
+FALLBACK_ANSWER = "A"
+# Out-of-band stats, for when the server runs in another process (see `main`).
+STATS_PATH = "/_replay/stats"
+MAX_HEADER_LINES = 100
+MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
+# ---------------------------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True)
+class RecordedReply:
+    """What a model answered once, with the usage OpenRouter reported for it."""
+
+    raw_response: str
+    reasoning: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cost: float | None = None
+    latency_s: float | None = None  # overrides the server's latency for this reply (slow outliers)
+
+
+@dataclass(frozen=True)
+class ModelPricing:
+    """OpenRouter-style prices: USD per token, as decimal strings."""
+
+    prompt: str
+    completion: str
+
+
+@dataclass(frozen=True)
+class FaultProfile:
+    """How often (0..1, per attempt) each fault happens. Rates are exclusive slices of one draw.
+
+    `max_faults_per_prompt` caps random faults per (model, prompt) so retry tests always end answered.
+    `fixed_status` answers EVERY chat request with that status and an OpenRouter-like error body
+    (for 400/401/402/403/404 tests). `echo_authorization` puts the Authorization header in error
+    bodies, like a careless proxy, to test that clients redact it.
+    """
+
+    seed: int = 0
+    rate_5xx: float = 0.0
+    rate_429: float = 0.0
+    retry_after_s: float = 1.0
+    retry_after_as_http_date: bool = False
+    max_in_flight_before_429: int | None = None
+    rate_hang: float = 0.0
+    hang_s: float = 2.0
+    rate_malformed_json: float = 0.0
+    rate_empty_choices: float = 0.0
+    rate_empty_answer: float = 0.0
+    rate_drop: float = 0.0
+    rate_html: float = 0.0
+    rate_non_utf8: float = 0.0
+    max_faults_per_prompt: int | None = None
+    fixed_status: int | None = None
+    fixed_status_message: str | None = None
+    echo_authorization: bool = False
+
+    def __post_init__(self) -> None:
+        total = sum(self.rate(kind) for kind in FAULT_KINDS)
+        if total > 1.0 + 1e-9:
+            raise ValueError(f"fault rates add up to {total} > 1")
+
+    def rate(self, kind: str) -> float:
+        return float(getattr(self, f"rate_{kind}"))
+
+    def pick(self, counter: int) -> tuple[str | None, random.Random]:
+        """The fault for request number `counter` (None = behave), and the RNG for its details."""
+        rng = random.Random(f"{self.seed}:{counter}")  # str seeds are hashed with SHA-512: stable
+        draw = rng.random()
+        edge = 0.0
+        for kind in FAULT_KINDS:
+            edge += self.rate(kind)
+            if draw < edge:
+                return kind, rng
+        return None, rng
+
+
+def prompt_key(model: str, user_text: str) -> tuple[str, str]:
+    """How stats identify one paid question: model id and a short hash of the user message."""
+    return model, hashlib.sha256(user_text.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ServerStats:
+    """A consistent snapshot of what the server saw. Times are `time.perf_counter()` values."""
+
+    total_requests: int
+    model_list_requests: int
+    requests_per_prompt: dict[tuple[str, str], int]
+    answers_per_prompt: dict[tuple[str, str], int]
+    unmatched: int
+    max_in_flight: int
+    first_request_at: float | None
+    last_response_at: float | None
+    faults: dict[str, int]
+    authorization_headers: frozenset[str]
+
+    def to_json(self) -> dict[str, Any]:
+        """The counters a benchmark needs, JSON-friendly (per-prompt maps summarised)."""
+        return {
+            "total_requests": self.total_requests,
+            "distinct_prompts": len(self.requests_per_prompt),
+            "duplicate_answers": len(self.duplicate_answers),
+            "unmatched": self.unmatched,
+            "max_in_flight": self.max_in_flight,
+            "faults": self.faults,
+        }
+
+    @property
+    def duplicate_answers(self) -> dict[tuple[str, str], int]:
+        """Prompts that were successfully answered more than once: paid twice for the same thing."""
+        return {key: n for key, n in self.answers_per_prompt.items() if n > 1}
+
+
+@dataclass
+class _MutableStats:
+    total_requests: int = 0
+    model_list_requests: int = 0
+    requests_per_prompt: Counter[tuple[str, str]] = field(default_factory=Counter)
+    answers_per_prompt: Counter[tuple[str, str]] = field(default_factory=Counter)
+    faults_per_prompt: Counter[tuple[str, str]] = field(default_factory=Counter)
+    unmatched: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+    first_request_at: float | None = None
+    last_response_at: float | None = None
+    faults: Counter[str] = field(default_factory=Counter)
+    authorization_headers: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class _HttpRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def keep_alive(self) -> bool:
+        return self.headers.get("connection", "").lower() != "close"
+
+
+@dataclass(frozen=True)
+class _HttpResponse:
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    extra_headers: tuple[tuple[str, str], ...] = ()
+
+
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    402: "Payment Required",
+    403: "Forbidden",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
+
+
+def _json_response(
+    status: int, payload: Any, extra_headers: tuple[tuple[str, str], ...] = ()
+) -> _HttpResponse:
+    return _HttpResponse(status, json.dumps(payload).encode("utf-8"), extra_headers=extra_headers)
+
+
+def _error_response(
+    status: int, message: str, extra: tuple[tuple[str, str], ...] = (), metadata: dict[str, Any] | None = None
+) -> _HttpResponse:
+    error: dict[str, Any] = {"message": message, "code": status}
+    if metadata:
+        error["metadata"] = metadata
+    return _json_response(status, {"error": error}, extra)
+
+
+def _user_text(payload: dict[str, Any]) -> str:
+    """Text of the last user message (string content or text parts)."""
+    messages = payload.get("messages")
+    if not isinstance(messages, list):
+        return ""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, list):
+                return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+# ---------------------------------------------------------------------------------------- HTTP/1.1
+
+
+async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        parts: list[bytes] = []
+        while True:
+            size = int((await reader.readline()).split(b";", 1)[0].strip() or b"0", 16)
+            if size == 0:
+                await reader.readline()  # trailing CRLF (no trailers expected)
+                return b"".join(parts)
+            parts.append(await reader.readexactly(size))
+            await reader.readexactly(2)
+    length = int(headers.get("content-length", "0"))
+    if length > MAX_BODY_BYTES:
+        raise ValueError("request body too large")
+    return await reader.readexactly(length) if length else b""
+
+
+async def _read_request(reader: asyncio.StreamReader) -> _HttpRequest | None:
+    """One request off a keep-alive connection; None when the client closed it."""
+    line = await reader.readline()
+    if not line:
+        return None
+    method, target, _version = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
+    headers: dict[str, str] = {}
+    for _ in range(MAX_HEADER_LINES):
+        raw = await reader.readline()
+        if raw in (b"\r\n", b"\n", b""):
+            break
+        name, _, value = raw.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    body = await _read_body(reader, headers)
+    return _HttpRequest(method.upper(), target.split("?", 1)[0], headers, body)
+
+
+async def _write_response(writer: asyncio.StreamWriter, response: _HttpResponse, keep_alive: bool) -> None:
+    reason = _REASONS.get(response.status, "Status")
+    head = [
+        f"HTTP/1.1 {response.status} {reason}",
+        f"Content-Type: {response.content_type}",
+        f"Content-Length: {len(response.body)}",
+        f"Connection: {'keep-alive' if keep_alive else 'close'}",
+        *(f"{name}: {value}" for name, value in response.extra_headers),
+    ]
+    writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + response.body)
+    await writer.drain()
+
+
+# ------------------------------------------------------------------------------------------- server
+
+
+class ReplayServer:
+    """OpenAI/OpenRouter-compatible replay server on 127.0.0.1; use as a context manager."""
+
+    def __init__(
+        self,
+        replies: Mapping[tuple[str, str], RecordedReply] | None = None,
+        latency_s: float = 0.0,
+        faults: FaultProfile | None = None,
+        models: Mapping[str, ModelPricing] | None = None,
+        api_key: str | None = None,
+        reasoning_field: Literal["reasoning", "reasoning_content"] = "reasoning",
+        unknown_model_status: int | None = None,
+    ) -> None:
+        """`api_key` set → requests without `Authorization: Bearer <api_key>` get 401.
+
+        `unknown_model_status` set (e.g. 404, as OpenRouter) → a model in neither `models` nor `replies`
+        gets that status; otherwise it gets the fallback answer.
+        """
+        self.replies: dict[tuple[str, str], RecordedReply] = dict(replies or {})
+        self.latency_s = latency_s
+        self.faults = faults or FaultProfile()
+        self.models: dict[str, ModelPricing] = dict(models or {})
+        self.api_key = api_key
+        self.reasoning_field = reasoning_field
+        self.unknown_model_status = unknown_model_status
+        self._known_models = set(self.models) | {model for model, _ in self.replies}
+        self._stats = _MutableStats()
+        self._lock = threading.Lock()
+        self._counter = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._port: int | None = None
+
+    # -- lifecycle
+
+    @property
+    def base_url(self) -> str:
+        assert self._port is not None, "server not started"
+        return f"http://127.0.0.1:{self._port}/v1"
+
+    def __enter__(self) -> ReplayServer:
+        self._loop = _new_event_loop()
+        started = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(started,), name="openai-replay", daemon=True)
+        self._thread.start()
+        if not started.wait(timeout=10) or self._port is None:
+            raise RuntimeError("replay server did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        loop = self._loop
+        if loop is None:
+            return
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        loop.close()
+        self._loop = None
+
+    def _run(self, started: threading.Event) -> None:
+        loop = self._loop
+        assert loop is not None
+        asyncio.set_event_loop(loop)
+        self._server = loop.run_until_complete(
+            asyncio.start_server(self._on_connection, "127.0.0.1", 0, backlog=1024)
+        )
+        self._port = self._server.sockets[0].getsockname()[1]
+        started.set()
+        loop.run_forever()
+
+    async def _shutdown(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+
+    # -- stats
+
+    @property
+    def stats(self) -> ServerStats:
+        with self._lock:
+            s = self._stats
+            return ServerStats(
+                total_requests=s.total_requests,
+                model_list_requests=s.model_list_requests,
+                requests_per_prompt=dict(s.requests_per_prompt),
+                answers_per_prompt=dict(s.answers_per_prompt),
+                unmatched=s.unmatched,
+                max_in_flight=s.max_in_flight,
+                first_request_at=s.first_request_at,
+                last_response_at=s.last_response_at,
+                faults=dict(s.faults),
+                authorization_headers=frozenset(s.authorization_headers),
+            )
+
+    def reset_stats(self) -> None:
+        """Forget everything counted so far (the fault counter keeps going)."""
+        with self._lock:
+            self._stats = _MutableStats()
+
+    # -- connections
+
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            while True:
+                request = await _read_request(reader)
+                if request is None:
+                    return
+                if not await self._dispatch(request, writer):
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            return
+        except asyncio.CancelledError:
+            # Shutdown: finish quietly (3.11's stream callback logs cancelled handler tasks as errors).
+            return
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def _dispatch(self, request: _HttpRequest, writer: asyncio.StreamWriter) -> bool:
+        """Answer one request; False when the connection must be closed."""
+        if request.method == "GET" and request.path.rstrip("/") == "/v1/models":
+            with self._lock:
+                self._stats.model_list_requests += 1
+            await _write_response(writer, self._models_response(), request.keep_alive)
+            return request.keep_alive
+        if request.method == "POST" and request.path.rstrip("/") == "/v1/chat/completions":
+            return await self._chat(request, writer)
+        if request.method == "GET" and request.path == STATS_PATH:
+            await _write_response(writer, _json_response(200, self.stats.to_json()), request.keep_alive)
+            return request.keep_alive
+        await _write_response(writer, _error_response(404, f"no route {request.path}"), request.keep_alive)
+        return request.keep_alive
+
+    def _models_response(self) -> _HttpResponse:
+        names = dict.fromkeys([*self.models, *(model for model, _ in self.replies)])
+        free = ModelPricing("0", "0")
+        data = [
+            {
+                "id": name,
+                "name": name,
+                "pricing": {
+                    "prompt": self.models.get(name, free).prompt,
+                    "completion": self.models.get(name, free).completion,
+                },
+                "context_length": 128000,
+            }
+            for name in names
+        ]
+        return _json_response(200, {"data": data})
+
+    async def _chat(self, request: _HttpRequest, writer: asyncio.StreamWriter) -> bool:
+        with self._lock:
+            s = self._stats
+            s.in_flight += 1
+            s.max_in_flight = max(s.max_in_flight, s.in_flight)
+            if s.first_request_at is None:
+                s.first_request_at = time.perf_counter()
+            in_flight = s.in_flight
+        try:
+            return await self._chat_in_flight(request, writer, in_flight)
+        finally:
+            with self._lock:
+                self._stats.in_flight -= 1
+                self._stats.last_response_at = time.perf_counter()
+
+    async def _chat_in_flight(
+        self, request: _HttpRequest, writer: asyncio.StreamWriter, in_flight: int
+    ) -> bool:
+        try:
+            payload = json.loads(request.body)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            await _write_response(
+                writer, _error_response(400, "request body is not JSON"), request.keep_alive
+            )
+            return request.keep_alive
+        model = str(payload.get("model", ""))
+        text = _user_text(payload)
+        key = prompt_key(model, text)
+        auth = request.headers.get("authorization", "")
+        with self._lock:
+            counter = self._counter
+            self._counter += 1
+            self._stats.total_requests += 1
+            self._stats.requests_per_prompt[key] += 1
+            if auth:
+                self._stats.authorization_headers.add(auth)
+        early = self._refusal(model, auth, in_flight)
+        if early is not None:
+            await _write_response(writer, early, request.keep_alive)
+            return request.keep_alive
+        fault, rng = self._fault_for(counter, key)
+        if fault == "drop":
+            return False  # close without a byte of response
+        if fault == "hang":
+            await asyncio.sleep(self.faults.hang_s)
+            return False
+        if fault in ("5xx", "429"):
+            await _write_response(writer, self._status_fault(fault, rng, auth), request.keep_alive)
+            return request.keep_alive
+        reply = self.replies.get((model, text))
+        latency = reply.latency_s if reply is not None and reply.latency_s is not None else self.latency_s
+        await asyncio.sleep(latency)
+        response = self._answer(model, text, key, reply) if fault is None else self._bad_200(fault, model)
+        await _write_response(writer, response, request.keep_alive)
+        return request.keep_alive
+
+    def _refusal(self, model: str, auth: str, in_flight: int) -> _HttpResponse | None:
+        """Errors that don't depend on the fault draw: fixed status, bad key, overload."""
+        faults = self.faults
+        echo = f" (got Authorization: {auth})" if faults.echo_authorization else ""
+        if faults.fixed_status is not None:
+            self._count_fault(f"fixed_{faults.fixed_status}")
+            message = faults.fixed_status_message or f"{model} is not a valid model ID"
+            return _error_response(faults.fixed_status, message + echo, metadata={"model": model})
+        if self.api_key is not None and auth != f"Bearer {self.api_key}":
+            self._count_fault("401")
+            return _error_response(401, "No auth credentials found or invalid key" + echo)
+        if self.unknown_model_status is not None and model not in self._known_models:
+            self._count_fault(f"unknown_model_{self.unknown_model_status}")
+            message = f"No endpoints found for {model}." + echo
+            return _error_response(self.unknown_model_status, message, metadata={"model": model})
+        limit = faults.max_in_flight_before_429
+        if limit is not None and in_flight > limit:
+            self._count_fault("429_overload")
+            return _error_response(
+                429, "Rate limit exceeded: too many requests in flight" + echo, (("Retry-After", "1"),)
+            )
+        return None
+
+    def _fault_for(self, counter: int, key: tuple[str, str]) -> tuple[str | None, random.Random]:
+        fault, rng = self.faults.pick(counter)
+        if fault is None:
+            return None, rng
+        with self._lock:
+            cap = self.faults.max_faults_per_prompt
+            if cap is not None and self._stats.faults_per_prompt[key] >= cap:
+                return None, rng
+            self._stats.faults_per_prompt[key] += 1
+            self._stats.faults[fault] += 1
+        return fault, rng
+
+    def _count_fault(self, kind: str) -> None:
+        with self._lock:
+            self._stats.faults[kind] += 1
+
+    def _status_fault(self, fault: str, rng: random.Random, auth: str) -> _HttpResponse:
+        echo = f" (got Authorization: {auth})" if self.faults.echo_authorization else ""
+        if fault == "429":
+            wait = self.faults.retry_after_s
+            if self.faults.retry_after_as_http_date:
+                # HTTP-dates have 1 s resolution: round up so the client must still wait >= retry_after_s.
+                value = email.utils.formatdate(math.ceil(time.time() + wait), usegmt=True)
+            else:
+                value = f"{wait:g}"
+            return _error_response(429, "Rate limit exceeded" + echo, (("Retry-After", value),))
+        status = rng.choice((500, 502, 503))
+        return _error_response(status, f"Upstream error {status}" + echo)
+
+    def _bad_200(self, fault: str, model: str) -> _HttpResponse:
+        if fault == "malformed_json":
+            return _HttpResponse(200, b'{"id": "gen-broken", "choices": [{"message": {"content": "A"')
+        if fault == "empty_choices":
+            return _json_response(200, {"id": "gen-empty", "model": model, "choices": []})
+        if fault == "empty_answer":
+            return _json_response(200, self._completion(model, RecordedReply("", completion_tokens=0)))
+        if fault == "html":
+            page = b"<!DOCTYPE html><html><body><h1>502 Bad Gateway</h1>cloudflare</body></html>"
+            return _HttpResponse(200, page, content_type="text/html")
+        # non_utf8: a JSON-looking body with bytes that are not UTF-8.
+        return _HttpResponse(200, b'{"choices": [{"message": {"content": "\xff\xfe\xfa"}}]}')
+
+    def _answer(
+        self, model: str, text: str, key: tuple[str, str], reply: RecordedReply | None
+    ) -> _HttpResponse:
+        with self._lock:
+            if reply is None:
+                self._stats.unmatched += 1
+            self._stats.answers_per_prompt[key] += 1
+        if reply is None:
+            reply = RecordedReply(FALLBACK_ANSWER, prompt_tokens=max(1, len(text) // 4), completion_tokens=1)
+        return _json_response(200, self._completion(model, reply))
+
+    def _completion(self, model: str, reply: RecordedReply) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": reply.raw_response}
+        if reply.reasoning is not None:
+            message[self.reasoning_field] = reply.reasoning
+        usage: dict[str, Any] = {
+            "prompt_tokens": reply.prompt_tokens or 0,
+            "completion_tokens": reply.completion_tokens or 0,
+            "total_tokens": (reply.prompt_tokens or 0) + (reply.completion_tokens or 0),
+            "completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens or 0},
+        }
+        if reply.cost is not None:
+            usage["cost"] = reply.cost
+        with self._lock:
+            number = self._counter
+        return {
+            "id": f"gen-replay-{number}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "provider": "replay",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+            "usage": usage,
+        }
+
+
+def _new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop when available (less per-request overhead at 64 connections), else the stdlib loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+# --------------------------------------------------------------------------------- published replies
+
+
+def load_published_replies(
+    published_runs_dir: Path, question_texts: dict[str, str]
+) -> dict[tuple[str, str], RecordedReply]:
+    """Replies from every `*/inferences.jsonl` under `published_runs_dir`, keyed by (model, user text).
+
+    `question_texts` maps qid -> the exact user message the pipeline sends. Within a run the last line
+    per qid wins (resumed runs append); run folders are read in name (= timestamp) order, so a later
+    run of the same model overrides an earlier one. Skipped (annulled) and errored lines are left out,
+    as are qids missing from `question_texts`. Empty recorded answers are kept: they really happened.
+    """
+    replies: dict[tuple[str, str], RecordedReply] = {}
+    for path in sorted(published_runs_dir.glob("*/inferences.jsonl")):
+        latest: dict[str, dict[str, Any]] = {}
+        with path.open(encoding="utf-8") as lines:
+            for line in lines:
+                if line.strip():
+                    row = json.loads(line)
+                    latest[row["qid"]] = row
+        for qid, row in latest.items():
+            if row.get("skipped") or row.get("error") or qid not in question_texts:
+                continue
+            replies[(row["model"], question_texts[qid])] = _recorded(row)
+    return replies
+
+
+def _recorded(row: dict[str, Any]) -> RecordedReply:
+    usage = row.get("tokenUsage") or {}
+    return RecordedReply(
+        raw_response=row.get("rawResponse") or "",
+        reasoning=row.get("reasoning") or None,
+        prompt_tokens=usage.get("promptTokens"),
+        completion_tokens=usage.get("completionTokens"),
+        reasoning_tokens=usage.get("reasoningTokens"),
+        cost=row.get("cost"),
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run a replay server in its own process (own GIL): prints the base URL, serves until stdin closes.
+
+    Benchmarks use this so the server's CPU work does not compete with the client under test.
+    """
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--latency-s", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    with ReplayServer(latency_s=args.latency_s) as server:
+        print(server.base_url, flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    main()
