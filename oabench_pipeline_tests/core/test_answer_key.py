@@ -1,0 +1,132 @@
+"""parse_answer_key on the three real keys (rows checked by eye) and on synthetic keys."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from oabench_pipeline.core.answer_key import AnswerKeyParseError, parse_answer_key
+from oabench_pipeline.core.records import ParsedAnswerKey
+from oabench_pipeline_tests.conftest import shared_oab_dir
+from oabench_pipeline_tests.core.synthetic_pdfs import answer_letters, make_answer_key_pdf
+
+EDITIONS = (43, 44, 45)
+
+
+@cache
+def key_bytes(edition: int) -> bytes:
+    root = shared_oab_dir()
+    manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+    entry = next(e for e in manifest["editions"] if e["edition"] == edition)
+    return (root / entry["gabarito"]["file"]).read_bytes()
+
+
+@cache
+def real_key(edition: int, booklet_type: int = 1) -> ParsedAnswerKey:
+    return parse_answer_key(key_bytes(edition), booklet_type)
+
+
+def letters(key: ParsedAnswerKey) -> str:
+    return "".join(entry.correct or "*" for entry in key.entries)
+
+
+def test_real_keys_totals_and_annulled(shared_oab: Path) -> None:
+    keys = {edition: real_key(edition) for edition in EDITIONS}
+    for edition, key in keys.items():
+        assert key.edition_in_header == edition
+        assert [e.number for e in key.entries] == list(range(1, 81))
+    annulled = {ed: [e.number for e in key.entries if e.status == "annulled"] for ed, key in keys.items()}
+    assert annulled == {43: [1, 74], 44: [], 45: []}
+    entries = [e for key in keys.values() for e in key.entries]
+    assert len(entries) == 240
+    assert sum(e.status == "active" for e in entries) == 238
+
+
+# First and last rows of each TIPO 1 table, read by eye from the pages rendered at 80 dpi.
+ROWS_BY_EYE = {
+    43: ("*CAACBDCBDDBBABCCADD", "DCDBADABBDCBA*DCCADA"),
+    44: ("CBBACBCCADCDCDDBDADC", "DCBDCBABAADCBACADBBA"),
+    45: ("AACCBADBBCCDBADABACA", "ABCABCBDADADDBDCBBAA"),
+}
+
+
+@pytest.mark.parametrize("edition", EDITIONS)
+def test_real_key_rows_match_the_pdf_by_eye(edition: int, shared_oab: Path) -> None:
+    first, last = ROWS_BY_EYE[edition]
+    assert letters(real_key(edition))[:20] == first
+    assert letters(real_key(edition))[60:] == last
+
+
+def test_other_booklet_types_are_separate_tables(shared_oab: Path) -> None:
+    # 43rd TIPO 2, first row by eye: its annulled questions sit at 4 and 73.
+    tipo2 = real_key(43, 2)
+    assert letters(tipo2)[:20] == "CAC*BACDBDCABBDBCADD"
+    assert [e.number for e in tipo2.entries if e.correct is None] == [4, 73]
+    assert letters(tipo2) != letters(real_key(43, 1))
+
+
+def test_real_keys_agree_with_published_scored_runs(shared_oab: Path) -> None:
+    """correctAnswer in the published OABench runs was derived independently: all 240 agree."""
+    published: dict[tuple[int, int], str | None] = {}
+    for path in sorted((shared_oab / "published-runs").glob("*/scored.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            published[(row["edition"], row["questionNumber"])] = row["correctAnswer"]
+    parsed = {(ed, e.number): e.correct for ed in EDITIONS for e in real_key(ed).entries}
+    assert len(published) == 240
+    assert parsed == published
+
+
+def test_type_not_found(shared_oab: Path) -> None:
+    with pytest.raises(
+        AnswerKeyParseError, match=r"no table headed 'PROVA TIPO 5' \(types found: \[1, 2, 3, 4\]\)"
+    ):
+        parse_answer_key(key_bytes(44), booklet_type=5)
+
+
+# ---------------------------------------------------------------- synthetic keys
+
+
+def test_synthetic_key_round_trips_for_any_type() -> None:
+    given = answer_letters(annulled=[7, 80], seed=3)
+    for booklet_type in (1, 3):
+        key = parse_answer_key(make_answer_key_pdf(46, given, booklet_type=booklet_type), booklet_type)
+        assert key.edition_in_header == 46
+        assert {e.number: e.correct for e in key.entries} == given
+
+
+def test_missing_row_entry_fails() -> None:
+    given = answer_letters()
+    del given[33]
+    with pytest.raises(AnswerKeyParseError, match=r"missing question numbers \[33\]"):
+        parse_answer_key(make_answer_key_pdf(46, given))
+
+
+def test_empty_cell_fails() -> None:
+    given: dict[int, str | None] = {**answer_letters(), 12: ""}
+    with pytest.raises(AnswerKeyParseError, match=r"no letter for question 12 \(type 1, page 1\)"):
+        parse_answer_key(make_answer_key_pdf(46, given))
+
+
+def test_bad_letter_fails() -> None:
+    given: dict[int, str | None] = {**answer_letters(), 58: "E"}
+    with pytest.raises(AnswerKeyParseError, match=r"'E' for question 58 .*expected one of A-D"):
+        parse_answer_key(make_answer_key_pdf(46, given))
+
+
+def test_number_beyond_expected_fails() -> None:
+    given: dict[int, str | None] = {**answer_letters(), 81: "A"}
+    with pytest.raises(AnswerKeyParseError, match=r"unexpected numbers \[81\]"):
+        parse_answer_key(make_answer_key_pdf(46, given))
+    key = parse_answer_key(make_answer_key_pdf(46, given), expected_questions=81)
+    assert key.entries[-1].number == 81
+
+
+def test_not_a_pdf() -> None:
+    with pytest.raises(AnswerKeyParseError, match="not a readable PDF"):
+        parse_answer_key(b"<html>404</html>")
+    with pytest.raises(AnswerKeyParseError, match="empty"):
+        parse_answer_key(b"")
