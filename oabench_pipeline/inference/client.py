@@ -25,13 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import importlib.util
 import json
 import logging
 import math
 import random
 import ssl
-import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -44,21 +42,6 @@ import httpx
 
 logger = logging.getLogger(__name__)
 
-
-def _make_missing_sniffio_cheap() -> None:
-    """Let httpcore's per-request `import sniffio` fail fast when sniffio is not installed.
-
-    httpcore tries `import sniffio` each time it sets up a lock (several times per request); recent
-    anyio no longer pulls sniffio in, and a failed import is not cached, so each attempt rescans
-    sys.path: ~2 ms of CPU per request, a third of the budget at 64 requests in flight. A `None`
-    entry in sys.modules makes the import fail at once. Only done when sniffio is truly absent,
-    so nothing that could import it is affected.
-    """
-    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
-        sys.modules["sniffio"] = None  # type: ignore[assignment]
-
-
-_make_missing_sniffio_cheap()
 
 REDACTED = "***"
 ERROR_TEXT_LIMIT = 500

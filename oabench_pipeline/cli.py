@@ -1,0 +1,256 @@
+"""`oabench`: a thin command line over the same Dagster assets the UI shows."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+import polars as pl
+
+from oabench_pipeline.cli_output import ProgressBar, format_table
+from oabench_pipeline.core.editions import load_editions
+from oabench_pipeline.core.models_registry import ModelConfig, load_models_registry
+from oabench_pipeline.definitions import build_definitions
+from oabench_pipeline.inference.assets import estimated_prompt_tokens, listed_prompt_price
+from oabench_pipeline.inference.cell import plan_cell
+from oabench_pipeline.inference.resources import credentials_problem
+from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
+from oabench_pipeline.partitions import cell_partition_key
+from oabench_pipeline.runner import RunOutcome, ensure_partitions, instance_for, run_assets
+from oabench_pipeline.settings import Settings
+from oabench_pipeline.warehouse import Warehouse
+
+
+def _split(value: str | None) -> list[str] | None:
+    return [item.strip() for item in value.split(",") if item.strip()] if value else None
+
+
+@click.group()
+def main() -> None:
+    """OABench Pipeline: LLMs on the Brazilian Bar Exam (OAB, 1st phase)."""
+
+
+@main.command()
+@click.option(
+    "--editions", "editions_opt", help="Comma-separated edition numbers (default: all in the registry)."
+)
+def ingest(editions_opt: str | None) -> None:
+    """Download, verify and parse the official PDFs into the warehouse (one progress line per edition)."""
+    settings = Settings.from_env()
+    known = {str(e.edition): e for e in load_editions(settings.editions_file)}
+    wanted = _split(editions_opt) or list(known)
+    unknown = [key for key in wanted if key not in known]
+    if unknown:
+        raise click.UsageError(
+            f"unknown edition(s) {', '.join(unknown)}; the registry has {', '.join(known)}"
+        )
+    instance = instance_for(settings)
+    defs = build_definitions(settings)
+    ensure_partitions(instance, "editions", wanted)
+    outcome = run_assets(defs, instance, ["editions"])
+    if not outcome.success:
+        _fail("editions registry", outcome.errors)
+    warehouse = Warehouse(settings.warehouse_path)
+    failed = False
+    for key in wanted:
+        started = time.perf_counter()
+        outcome = run_assets(defs, instance, ["exam_pdfs", "answer_keys", "questions"], partition_key=key)
+        elapsed = time.perf_counter() - started
+        if outcome.success:
+            click.echo(f"edition {key}: {_summary(warehouse, key)} [{elapsed:.1f}s]")
+        else:
+            failed = True
+            click.echo(f"edition {key}: FAILED [{elapsed:.1f}s]", err=True)
+            for message in outcome.errors:
+                click.echo(f"  {message}", err=True)
+    click.echo(f"warehouse: {settings.warehouse_path}")
+    sys.exit(1 if failed else 0)
+
+
+def _summary(warehouse: Warehouse, edition: str) -> str:
+    questions = warehouse.read("questions", edition)
+    annulled = questions.filter(pl.col("status") == "annulled")["number"].to_list()
+    return (
+        f"{questions.height} questions, {questions.height - len(annulled)} active, {len(annulled)} annulled"
+        + (f" ({', '.join(map(str, annulled))})" if annulled else "")
+    )
+
+
+def _fail(what: str, errors: list[str]) -> None:
+    click.echo(f"{what}: FAILED", err=True)
+    for message in errors:
+        click.echo(f"  {message}", err=True)
+    sys.exit(1)
+
+
+@main.command()
+@click.option(
+    "--models",
+    "models_opt",
+    help="Comma-separated model keys (default: every registry model with credentials).",
+)
+@click.option(
+    "--editions", "editions_opt", help="Comma-separated editions (default: every ingested edition)."
+)
+@click.option(
+    "--concurrency", type=click.IntRange(min=1), help="Requests in flight per model (overrides the registry)."
+)
+@click.option("--dry-run", is_flag=True, help="Print the calls and the estimated cost; call nothing.")
+def run(models_opt: str | None, editions_opt: str | None, concurrency: int | None, dry_run: bool) -> None:
+    """Ask the models every question they have not answered yet, then score and rebuild the leaderboard."""
+    settings = Settings.from_env()
+    warehouse = Warehouse(settings.warehouse_path)
+    chosen = _choose_models(settings, _split(models_opt))
+    editions = _choose_editions(warehouse, _split(editions_opt))
+    cells = [(model, edition) for model in chosen for edition in editions]
+    if dry_run:
+        _print_dry_run(warehouse, cells)
+        return
+    instance = instance_for(settings)
+    defs = build_definitions(settings)
+    ensure_partitions(instance, "editions", editions)
+    ensure_partitions(instance, "model_keys", [m.key for m in chosen])
+    _must(run_assets(defs, instance, ["models"]), "models registry")
+    failures = _run_cells(defs, instance, cells, concurrency)
+    _must(run_assets(defs, instance, REPORT_ASSETS), "leaderboard")
+    click.echo(
+        f"leaderboard rebuilt: {len(chosen)} model key(s) × {len(editions)} edition(s); `oabench leaderboard` prints it"
+    )
+    sys.exit(1 if failures else 0)
+
+
+REPORT_ASSETS = ["leaderboard", "leaderboard_report"]
+
+
+def _choose_models(settings: Settings, keys: list[str] | None) -> list[ModelConfig]:
+    registry = {m.key: m for m in load_models_registry(settings.models_file)}
+    if keys:
+        unknown = [k for k in keys if k not in registry]
+        if unknown:
+            raise click.UsageError(
+                f"unknown model key(s) {', '.join(unknown)} (registry {settings.models_file}); known: {', '.join(registry)}"
+            )
+        chosen = [registry[k] for k in keys]
+        missing = [f"{m.key} ({problem})" for m in chosen if (problem := credentials_problem(m))]
+        if missing:
+            raise click.UsageError(f"no credentials for {', '.join(missing)}")
+        return chosen
+    chosen = []
+    for model in registry.values():
+        problem = credentials_problem(model)
+        if problem:
+            click.echo(f"skipping {model.key}: {problem}")
+        else:
+            chosen.append(model)
+    return chosen
+
+
+def _choose_editions(warehouse: Warehouse, wanted: list[str] | None) -> list[str]:
+    ingested = warehouse.partitions("questions")
+    if not ingested:
+        raise click.UsageError("no edition is ingested yet: run `oabench ingest` first")
+    if wanted:
+        missing = [e for e in wanted if e not in ingested]
+        if missing:
+            raise click.UsageError(
+                f"edition(s) {', '.join(missing)} not ingested; run `oabench ingest --editions {','.join(missing)}`"
+            )
+        return wanted
+    return sorted(ingested, key=int)
+
+
+def _print_dry_run(warehouse: Warehouse, cells: list[tuple[ModelConfig, str]]) -> None:
+    total_calls, total_cost, unpriced = 0, 0.0, []
+    for model, edition in cells:
+        questions = warehouse.read("questions", edition)
+        logged = latest_by_hash(read_log(cell_log_path(warehouse.root / "responses", model.key, edition)))
+        existing = warehouse.read("inferences", str(cell_partition_key(model.key, int(edition))))
+        if model.kind == "baseline":
+            calls, cost = 0, 0.0
+        else:
+            plan = plan_cell(model, questions, logged, existing)
+            calls = len(plan.pending)
+            tokens = estimated_prompt_tokens([r.body for r in plan.pending])
+            price = listed_prompt_price(warehouse, model)
+            cost = tokens * price if price is not None else 0.0
+            if price is None and calls:
+                unpriced.append(model.key)
+        total_calls += calls
+        total_cost += cost
+        click.echo(f"{model.key} × {edition}: {calls} call(s), est. prompt cost ${cost:.4f}")
+    click.echo(
+        f"total: {total_calls} call(s), est. prompt cost ${total_cost:.4f} (prompt tokens × listed price)"
+    )
+    if unpriced:
+        click.echo(
+            f"no price snapshot for {', '.join(sorted(set(unpriced)))}: materialize model_pricing first"
+        )
+
+
+def _run_cells(defs, instance, cells: list[tuple[ModelConfig, str]], concurrency: int | None) -> list[str]:
+    failures = []
+    run_config = {"ops": {"inferences": {"config": {"concurrency": concurrency}}}} if concurrency else None
+    with ProgressBar() as bar:
+        for model, edition in cells:
+            partition = cell_partition_key(model.key, int(edition))
+            bar.start_cell(f"{model.key} × {edition}")
+            outcome = run_assets(
+                defs, instance, ["inferences", "scores"], partition_key=partition, run_config=run_config
+            )
+            bar.finish_cell(outcome.success)
+            if not outcome.success:
+                failures.append(str(partition))
+                for message in outcome.errors:
+                    bar.console.print(f"[red]{model.key} × {edition}: {message}[/red]")
+    return failures
+
+
+def _must(outcome: RunOutcome, what: str) -> None:
+    if not outcome.success:
+        _fail(what, outcome.errors)
+
+
+@main.command(name="import")
+@click.argument("path", type=click.Path(exists=True, file_okay=False))
+def import_runs(path: str) -> None:
+    """Import published OABench run folders into `inferences` (source 'imported'), then score them."""
+    settings = Settings.from_env()
+    instance = instance_for(settings)
+    defs = build_definitions(settings)
+    config = {"ops": {"published_runs": {"config": {"path": str(Path(path).resolve())}}}}
+    _must(run_assets(defs, instance, ["published_runs"], run_config=config), f"import {path}")
+    warehouse = Warehouse(settings.warehouse_path)
+    cells = warehouse.query("select distinct model_key, edition from inferences where source = 'imported'")
+    scored = 0
+    for model_key, edition in cells.iter_rows():
+        partition = cell_partition_key(model_key, edition)
+        if warehouse.read("questions", str(edition)).is_empty():
+            click.echo(
+                f"{model_key} × {edition}: edition not ingested, not scored (run `oabench ingest --editions {edition}`)"
+            )
+            continue
+        _must(run_assets(defs, instance, ["scores"], partition_key=partition), f"scores {partition}")
+        scored += 1
+    _must(run_assets(defs, instance, ["models", *REPORT_ASSETS]), "leaderboard")
+    click.echo(f"imported {cells.height} cell(s) from {path}; scored {scored}")
+
+
+@main.command(name="leaderboard")
+@click.option("--by", type=click.Choice(["model", "edition", "area"]), default="model", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json", "markdown"]),
+    default="table",
+    show_default=True,
+)
+def leaderboard_cmd(by: str, fmt: str) -> None:
+    """Print the leaderboard (or its per-edition / per-area breakdown) from the warehouse."""
+    settings = Settings.from_env()
+    table = {"model": "leaderboard", "edition": "leaderboard_by_edition", "area": "leaderboard_by_area"}[by]
+    frame = Warehouse(settings.warehouse_path).read(table)
+    if frame.is_empty():
+        raise click.ClickException(f"no {table} table yet: run `oabench run` or `oabench import` first")
+    click.echo(format_table(frame, fmt))

@@ -1,0 +1,113 @@
+"""The editions registry: which OAB editions exist, where their official PDFs are, and their area table."""
+
+from __future__ import annotations
+
+import datetime as dt
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+REGISTRY_DIR = Path(__file__).resolve().parents[1] / "registry"
+DEFAULT_EDITIONS_FILE = REGISTRY_DIR / "editions.toml"
+
+FileKind = Literal["booklet", "answer_key"]
+
+
+class EditionsRegistryError(ValueError):
+    """The editions registry cannot be used; the message names the file and the problem."""
+
+
+class PinnedFile(BaseModel):
+    """An official PDF, pinned by the SHA-256 of its bytes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    label: str
+    url: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    bytes: int | None = Field(default=None, ge=1)
+
+
+class AreaRange(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    first: int = Field(ge=1)
+    last: int = Field(ge=1)
+    area: str
+
+
+class Edition(BaseModel):
+    """One 1st-phase edition: its official files and the area of each question number."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    edition: int = Field(ge=1)
+    exam_name: str
+    exam_date: dt.date
+    exam_page_url: str
+    area_scheme: str
+    booklet: PinnedFile
+    answer_key: PinnedFile
+    areas: tuple[AreaRange, ...] = ()
+    question_count: int = 80
+    pinned_by: Literal["registry", "first-download"] = "registry"
+
+    @property
+    def partition_key(self) -> str:
+        return str(self.edition)
+
+    def file(self, kind: FileKind) -> PinnedFile:
+        return self.booklet if kind == "booklet" else self.answer_key
+
+    def area_of(self, number: int) -> str:
+        for span in self.areas:
+            if span.first <= number <= span.last:
+                return span.area
+        raise EditionsRegistryError(f"edition {self.edition}: no area covers question {number}")
+
+    @model_validator(mode="after")
+    def _areas_cover_every_question(self) -> Edition:
+        covered = sorted(n for span in self.areas for n in range(span.first, span.last + 1))
+        if self.areas and covered != list(range(1, self.question_count + 1)):
+            raise ValueError(
+                f"area scheme {self.area_scheme!r} must cover questions 1-{self.question_count} exactly once"
+            )
+        return self
+
+
+def parse_editions(document: dict, source: str) -> list[Edition]:
+    """Validate a parsed registry document; `source` names it in error messages."""
+    schemes = document.get("area_schemes", {})
+    editions: list[Edition] = []
+    for index, raw in enumerate(document.get("editions", [])):
+        scheme_name = raw.get("area_scheme")
+        if scheme_name not in schemes:
+            raise EditionsRegistryError(
+                f"{source}: edition #{index + 1} ({raw.get('edition')}): unknown area_scheme {scheme_name!r}"
+            )
+        try:
+            editions.append(Edition.model_validate({**raw, "areas": schemes[scheme_name]}))
+        except ValidationError as error:
+            raise EditionsRegistryError(
+                f"{source}: edition #{index + 1} ({raw.get('edition')}): {error}"
+            ) from None
+    numbers = [e.edition for e in editions]
+    duplicates = sorted({n for n in numbers if numbers.count(n) > 1})
+    if duplicates:
+        raise EditionsRegistryError(f"{source}: editions listed twice: {duplicates}")
+    return sorted(editions, key=lambda e: e.edition)
+
+
+def load_editions(path: Path = DEFAULT_EDITIONS_FILE) -> list[Edition]:
+    """Read and validate the editions registry TOML file."""
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise EditionsRegistryError(f"{path}: {error}") from None
+    return parse_editions(document, str(path))
+
+
+def editions_by_key(editions: list[Edition]) -> dict[str, Edition]:
+    return {e.partition_key: e for e in editions}

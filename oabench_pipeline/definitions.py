@@ -1,0 +1,48 @@
+"""The one `Definitions` object: every domain's assets, checks, sensors and resources, assembled here."""
+
+from __future__ import annotations
+
+from dagster import Definitions
+
+from oabench_pipeline.exams.assets import answer_keys, editions, exam_pdfs, questions
+from oabench_pipeline.inference.assets import inferences
+from oabench_pipeline.inference.imports import published_runs
+from oabench_pipeline.inference.registry_assets import model_pricing, models
+from oabench_pipeline.inference.resources import ModelClientResource, ModelsRegistryResource
+from oabench_pipeline.resources import ExamSourcesResource, WarehouseResource
+from oabench_pipeline.scoring.assets import leaderboard, leaderboard_report, scores
+from oabench_pipeline.settings import Settings
+
+ASSETS = [
+    editions,
+    exam_pdfs,
+    answer_keys,
+    questions,
+    models,
+    model_pricing,
+    published_runs,
+    inferences,
+    scores,
+    leaderboard,
+    leaderboard_report,
+]
+
+
+def build_resources(settings: Settings) -> dict[str, object]:
+    return {
+        "warehouse": WarehouseResource(path=str(settings.warehouse_path), raw_dir=str(settings.raw_dir)),
+        "exam_sources": ExamSourcesResource(
+            editions_file=str(settings.editions_file),
+            discovered_file=str(settings.discovered_editions_file),
+            source_base_url=settings.source_base_url,
+        ),
+        "models_registry": ModelsRegistryResource(path=str(settings.models_file)),
+        "model_client": ModelClientResource(),
+    }
+
+
+def build_definitions(settings: Settings | None = None) -> Definitions:
+    return Definitions(assets=ASSETS, resources=build_resources(settings or Settings.from_env()))
+
+
+defs = build_definitions()

@@ -1,0 +1,1 @@
+"""Exams domain: official PDFs, parsed questions and answer keys, and their checks."""

@@ -1,0 +1,186 @@
+"""Download official PDFs with httpx, verify them against their pinned SHA-256, keep them in the raw store.
+
+A stored file with the right hash is reused with no network request. A bad download (404, HTML error page,
+truncated body, wrong hash) raises `DownloadError` naming the edition, URL, expected and actual hash, and
+never touches a good stored file: bytes only land in the store under the name of their own verified hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+
+from oabench_pipeline.core.editions import Edition, FileKind, PinnedFile
+from oabench_pipeline.exams.raw_store import RawStore
+
+PDF_MAGIC = b"%PDF-"
+TRANSIENT_STATUSES = {408, 425, 429, 500, 502, 503, 504}
+
+
+class DownloadError(RuntimeError):
+    """An official file could not be obtained intact."""
+
+
+@dataclass(frozen=True)
+class FetchedFile:
+    edition: int
+    kind: FileKind
+    url: str
+    source_url: str
+    sha256: str
+    path: Path
+    size: int
+    downloaded: bool
+
+
+@dataclass(frozen=True)
+class DownloadPolicy:
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 60.0
+    max_attempts: int = 4
+    backoff_s: float = 0.5
+
+
+def source_location(official_url: str, base_override: str | None) -> str:
+    """Where to fetch an official URL from: itself, or the same path under another base (a mirror).
+
+    `base_override` may be a URL (`http://127.0.0.1:8000`) or a local folder (`/data/mirror`).
+    """
+    if not base_override:
+        return official_url
+    parts = urlsplit(official_url)
+    path = parts.path + (f"?{parts.query}" if parts.query else "")
+    if "://" in base_override and not base_override.startswith("file://"):
+        return base_override.rstrip("/") + path
+    folder = base_override.removeprefix("file://")
+    return str(Path(folder) / parts.path.lstrip("/"))
+
+
+def _describe(edition: int, kind: FileKind, url: str) -> str:
+    return f"edition {edition} {kind.replace('_', ' ')} ({url})"
+
+
+def _verify(
+    edition: int, kind: FileKind, url: str, pinned: PinnedFile, body_head: bytes, size: int, actual_sha: str
+) -> None:
+    where = _describe(edition, kind, url)
+    if body_head.lstrip()[:1] == b"<" or not body_head.startswith(PDF_MAGIC):
+        kind_of_body = "an HTML page" if body_head.lstrip()[:1] == b"<" else "not a PDF"
+        raise DownloadError(
+            f"{where}: got {kind_of_body} ({size} bytes) instead of the PDF; "
+            f"expected sha256 {pinned.sha256}, got {actual_sha}"
+        )
+    if pinned.bytes is not None and size < pinned.bytes:
+        raise DownloadError(
+            f"{where}: truncated download, {size} of {pinned.bytes} bytes; "
+            f"expected sha256 {pinned.sha256}, got {actual_sha}"
+        )
+    if actual_sha != pinned.sha256:
+        raise DownloadError(
+            f"{where}: SHA-256 mismatch: expected {pinned.sha256}, got {actual_sha} ({size} bytes)"
+        )
+
+
+def _copy_local(source: Path, staged) -> tuple[bytes, int, str]:
+    digest = hashlib.sha256()
+    size = 0
+    head = b""
+    with source.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 16), b""):
+            head = head or block[:16]
+            digest.update(block)
+            staged.write(block)
+            size += len(block)
+    return head, size, digest.hexdigest()
+
+
+def _stream_http(client: httpx.Client, url: str, staged, where: str) -> tuple[bytes, int, str]:
+    digest = hashlib.sha256()
+    size = 0
+    head = b""
+    with client.stream("GET", url) as response:
+        if response.status_code in TRANSIENT_STATUSES:
+            raise _Transient(f"{where}: HTTP {response.status_code}")
+        if response.status_code != 200:
+            raise DownloadError(f"{where}: HTTP {response.status_code} {response.reason_phrase}")
+        for block in response.iter_bytes(1 << 16):
+            head = head or block[:16]
+            digest.update(block)
+            staged.write(block)
+            size += len(block)
+    return head, size, digest.hexdigest()
+
+
+class _Transient(Exception):
+    """A failure worth retrying (connection trouble, 5xx, 429)."""
+
+
+class PdfDownloader:
+    """Fetches pinned files into a raw store, from the official host or a mirror."""
+
+    def __init__(
+        self, store: RawStore, base_override: str | None = None, policy: DownloadPolicy | None = None
+    ) -> None:
+        self.store = store
+        self.base_override = base_override
+        self.policy = policy or DownloadPolicy()
+
+    def fetch(self, edition: Edition, kind: FileKind) -> FetchedFile:
+        pinned = edition.file(kind)
+        source = source_location(pinned.url, self.base_override)
+        stored = self.store.verified_path(pinned.sha256)
+        if stored is not None:
+            return FetchedFile(
+                edition.edition,
+                kind,
+                pinned.url,
+                source,
+                pinned.sha256,
+                stored,
+                stored.stat().st_size,
+                downloaded=False,
+            )
+        path, size = self._download(edition.edition, kind, pinned, source)
+        return FetchedFile(
+            edition.edition, kind, pinned.url, source, pinned.sha256, path, size, downloaded=True
+        )
+
+    def _download(self, edition: int, kind: FileKind, pinned: PinnedFile, source: str) -> tuple[Path, int]:
+        where = _describe(edition, kind, source)
+        last_problem = ""
+        for attempt in range(1, self.policy.max_attempts + 1):
+            with self.store.staging_file() as staged:
+                staged_path = Path(staged.name)
+            try:
+                with staged_path.open("wb") as handle:
+                    head, size, actual = self._read_into(source, handle, where)
+                _verify(edition, kind, source, pinned, head, size, actual)
+                return self.store.promote(staged_path, pinned.sha256), size
+            except _Transient as problem:
+                last_problem = str(problem)
+            finally:
+                staged_path.unlink(missing_ok=True)
+            if attempt < self.policy.max_attempts:
+                time.sleep(self.policy.backoff_s * 2 ** (attempt - 1))
+        raise DownloadError(
+            f"{last_problem} (gave up after {self.policy.max_attempts} attempts); "
+            f"expected sha256 {pinned.sha256}, nothing verified was received"
+        )
+
+    def _read_into(self, source: str, handle, where: str) -> tuple[bytes, int, str]:
+        if "://" not in source:
+            path = Path(source)
+            if not path.is_file():
+                raise DownloadError(f"{where}: no such file")
+            return _copy_local(path, handle)
+        timeout = httpx.Timeout(self.policy.read_timeout_s, connect=self.policy.connect_timeout_s)
+        try:
+            with httpx.Client(timeout=timeout, follow_redirects=True) as client:
+                return _stream_http(client, source, handle, where)
+        except httpx.TransportError as error:
+            raise _Transient(f"{where}: {type(error).__name__}: {error}") from None

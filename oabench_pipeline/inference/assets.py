@@ -1,0 +1,281 @@
+"""The `inferences` asset: one partition per benchmark cell (model key × edition).
+
+Every response is appended to the cell's response log the moment it arrives (`response_log.py`); the
+partition is then rebuilt from the log, so a crash loses nothing paid for and a rerun sends only what has
+no answer yet. The partition file is written only when the cell completes: on a fatal endpoint error or an
+exhausted budget the step fails and the table keeps its last good rows (the log keeps the new answers).
+"""
+
+
+import asyncio
+import math
+import time
+from pathlib import Path
+
+import polars as pl
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetDep,
+    AssetExecutionContext,
+    Config,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    MultiPartitionKey,
+    MultiToSingleDimensionPartitionMapping,
+    asset,
+)
+
+from oabench_pipeline.core.models_registry import ModelConfig
+from oabench_pipeline.inference.cell import api_cell_rows, baseline_cell_rows, plan_cell
+from oabench_pipeline.inference.client import ChatResult, FatalEndpointError, run_chat_requests
+from oabench_pipeline.inference.progress import CellProgress, publish
+from oabench_pipeline.inference.resources import (
+    MissingApiKeyError,
+    ModelClientResource,
+    ModelsRegistryResource,
+    UnknownModelError,
+)
+from oabench_pipeline.inference.response_log import ResponseLog, cell_log_path, latest_by_hash, read_log
+from oabench_pipeline.metadata import table_schema
+from oabench_pipeline.partitions import model_edition_partitions
+from oabench_pipeline.resources import WarehouseResource
+from oabench_pipeline.warehouse import Warehouse
+
+MAX_ERROR_RATE = 0.02
+CHARS_PER_TOKEN = 3.5  # conservative for Portuguese legal text: over-estimates tokens, so cost
+PROGRESS_LOG_EVERY_S = 5.0
+
+INFERENCE_CHECKS = ["every_active_question_has_a_row", "one_row_per_question", "error_rate_at_most_2_percent"]
+
+by_edition = MultiToSingleDimensionPartitionMapping(partition_dimension_name="edition")
+
+
+class InferenceConfig(Config):
+    """Per-run settings; the CLI's `--concurrency` lands here."""
+
+    concurrency: int | None = None
+
+
+def cell_keys(context: AssetExecutionContext) -> tuple[str, str]:
+    key = context.partition_key
+    assert isinstance(key, MultiPartitionKey)
+    return key.keys_by_dimension["model"], key.keys_by_dimension["edition"]
+
+
+@asset(
+    group_name="inference",
+    partitions_def=model_edition_partitions,
+    deps=[AssetDep("questions", partition_mapping=by_edition)],
+    metadata={"dagster/column_schema": table_schema("inferences").value},
+    check_specs=[
+        AssetCheckSpec("every_active_question_has_a_row", asset="inferences", blocking=True),
+        AssetCheckSpec("one_row_per_question", asset="inferences", blocking=True),
+        AssetCheckSpec("error_rate_at_most_2_percent", asset="inferences"),
+    ],
+    pool="model_calls",
+)
+def inferences(
+    context: AssetExecutionContext,
+    config: InferenceConfig,
+    models_registry: ModelsRegistryResource,
+    model_client: ModelClientResource,
+    warehouse: WarehouseResource,
+) -> MaterializeResult:
+    """The model's answer to every question of the edition, with the OABench prompts (temperature 0).
+
+    Annulled questions get a `skipped` row and no call. Live calls go through the model client
+    (concurrency, retries with backoff honouring Retry-After); offline baselines write the same rows.
+    """
+    model_key, edition = cell_keys(context)
+    try:
+        model = models_registry.model(model_key)
+    except UnknownModelError as error:
+        raise Failure(description=str(error.args[0])) from None
+    store = warehouse.warehouse()
+    questions = store.read("questions", edition)
+    if questions.is_empty():
+        raise Failure(
+            description=f"edition {edition} has no questions yet: run `oabench ingest --editions {edition}`"
+        )
+    if model.kind == "baseline":
+        rows = baseline_cell_rows(model, questions, run_id=context.run_id)
+        sent = 0
+    else:
+        rows, sent = _run_api_cell(context, model, edition, questions, store, model_client, config)
+    frame = pl.DataFrame(rows, infer_schema_length=None)
+    return _finish(context, store, questions, frame, sent)
+
+
+def _run_api_cell(
+    context: AssetExecutionContext,
+    model: ModelConfig,
+    edition: str,
+    questions: pl.DataFrame,
+    store: Warehouse,
+    model_client: ModelClientResource,
+    config: InferenceConfig,
+) -> tuple[list[dict], int]:
+    log_path = cell_log_path(store.root / "responses", model.key, edition)
+    logged = latest_by_hash(read_log(log_path))
+    plan = plan_cell(model, questions, logged, store.read("inferences", context.partition_key))
+    context.log.info(
+        f"{model.key} × edition {edition}: {len(plan.requests)} active questions, "
+        f"{len(plan.requests) - len(plan.pending)} already answered, {len(plan.pending)} to send"
+    )
+    if plan.pending:
+        _check_budget_before(model, plan.pending, store, logged)
+        _call_model(context, model, edition, plan, logged, log_path, model_client, config)
+        logged = latest_by_hash(read_log(log_path))
+    rows = api_cell_rows(model, questions, plan, logged, run_id=context.run_id)
+    return rows, len(plan.pending)
+
+
+def _call_model(
+    context: AssetExecutionContext,
+    model: ModelConfig,
+    edition: str,
+    plan,
+    logged: dict[str, ChatResult],
+    log_path: Path,
+    model_client: ModelClientResource,
+    config: InferenceConfig,
+) -> None:
+    try:
+        endpoint = model_client.endpoint(model)
+    except MissingApiKeyError as error:
+        raise Failure(description=str(error)) from None
+    spent_before = sum(_paid(r) for r in logged.values())
+    progress = CellProgress(
+        cell=f"{model.key} × {edition}",
+        total=len(plan.requests),
+        already_done=len(plan.requests) - len(plan.pending),
+    )
+    last_log = [time.monotonic()]
+
+    def on_result(result: ChatResult) -> None:
+        log.append(result)
+        progress.answered += result.ok
+        progress.errors += not result.ok
+        progress.cost_usd += _paid(result)
+        publish(progress)
+        if time.monotonic() - last_log[0] >= PROGRESS_LOG_EVERY_S:
+            last_log[0] = time.monotonic()
+            context.log.info(_progress_line(progress))
+
+    def over_budget() -> str | None:
+        if model.max_cost_usd is not None and spent_before + progress.cost_usd >= model.max_cost_usd:
+            return f"reported cost ${spent_before + progress.cost_usd:.4f} reached max_cost_usd ${model.max_cost_usd}"
+        return None
+
+    concurrency = config.concurrency or model.concurrency
+    publish(progress)
+    with ResponseLog(log_path) as log:
+        try:
+            stats = asyncio.run(
+                run_chat_requests(endpoint, plan.pending, concurrency, on_result, over_budget)
+            )
+        except FatalEndpointError as error:
+            raise Failure(
+                description=f"{model.key} × edition {edition}: {error}; {progress.answered} answers received "
+                f"before the stop are kept in {log_path}"
+            ) from None
+    context.log.info(
+        _progress_line(progress)
+        + f" — {stats.sent_requests} HTTP requests, retries {dict(stats.retries_by_cause) or 0}"
+    )
+    if stats.stop_reason:
+        raise Failure(
+            description=f"{model.key} × edition {edition}: stopped, {stats.stop_reason}; "
+            f"{progress.answered} answers kept in {log_path}"
+        )
+
+
+def _paid(result: ChatResult) -> float:
+    cost = result.total_cost_usd if result.total_cost_usd is not None else result.cost_usd
+    return cost or 0.0
+
+
+def _progress_line(progress: CellProgress) -> str:
+    eta = progress.eta_s()
+    return (
+        f"{progress.cell}: {progress.done}/{progress.total} answered, {progress.errors} errors, "
+        f"${progress.cost_usd:.4f}" + (f", ETA {eta:.0f}s" if eta is not None else "")
+    )
+
+
+def estimated_prompt_tokens(request_bodies: list[dict]) -> int:
+    chars = sum(len(m["content"]) for body in request_bodies for m in body["messages"])
+    return math.ceil(chars / CHARS_PER_TOKEN)
+
+
+def listed_prompt_price(store: Warehouse, model: ModelConfig) -> float | None:
+    """The newest snapshot's price per prompt token, if a pricing snapshot lists the model."""
+    if not store.has_table("model_pricing"):
+        return None
+    found = store.query(
+        "select prompt_price_per_token from model_pricing where model = ? order by fetched_at desc limit 1",
+        [model.id],
+    )
+    return None if found.is_empty() else found.item()
+
+
+def _check_budget_before(
+    model: ModelConfig, pending: list, store: Warehouse, logged: dict[str, ChatResult]
+) -> None:
+    if model.max_cost_usd is None:
+        return
+    price = listed_prompt_price(store, model)
+    if price is None:
+        return
+    spent = sum(_paid(r) for r in logged.values())
+    estimate = estimated_prompt_tokens([r.body for r in pending]) * price
+    if spent + estimate > model.max_cost_usd:
+        raise Failure(
+            description=f"{model.key}: estimated prompt cost ${estimate:.4f} (+ ${spent:.4f} already spent) exceeds "
+            f"max_cost_usd ${model.max_cost_usd}; not starting"
+        )
+
+
+def _finish(
+    context: AssetExecutionContext, store: Warehouse, frame: pl.DataFrame, sent: int
+) -> MaterializeResult:
+    active = frame.filter(~pl.col("skipped"))
+    errors = active.filter(pl.col("error").is_not_null()).height
+    error_rate = errors / active.height if active.height else 0.0
+    duplicates = frame.height - frame["qid"].n_unique()
+    strict = (
+        active.filter(pl.col("answer_strict").is_not_null()).height / active.height if active.height else 0.0
+    )
+    checks = [
+        AssetCheckResult(
+            check_name="every_active_question_has_a_row", passed=True, metadata={"rows": frame.height}
+        ),
+        AssetCheckResult(
+            check_name="one_row_per_question", passed=duplicates == 0, metadata={"duplicates": duplicates}
+        ),
+        AssetCheckResult(
+            check_name="error_rate_at_most_2_percent",
+            passed=error_rate <= MAX_ERROR_RATE,
+            severity=AssetCheckSeverity.ERROR,
+            metadata={"error_rate": error_rate, "errors": errors, "strict_compliance": strict},
+        ),
+    ]
+    if duplicates:
+        raise Failure(
+            description=f"{context.partition_key}: {duplicates} duplicate question rows; nothing written"
+        )
+    store.write_partition("inferences", frame, str(context.partition_key))
+    return MaterializeResult(
+        metadata={
+            "rows": frame.height,
+            "requests_sent": sent,
+            "errors": errors,
+            "error_rate": MetadataValue.float(error_rate),
+            "strict_compliance": MetadataValue.float(strict),
+            "cost_usd": MetadataValue.float(float(frame["cost_usd"].fill_null(0).sum())),
+        },
+        check_results=checks,
+    )

@@ -1,0 +1,194 @@
+"""One benchmark cell (model key × edition): which requests to send, and the rows it ends with.
+
+No Dagster here: the asset in `inference/assets.py` calls these with the cell's questions, its response
+log and the rows the partition already holds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import polars as pl
+
+from oabench_pipeline.core.answer_parsing import PARSER_VERSION, parse_answer
+from oabench_pipeline.core.baselines import baseline_answer
+from oabench_pipeline.core.models_registry import ModelConfig
+from oabench_pipeline.core.prompts import build_messages, build_request_body, request_hash
+from oabench_pipeline.inference.client import ChatRequest, ChatResult
+
+ANSWERED = pl.col("error").is_null() & pl.col("raw_response").is_not_null() & (pl.col("raw_response") != "")
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    requests: list[ChatRequest]
+    """A request for every active question, in question order."""
+    pending: list[ChatRequest]
+    """The requests with no successful answer yet: the only ones to send."""
+    kept: dict[str, dict]
+    """qid → an answered row the partition already holds (e.g. imported) that stays as it is."""
+
+
+def build_requests(model: ModelConfig, questions: pl.DataFrame) -> list[ChatRequest]:
+    """The exact OABench request for every active question of the cell."""
+    requests = []
+    for q in questions.filter(pl.col("status") == "active").sort("number").iter_rows(named=True):
+        messages = build_messages(
+            model.protocol, q["number"], q["stem"], q["choice_a"], q["choice_b"], q["choice_c"], q["choice_d"]
+        )
+        body = build_request_body(model.id, messages, model.reasoning_effort, model.web_search)
+        requests.append(ChatRequest(qid=q["qid"], body=body, request_hash=request_hash(body)))
+    return requests
+
+
+def plan_cell(
+    model: ModelConfig, questions: pl.DataFrame, logged: dict[str, ChatResult], existing: pl.DataFrame
+) -> CellPlan:
+    """Send only what has no answer: not in the log, and not an answered row of the partition.
+
+    An existing row counts as answered when it was asked exactly this way (same request hash) or was
+    imported from a published run (its exact request is unknown, but it was paid for).
+    """
+    requests = build_requests(model, questions)
+    kept: dict[str, dict] = {}
+    if not existing.is_empty():
+        hashes = {r.qid: r.request_hash for r in requests}
+        for row in existing.filter(ANSWERED).iter_rows(named=True):
+            if row["source"] == "imported" or row["request_hash"] == hashes.get(row["qid"]):
+                kept[row["qid"]] = row
+    pending = [
+        r
+        for r in requests
+        if r.qid not in kept and not ((done := logged.get(r.request_hash)) is not None and done.ok)
+    ]
+    return CellPlan(requests=requests, pending=pending, kept=kept)
+
+
+def _identity(model: ModelConfig, q: dict) -> dict:
+    return {
+        "model_key": model.key,
+        "model": model.id,
+        "protocol": model.protocol,
+        "reasoning_effort": model.reasoning_effort,
+        "web_search": model.web_search,
+        "qid": q["qid"],
+        "edition": q["edition"],
+        "number": q["number"],
+    }
+
+
+def _answer_fields(raw: str | None) -> dict:
+    parsed = parse_answer(raw or "")
+    return {
+        "answer_strict": parsed.strict,
+        "answer_lenient": parsed.lenient,
+        "parser_version": PARSER_VERSION,
+    }
+
+
+def _skipped_row(model: ModelConfig, q: dict, now: dt.datetime, run_id: str, source: str) -> dict:
+    return {
+        **_identity(model, q),
+        "raw_response": None,
+        "answer_strict": None,
+        "answer_lenient": None,
+        "parser_version": PARSER_VERSION,
+        "skipped": True,
+        "attempts": 0,
+        "latency_ms": 0,
+        "source": source,
+        "created_at": now,
+        "run_id": run_id,
+    }
+
+
+def _result_row(model: ModelConfig, q: dict, result: ChatResult, run_id: str) -> dict:
+    return {
+        **_identity(model, q),
+        "raw_response": result.raw_response,
+        "reasoning": result.reasoning,
+        **_answer_fields(result.raw_response if result.ok else None),
+        "latency_ms": result.latency_ms,
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "reasoning_tokens": result.reasoning_tokens,
+        "cost_usd": result.total_cost_usd if result.total_cost_usd is not None else result.cost_usd,
+        "error": result.error,
+        "skipped": False,
+        "attempts": result.attempts,
+        "request_hash": result.request_hash,
+        "source": "live",
+        "created_at": result.finished_at,
+        "run_id": run_id,
+    }
+
+
+def _missing_row(
+    model: ModelConfig, q: dict, request: ChatRequest, reason: str, now: dt.datetime, run_id: str
+) -> dict:
+    return {
+        **_identity(model, q),
+        **_answer_fields(None),
+        "error": reason,
+        "skipped": False,
+        "attempts": 0,
+        "request_hash": request.request_hash,
+        "source": "live",
+        "created_at": now,
+        "run_id": run_id,
+    }
+
+
+def api_cell_rows(
+    model: ModelConfig,
+    questions: pl.DataFrame,
+    plan: CellPlan,
+    logged: dict[str, ChatResult],
+    run_id: str,
+    not_sent_reason: str = "not sent",
+) -> list[dict]:
+    """One row per question: kept rows, logged results, skipped annulled questions, or an error row."""
+    now = dt.datetime.now(dt.UTC)
+    by_qid = {r.qid: r for r in plan.requests}
+    rows = []
+    for q in questions.sort("number").iter_rows(named=True):
+        if q["status"] != "active":
+            rows.append(_skipped_row(model, q, now, run_id, "live"))
+        elif q["qid"] in plan.kept:
+            rows.append(plan.kept[q["qid"]])
+        elif (result := logged.get(by_qid[q["qid"]].request_hash)) is not None:
+            rows.append(_result_row(model, q, result, run_id))
+        else:
+            rows.append(_missing_row(model, q, by_qid[q["qid"]], not_sent_reason, now, run_id))
+    return rows
+
+
+def baseline_cell_rows(model: ModelConfig, questions: pl.DataFrame, run_id: str, seed: int = 0) -> list[dict]:
+    """Offline baselines answer from the question alone, through the very same table."""
+    now = dt.datetime.now(dt.UTC)
+    rows = []
+    for q in questions.sort("number").iter_rows(named=True):
+        if q["status"] != "active":
+            rows.append(_skipped_row(model, q, now, run_id, "baseline"))
+            continue
+        choices = {"A": q["choice_a"], "B": q["choice_b"], "C": q["choice_c"], "D": q["choice_d"]}
+        letter = baseline_answer(model.id, q["qid"], choices, seed=seed)
+        rows.append(
+            {
+                **_identity(model, q),
+                "raw_response": letter,
+                **_answer_fields(letter),
+                "latency_ms": 0,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "reasoning_tokens": 0,
+                "cost_usd": 0.0,
+                "skipped": False,
+                "attempts": 0,
+                "source": "baseline",
+                "created_at": now,
+                "run_id": run_id,
+            }
+        )
+    return rows

@@ -1,0 +1,81 @@
+"""Resources of the inference domain: the models registry and the model client's settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dagster import ConfigurableResource, EnvVar
+
+from oabench_pipeline.core.models_registry import ModelConfig, load_models_registry
+from oabench_pipeline.inference.client import EndpointConfig
+
+
+class UnknownModelError(KeyError):
+    pass
+
+
+class MissingApiKeyError(RuntimeError):
+    pass
+
+
+class ModelsRegistryResource(ConfigurableResource):
+    """The models registry users edit (`registry/models.toml`, or `OABENCH_MODELS_FILE`)."""
+
+    path: str
+
+    def models(self) -> dict[str, ModelConfig]:
+        return {m.key: m for m in load_models_registry(Path(self.path))}
+
+    def model(self, key: str) -> ModelConfig:
+        models = self.models()
+        if key not in models:
+            raise UnknownModelError(
+                f"model key {key!r} is not in the models registry {self.path}; known keys: {', '.join(models)}"
+            )
+        return models[key]
+
+
+class ModelClientResource(ConfigurableResource):
+    """How patient the client is with endpoints. API keys are read from the environment at call time."""
+
+    timeout_s: float = 120.0
+    connect_timeout_s: float = 10.0
+    max_retries: int = 6
+    max_malformed_retries: int = 2
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 30.0
+
+    def endpoint(self, model: ModelConfig) -> EndpointConfig:
+        if model.base_url is None:
+            raise ValueError(f"model {model.key!r} has no base_url")
+        return EndpointConfig(
+            base_url=model.base_url,
+            api_key=api_key_for(model),
+            timeout_s=self.timeout_s,
+            connect_timeout_s=self.connect_timeout_s,
+            max_retries=self.max_retries,
+            max_malformed_retries=self.max_malformed_retries,
+            backoff_base_s=self.backoff_base_s,
+            backoff_max_s=self.backoff_max_s,
+        )
+
+
+def api_key_for(model: ModelConfig) -> str | None:
+    """The model's API key from its environment variable (None for keyless local servers)."""
+    if model.api_key_env is None:
+        return None
+    value = EnvVar(model.api_key_env).get_value()
+    if not value:
+        raise MissingApiKeyError(
+            f"model {model.key!r} needs an API key in the environment variable {model.api_key_env}, which is not set"
+        )
+    return value
+
+
+def credentials_problem(model: ModelConfig) -> str | None:
+    """Why this model cannot be called right now (for `oabench run` to skip it), or None."""
+    if model.kind != "api" or model.api_key_env is None:
+        return None
+    if not EnvVar(model.api_key_env).get_value():
+        return f"{model.api_key_env} is not set"
+    return None

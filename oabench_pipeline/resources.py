@@ -1,0 +1,50 @@
+"""Resources: the Dagster-facing handles on the warehouse and the exam sources."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dagster import ConfigurableResource
+
+from oabench_pipeline.core.editions import Edition, editions_by_key, load_editions
+from oabench_pipeline.exams.downloads import PdfDownloader
+from oabench_pipeline.exams.raw_store import RawStore
+from oabench_pipeline.warehouse import Warehouse
+
+
+class WarehouseResource(ConfigurableResource):
+    """The DuckDB warehouse (Parquet partitions + a catalogue of views) and the raw file store."""
+
+    path: str
+    raw_dir: str
+
+    def warehouse(self) -> Warehouse:
+        return Warehouse(Path(self.path))
+
+    def raw_store(self) -> RawStore:
+        return RawStore(Path(self.raw_dir))
+
+
+class ExamSourcesResource(ConfigurableResource):
+    """The editions registry and where official PDFs are fetched from (the official host or a mirror)."""
+
+    editions_file: str
+    discovered_file: str | None = None
+    source_base_url: str | None = None
+
+    def editions(self) -> dict[str, Edition]:
+        """The registry's editions, plus those the portal sensor discovered (a registry entry wins)."""
+        known = editions_by_key(load_editions(Path(self.editions_file)))
+        if self.discovered_file and Path(self.discovered_file).is_file():
+            for key, edition in editions_by_key(load_editions(Path(self.discovered_file))).items():
+                known.setdefault(key, edition)
+        return known
+
+    def edition(self, partition_key: str) -> Edition:
+        editions = self.editions()
+        if partition_key not in editions:
+            raise KeyError(f"edition {partition_key!r} is not in the editions registry {self.editions_file}")
+        return editions[partition_key]
+
+    def downloader(self, store: RawStore) -> PdfDownloader:
+        return PdfDownloader(store, base_override=self.source_base_url)

@@ -1,0 +1,191 @@
+"""Scores per benchmark cell, then every leaderboard table rebuilt from all cells in one pass."""
+
+
+import base64
+from pathlib import Path
+
+import polars as pl
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetDep,
+    AssetExecutionContext,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+)
+
+from oabench_pipeline.core.leaderboard import build_leaderboard_tables
+from oabench_pipeline.core.reports import leaderboard_markdown, write_reports
+from oabench_pipeline.core.scoring import score_inferences
+from oabench_pipeline.inference.assets import by_edition, cell_keys
+from oabench_pipeline.partitions import model_edition_partitions
+from oabench_pipeline.resources import WarehouseResource
+
+LEADERBOARD_TABLES = (
+    "leaderboard",
+    "leaderboard_by_edition",
+    "leaderboard_by_area",
+    "pairwise_comparison",
+    "item_analysis",
+    "provider_summary",
+    "edition_deltas",
+    "pareto_frontier",
+    "latency_accuracy_correlation",
+    "contamination_by_cutoff",
+)
+
+
+@asset(
+    group_name="scoring",
+    partitions_def=model_edition_partitions,
+    deps=[
+        "inferences",
+        AssetDep("answer_keys", partition_mapping=by_edition),
+        AssetDep("questions", partition_mapping=by_edition),
+    ],
+)
+def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    """One row per question and model key: the answer, the key's letter, official and technical credit.
+
+    Annulled questions are credited to everyone (`is_correct_official` true) and left out of the
+    technical score (`is_correct_technical` NULL); an answer counts only when one was extracted.
+    """
+    model_key, edition = cell_keys(context)
+    store = warehouse.warehouse()
+    if store.read("inferences", str(context.partition_key)).is_empty():
+        raise Failure(
+            description=f"no inferences for {model_key} × edition {edition}: materialize inferences first"
+        )
+    with store.reader() as con:
+        frame = score_inferences(con, model_key=model_key, edition=int(edition))
+    store.write_partition("scores", frame, str(context.partition_key))
+    active = frame.filter(pl.col("status") == "active")
+    return MaterializeResult(
+        metadata={
+            "rows": frame.height,
+            "official_score": int(frame["is_correct_official"].sum()),
+            "technical_score": int(active["is_correct_technical"].sum()),
+            "active": active.height,
+            "invalid": int((~active["is_valid"]).sum()),
+        }
+    )
+
+
+@asset(
+    group_name="scoring",
+    deps=["scores", "models", "model_pricing", "editions"],
+    check_specs=[
+        AssetCheckSpec("edition_sums_equal_aggregate", asset="leaderboard", blocking=True),
+        AssetCheckSpec("official_at_least_technical", asset="leaderboard", blocking=True),
+        AssetCheckSpec("accuracies_within_0_1", asset="leaderboard", blocking=True),
+        AssetCheckSpec("complete_keys_have_80_rows_per_edition", asset="leaderboard", blocking=True),
+    ],
+)
+def leaderboard(warehouse: WarehouseResource) -> MaterializeResult:
+    """Every leaderboard and analysis table, rebuilt from all scored cells in one DuckDB pass.
+
+    Writes `leaderboard`, `leaderboard_by_edition`, `leaderboard_by_area`, `pairwise_comparison`,
+    `item_analysis`, `provider_summary`, `edition_deltas`, `pareto_frontier`,
+    `latency_accuracy_correlation` and `contamination_by_cutoff`.
+    """
+    store = warehouse.warehouse()
+    with store.reader() as con:
+        tables = build_leaderboard_tables(con)
+        row_counts = (
+            con.sql("select model_key, edition, count(*) as n from scores group by all").pl()
+            if store.has_table("scores")
+            else pl.DataFrame()
+        )
+    checks = leaderboard_checks(tables, row_counts)
+    failing = [c for c in checks if not c.passed]
+    if failing:
+        raise Failure(
+            description="leaderboard checks failed, tables not replaced: "
+            + "; ".join(
+                f"{c.check_name}: {c.metadata.get('problem').value}"
+                for c in failing  # type: ignore[union-attr]
+            )
+        )
+    for name in LEADERBOARD_TABLES:
+        store.write_partition(name, tables[name])
+    board = tables["leaderboard"]
+    return MaterializeResult(
+        metadata={
+            "model_keys": board.height,
+            "complete": int(board["complete"].sum()),
+            "tables": MetadataValue.md(
+                "\n".join(f"- `{n}`: {tables[n].height} rows" for n in LEADERBOARD_TABLES)
+            ),
+        },
+        check_results=checks,
+    )
+
+
+def leaderboard_checks(tables: dict[str, pl.DataFrame], row_counts: pl.DataFrame) -> list[AssetCheckResult]:
+    board, by_edition = tables["leaderboard"], tables["leaderboard_by_edition"]
+    sums = by_edition.group_by("model_key").agg(
+        pl.col("official_score").sum().alias("ed_official"),
+        pl.col("technical_score").sum().alias("ed_technical"),
+    )
+    joined = board.join(sums, on="model_key", how="left")
+    mismatched = joined.filter(
+        (pl.col("official_score") != pl.col("ed_official"))
+        | (pl.col("technical_score") != pl.col("ed_technical"))
+    )["model_key"].to_list()
+    below = board.filter(pl.col("official_score") < pl.col("technical_score"))["model_key"].to_list()
+    accuracy_columns = [c for c in board.columns if c.endswith("accuracy")]
+    out_of_range = board.filter(
+        pl.any_horizontal([(pl.col(c) < 0) | (pl.col(c) > 1) for c in accuracy_columns])
+    )["model_key"].to_list()
+    complete = set(board.filter(pl.col("complete"))["model_key"].to_list())
+    short = (
+        row_counts.filter(pl.col("model_key").is_in(list(complete)) & (pl.col("n") != 80))
+        if not row_counts.is_empty()
+        else row_counts
+    )
+    short_cells = [f"{r['model_key']}×{r['edition']}: {r['n']}" for r in short.iter_rows(named=True)]
+    return [
+        _check("edition_sums_equal_aggregate", mismatched),
+        _check("official_at_least_technical", below),
+        _check("accuracies_within_0_1", out_of_range),
+        _check("complete_keys_have_80_rows_per_edition", short_cells),
+    ]
+
+
+def _check(name: str, problems: list[str]) -> AssetCheckResult:
+    return AssetCheckResult(
+        check_name=name,
+        passed=not problems,
+        severity=AssetCheckSeverity.ERROR,
+        metadata={"problem": MetadataValue.text(", ".join(map(str, problems))[:2000] or "none")},
+    )
+
+
+@asset(group_name="reports", deps=[leaderboard])
+def leaderboard_report(warehouse: WarehouseResource) -> MaterializeResult:
+    """The leaderboard for people: HTML, Markdown, CSV/Parquet exports and two charts in `warehouse/reports/`.
+
+    `cost_vs_accuracy.png` puts cost on a log axis with the Pareto frontier drawn; `accuracy_by_area.png`
+    is a model × legal-area heatmap. The Markdown table and both charts also show here in the UI.
+    """
+    store = warehouse.warehouse()
+    tables = {name: store.read(name) for name in LEADERBOARD_TABLES}
+    if tables["leaderboard"].is_empty():
+        raise Failure(description="the leaderboard is empty: score some inferences first")
+    files = write_reports(tables, store.root / "reports")
+    return MaterializeResult(
+        metadata={
+            "leaderboard": MetadataValue.md(leaderboard_markdown(tables)),
+            "cost_vs_accuracy": MetadataValue.md(_inline_png(files.cost_plot, "cost vs accuracy")),
+            "accuracy_by_area": MetadataValue.md(_inline_png(files.area_plot, "accuracy by area")),
+            "html": MetadataValue.path(str(files.html)),
+            "folder": MetadataValue.path(str(files.html.parent)),
+        }
+    )
+
+
+def _inline_png(path: Path, alt: str) -> str:
+    return f"![{alt}](data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()})"

@@ -1,0 +1,47 @@
+"""Where things live, read from the environment in exactly one place.
+
+| variable                 | default                                   | meaning                               |
+|--------------------------|-------------------------------------------|---------------------------------------|
+| OABENCH_WAREHOUSE        | warehouse/oabench.duckdb (from the cwd)   | the DuckDB catalogue; tables beside it |
+| OABENCH_RAW_DIR          | <warehouse folder>/raw                    | content-addressed store of PDFs        |
+| OABENCH_SOURCE_BASE_URL  | (unset: the official hosts)               | mirror replacing scheme+host of URLs   |
+| OABENCH_EDITIONS_FILE    | the packaged registry/editions.toml       | editions registry                      |
+| OABENCH_MODELS_FILE      | the packaged registry/models.toml         | models registry                        |
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from oabench_pipeline.core.editions import DEFAULT_EDITIONS_FILE, REGISTRY_DIR
+
+DEFAULT_WAREHOUSE = Path("warehouse") / "oabench.duckdb"
+DEFAULT_MODELS_FILE = REGISTRY_DIR / "models.toml"
+
+
+@dataclass(frozen=True)
+class Settings:
+    warehouse_path: Path
+    raw_dir: Path
+    source_base_url: str | None
+    editions_file: Path
+    models_file: Path
+
+    @property
+    def discovered_editions_file(self) -> Path:
+        """Editions found on the OAB portal by the sensor, pinned on first download (beside the warehouse)."""
+        return self.warehouse_path.parent / "discovered_editions.toml"
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        warehouse = Path(os.environ.get("OABENCH_WAREHOUSE") or DEFAULT_WAREHOUSE).resolve()
+        raw_dir = Path(os.environ.get("OABENCH_RAW_DIR") or warehouse.parent / "raw").resolve()
+        return cls(
+            warehouse_path=warehouse,
+            raw_dir=raw_dir,
+            source_base_url=os.environ.get("OABENCH_SOURCE_BASE_URL") or None,
+            editions_file=Path(os.environ.get("OABENCH_EDITIONS_FILE") or DEFAULT_EDITIONS_FILE).resolve(),
+            models_file=Path(os.environ.get("OABENCH_MODELS_FILE") or DEFAULT_MODELS_FILE).resolve(),
+        )

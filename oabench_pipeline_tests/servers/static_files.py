@@ -1,0 +1,71 @@
+"""A loopback HTTP file server that counts requests and can be told to misbehave per path."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Override:
+    """Serve these bytes (with this status and content type) instead of the file at a path."""
+
+    body: bytes
+    status: int = 200
+    content_type: str = "application/pdf"
+
+
+@dataclass
+class StaticFileServer:
+    """Serves `root` on 127.0.0.1:<ephemeral port>; `requests` counts GETs per path."""
+
+    root: Path
+    requests: Counter[str] = field(default_factory=Counter)
+    overrides: dict[str, Override] = field(default_factory=dict)
+    _server: ThreadingHTTPServer | None = None
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None, "server not started"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> StaticFileServer:
+        owner = self
+
+        class Handler(SimpleHTTPRequestHandler):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, directory=str(owner.root), **kwargs)
+
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                owner.requests[path] += 1
+                override = owner.overrides.get(path)
+                if override is None:
+                    super().do_GET()
+                    return
+                self.send_response(override.status)
+                self.send_header("Content-Type", override.content_type)
+                self.send_header("Content-Length", str(len(override.body)))
+                self.end_headers()
+                self.wfile.write(override.body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    @property
+    def total_requests(self) -> int:
+        return sum(self.requests.values())
