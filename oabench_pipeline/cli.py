@@ -46,7 +46,7 @@ def ingest(editions_opt: str | None) -> None:
         raise click.UsageError(
             f"unknown edition(s) {', '.join(unknown)}; the registry has {', '.join(known)}"
         )
-    instance = instance_for(settings)
+    instance = click.get_current_context().with_resource(instance_for(settings))
     defs = build_definitions(settings)
     ensure_partitions(instance, "editions", wanted)
     outcome = run_assets(defs, instance, ["editions"])
@@ -108,7 +108,7 @@ def run(models_opt: str | None, editions_opt: str | None, concurrency: int | Non
     if dry_run:
         _print_dry_run(warehouse, cells)
         return
-    instance = instance_for(settings)
+    instance = click.get_current_context().with_resource(instance_for(settings))
     defs = build_definitions(settings)
     ensure_partitions(instance, "editions", editions)
     ensure_partitions(instance, "model_keys", [m.key for m in chosen])
@@ -217,7 +217,7 @@ def _must(outcome: RunOutcome, what: str) -> None:
 def import_runs(path: str) -> None:
     """Import published OABench run folders into `inferences` (source 'imported'), then score them."""
     settings = Settings.from_env()
-    instance = instance_for(settings)
+    instance = click.get_current_context().with_resource(instance_for(settings))
     defs = build_definitions(settings)
     config = {"ops": {"published_runs": {"config": {"path": str(Path(path).resolve())}}}}
     _must(run_assets(defs, instance, ["published_runs"], run_config=config), f"import {path}")
@@ -253,4 +253,45 @@ def leaderboard_cmd(by: str, fmt: str) -> None:
     frame = Warehouse(settings.warehouse_path).read(table)
     if frame.is_empty():
         raise click.ClickException(f"no {table} table yet: run `oabench run` or `oabench import` first")
+    if fmt == "table":
+        frame = frame.select([c for c in TERMINAL_COLUMNS[by] if c in frame.columns])
     click.echo(format_table(frame, fmt))
+
+
+# What fits a terminal; csv/json/markdown carry every column.
+TERMINAL_COLUMNS = {
+    "model": [
+        "rank",
+        "tie_group",
+        "model_key",
+        "official_score",
+        "official_total",
+        "official_accuracy",
+        "accuracy_ci_low",
+        "accuracy_ci_high",
+        "technical_accuracy",
+        "editions_passed",
+        "p_pass",
+        "invalid_count",
+        "strict_compliance",
+        "p50_latency_ms",
+        "cost_usd",
+        "complete",
+    ],
+    "edition": [
+        "model_key",
+        "edition",
+        "official_score",
+        "official_total",
+        "technical_score",
+        "technical_total",
+        "technical_accuracy",
+        "passed",
+        "p_pass",
+        "invalid_count",
+        "strict_compliance",
+        "avg_latency_ms",
+        "cost_usd",
+    ],
+    "area": ["model_key", "area", "correct", "total", "accuracy"],
+}

@@ -77,5 +77,13 @@ def format_table(frame: pl.DataFrame, fmt: str) -> str:
             "| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in rounded.iter_rows()
         ]
         return "\n".join([header, "|" + "---|" * len(rounded.columns), *rows])
-    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=60):
+    with pl.Config(
+        tbl_rows=-1,
+        tbl_cols=-1,
+        tbl_width_chars=10_000,
+        fmt_str_lengths=60,
+        tbl_hide_column_data_types=True,
+        tbl_hide_dataframe_shape=True,
+        tbl_formatting="ASCII_MARKDOWN",
+    ):
         return str(rounded)

@@ -12,12 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dagster import AssetSelection, DagsterInstance, Definitions, ExecuteInProcessResult, materialize
+from dagster._core.storage.defs_state.base import set_defs_state_storage
 
 from oabench_pipeline.settings import Settings
 
 
 def instance_for(settings: Settings) -> DagsterInstance:
-    """The persistent instance: `$DAGSTER_HOME`, or `<warehouse folder>/dagster_home` when unset."""
+    """The persistent instance: `$DAGSTER_HOME`, or `<warehouse folder>/dagster_home` when unset.
+
+    Use it as a context manager: entering it makes its storages the current ones for Dagster.
+    """
     home = os.environ.get("DAGSTER_HOME")
     if not home:
         home = str(settings.warehouse_path.parent / "dagster_home")
@@ -68,7 +72,24 @@ def run_assets(
     log stays in the instance for the UI.
     """
     run_config = {**(run_config or {}), "loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}}
-    result = materialize(
+    # Dagster keeps "the current definitions-state storage" in a context variable that another
+    # instance's exit can leave pointing at a disposed instance; pin it to ours for this run.
+    with set_defs_state_storage(instance.defs_state_storage):
+        result = _materialize(defs, instance, selection, partition_key, run_config, tags)
+    return RunOutcome(
+        result.success, result.run_id, failure_messages(result), _count_materializations(result)
+    )
+
+
+def _materialize(
+    defs: Definitions,
+    instance: DagsterInstance,
+    selection: Sequence[str],
+    partition_key: str | None,
+    run_config: dict,
+    tags: dict[str, str] | None,
+) -> ExecuteInProcessResult:
+    return materialize(
         list(defs.assets or []),
         selection=AssetSelection.assets(*selection),
         partition_key=partition_key,
@@ -78,7 +99,6 @@ def run_assets(
         raise_on_error=False,
         tags=tags,
     )
-    return RunOutcome(result.success, result.run_id, failure_messages(result), _count_materializations(result))
 
 
 def failure_messages(result: ExecuteInProcessResult) -> list[str]:
@@ -88,7 +108,13 @@ def failure_messages(result: ExecuteInProcessResult) -> list[str]:
             continue
         data = event.step_failure_data
         user = data.user_failure_data
-        messages.append(user.description if user and user.description else data.error.message.strip())
+        if user and user.description:
+            messages.append(user.description)
+            continue
+        error = data.error
+        while error.cause is not None:  # the user's exception, not Dagster's wrapper around it
+            error = error.cause
+        messages.append(f"{event.step_key}: {error.message.strip()}")
     return messages
 
 

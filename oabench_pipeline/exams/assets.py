@@ -4,7 +4,6 @@ Each asset validates what it read before writing anything: a blocking problem fa
 message naming the edition and what is wrong, and the partition keeps its last good rows.
 """
 
-
 import polars as pl
 from dagster import (
     AssetCheckResult,

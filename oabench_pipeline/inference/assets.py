@@ -6,7 +6,6 @@ no answer yet. The partition file is written only when the cell completes: on a 
 exhausted budget the step fails and the table keeps its last good rows (the log keeps the new answers).
 """
 
-
 import asyncio
 import math
 import time
@@ -17,14 +16,12 @@ from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
-    AssetDep,
     AssetExecutionContext,
     Config,
     Failure,
     MaterializeResult,
     MetadataValue,
     MultiPartitionKey,
-    MultiToSingleDimensionPartitionMapping,
     asset,
 )
 
@@ -42,6 +39,7 @@ from oabench_pipeline.inference.response_log import ResponseLog, cell_log_path, 
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import model_edition_partitions
 from oabench_pipeline.resources import WarehouseResource
+from oabench_pipeline.tables import conform
 from oabench_pipeline.warehouse import Warehouse
 
 MAX_ERROR_RATE = 0.02
@@ -49,8 +47,6 @@ CHARS_PER_TOKEN = 3.5  # conservative for Portuguese legal text: over-estimates 
 PROGRESS_LOG_EVERY_S = 5.0
 
 INFERENCE_CHECKS = ["every_active_question_has_a_row", "one_row_per_question", "error_rate_at_most_2_percent"]
-
-by_edition = MultiToSingleDimensionPartitionMapping(partition_dimension_name="edition")
 
 
 class InferenceConfig(Config):
@@ -68,7 +64,8 @@ def cell_keys(context: AssetExecutionContext) -> tuple[str, str]:
 @asset(
     group_name="inference",
     partitions_def=model_edition_partitions,
-    deps=[AssetDep("questions", partition_mapping=by_edition)],
+    # Each cell depends on its edition's questions (Dagster infers the multi → single-dimension mapping).
+    deps=["questions"],
     metadata={"dagster/column_schema": table_schema("inferences").value},
     check_specs=[
         AssetCheckSpec("every_active_question_has_a_row", asset="inferences", blocking=True),
@@ -105,7 +102,7 @@ def inferences(
         sent = 0
     else:
         rows, sent = _run_api_cell(context, model, edition, questions, store, model_client, config)
-    frame = pl.DataFrame(rows, infer_schema_length=None)
+    frame = conform("inferences", pl.DataFrame(rows, infer_schema_length=None))
     return _finish(context, store, questions, frame, sent)
 
 
@@ -240,9 +237,13 @@ def _check_budget_before(
 
 
 def _finish(
-    context: AssetExecutionContext, store: Warehouse, frame: pl.DataFrame, sent: int
+    context: AssetExecutionContext, store: Warehouse, questions: pl.DataFrame, frame: pl.DataFrame, sent: int
 ) -> MaterializeResult:
     active = frame.filter(~pl.col("skipped"))
+    accounted = set(
+        active.filter(pl.col("raw_response").is_not_null() | pl.col("error").is_not_null())["qid"]
+    )
+    unaccounted = sorted(set(questions.filter(pl.col("status") == "active")["qid"]) - accounted)
     errors = active.filter(pl.col("error").is_not_null()).height
     error_rate = errors / active.height if active.height else 0.0
     duplicates = frame.height - frame["qid"].n_unique()
@@ -251,7 +252,9 @@ def _finish(
     )
     checks = [
         AssetCheckResult(
-            check_name="every_active_question_has_a_row", passed=True, metadata={"rows": frame.height}
+            check_name="every_active_question_has_a_row",
+            passed=not unaccounted,
+            metadata={"rows": frame.height, "unaccounted": ", ".join(unaccounted) or "none"},
         ),
         AssetCheckResult(
             check_name="one_row_per_question", passed=duplicates == 0, metadata={"duplicates": duplicates}
@@ -263,9 +266,10 @@ def _finish(
             metadata={"error_rate": error_rate, "errors": errors, "strict_compliance": strict},
         ),
     ]
-    if duplicates:
+    if duplicates or unaccounted:
         raise Failure(
-            description=f"{context.partition_key}: {duplicates} duplicate question rows; nothing written"
+            description=f"{context.partition_key}: {duplicates} duplicate rows; active questions with neither "
+            f"an answer nor an error row: {unaccounted or 'none'}; nothing written"
         )
     store.write_partition("inferences", frame, str(context.partition_key))
     return MaterializeResult(

@@ -6,7 +6,6 @@ and the downstream automation see it like any other run. Importing the same fold
 same rows: nothing changes.
 """
 
-
 from pathlib import Path
 
 import polars as pl

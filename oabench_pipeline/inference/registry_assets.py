@@ -1,6 +1,5 @@
 """Assets describing the models: the registry as a table, and dated price snapshots."""
 
-
 import datetime as dt
 
 import polars as pl

@@ -1,6 +1,5 @@
 """Scores per benchmark cell, then every leaderboard table rebuilt from all cells in one pass."""
 
-
 import base64
 from pathlib import Path
 
@@ -9,7 +8,6 @@ from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
-    AssetDep,
     AssetExecutionContext,
     Failure,
     MaterializeResult,
@@ -20,7 +18,7 @@ from dagster import (
 from oabench_pipeline.core.leaderboard import build_leaderboard_tables
 from oabench_pipeline.core.reports import leaderboard_markdown, write_reports
 from oabench_pipeline.core.scoring import score_inferences
-from oabench_pipeline.inference.assets import by_edition, cell_keys
+from oabench_pipeline.inference.assets import cell_keys
 from oabench_pipeline.partitions import model_edition_partitions
 from oabench_pipeline.resources import WarehouseResource
 
@@ -41,11 +39,7 @@ LEADERBOARD_TABLES = (
 @asset(
     group_name="scoring",
     partitions_def=model_edition_partitions,
-    deps=[
-        "inferences",
-        AssetDep("answer_keys", partition_mapping=by_edition),
-        AssetDep("questions", partition_mapping=by_edition),
-    ],
+    deps=["inferences", "answer_keys", "questions"],
 )
 def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
     """One row per question and model key: the answer, the key's letter, official and technical credit.
@@ -92,6 +86,8 @@ def leaderboard(warehouse: WarehouseResource) -> MaterializeResult:
     `latency_accuracy_correlation` and `contamination_by_cutoff`.
     """
     store = warehouse.warehouse()
+    if not store.has_table("scores"):
+        raise Failure(description="nothing is scored yet: materialize inferences and scores first")
     with store.reader() as con:
         tables = build_leaderboard_tables(con)
         row_counts = (
