@@ -19,7 +19,9 @@ def table_schema(table: str) -> MetadataValue:
     return MetadataValue.table_schema(TableSchema(columns=columns))
 
 
-def markdown_preview(frame: pl.DataFrame, columns: list[str], rows: int = 5, width: int = 90) -> MetadataValue:
+def markdown_preview(
+    frame: pl.DataFrame, columns: list[str], rows: int = 5, width: int = 90
+) -> MetadataValue:
     """A few rows as a Markdown table, long text cut to `width` characters."""
     head = frame.select(columns).head(rows)
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
