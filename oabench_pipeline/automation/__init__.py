@@ -1,0 +1,1 @@
+"""Automation: new OAB editions (portal sensor, weekly schedule) and new models (registry sensor)."""

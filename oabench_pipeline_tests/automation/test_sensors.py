@@ -1,0 +1,395 @@
+"""The portal sensor, the models registry sensor and the weekly schedule, evaluated against real resources.
+
+Each test builds the resources over a tmp warehouse, a tmp models registry (baselines plus one API model
+whose key variable is unset) and the loopback portal, evaluates one tick with Dagster's test contexts on an
+ephemeral instance, and checks the partition requests, the run requests and what was written.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+import pytest
+from dagster import (
+    AddDynamicPartitionsRequest,
+    DagsterInstance,
+    Definitions,
+    MultiPartitionKey,
+    RunRequest,
+    SensorResult,
+    SkipReason,
+    build_schedule_context,
+    build_sensor_context,
+    instance_for_test,
+    partition_loading_context,
+)
+
+from oabench_pipeline.automation.resources import PortalResource
+from oabench_pipeline.automation.schedules import weekly_portal_discovery
+from oabench_pipeline.automation.sensors import (
+    PortalCursor,
+    RegistryCursor,
+    models_registry_sensor,
+    oab_portal_sensor,
+)
+from oabench_pipeline.core.editions import DEFAULT_EDITIONS_FILE, load_editions
+from oabench_pipeline.exams.assets import answer_keys, editions, exam_pdfs, questions
+from oabench_pipeline.inference.assets import inferences
+from oabench_pipeline.inference.registry_assets import models
+from oabench_pipeline.inference.resources import ModelClientResource, ModelsRegistryResource
+from oabench_pipeline.resources import ExamSourcesResource, WarehouseResource
+from oabench_pipeline_tests.automation.portal_fixture import (
+    BOOKLET_PATH,
+    DEFINITIVE_KEY_PATH,
+    PortalFixture,
+    new_edition_pdfs,
+    sha256_hex,
+)
+
+BASELINES = ["baseline/longest-choice", "baseline/random"]
+UNSET_KEY_ENV = "OABENCH_TEST_KEY_THAT_IS_NEVER_SET"
+
+REGISTRY_TOML = f"""
+[[models]]
+id = "baseline/random"
+kind = "baseline"
+
+[[models]]
+id = "baseline/longest-choice"
+kind = "baseline"
+
+[[models]]
+id = "openai/gpt-5.2"
+api_key_env = "{UNSET_KEY_ENV}"
+"""
+EXTRA_BASELINE_KEY = "baseline/random:second"
+EXTRA_BASELINE = f"""
+[[models]]
+id = "baseline/random"
+kind = "baseline"
+key = "{EXTRA_BASELINE_KEY}"
+"""
+
+
+@dataclass
+class Env:
+    """Resources over tmp files, the loopback portal and an ephemeral instance."""
+
+    tmp: Path
+    portal: PortalFixture
+    instance: DagsterInstance
+
+    @property
+    def models_file(self) -> Path:
+        return self.tmp / "models.toml"
+
+    @property
+    def discovered_file(self) -> Path:
+        return self.tmp / "warehouse" / "discovered_editions.toml"
+
+    @property
+    def raw_dir(self) -> Path:
+        return self.tmp / "warehouse" / "raw"
+
+    def resources(self) -> dict[str, object]:
+        return {
+            "warehouse": WarehouseResource(
+                path=str(self.tmp / "warehouse" / "oabench.duckdb"), raw_dir=str(self.raw_dir)
+            ),
+            "exam_sources": ExamSourcesResource(
+                editions_file=str(DEFAULT_EDITIONS_FILE),
+                discovered_file=str(self.discovered_file),
+                source_base_url=None,
+            ),
+            "models_registry": ModelsRegistryResource(path=str(self.models_file)),
+            "model_client": ModelClientResource(),
+            "portal": PortalResource(
+                base_url=self.portal.base_url, connect_timeout_s=2.0, read_timeout_s=5.0
+            ),
+        }
+
+    def definitions(self) -> Definitions:
+        # The real assets: resolving these definitions validates each sensor's target selection.
+        return Definitions(
+            assets=[editions, exam_pdfs, answer_keys, questions, models, inferences],
+            sensors=[oab_portal_sensor, models_registry_sensor],
+            schedules=[weekly_portal_discovery],
+            resources=self.resources(),
+        )
+
+    def tick(self, sensor, cursor: str | None = None) -> SensorResult:
+        context = build_sensor_context(
+            instance=self.instance, cursor=cursor, resources=self.resources(), definitions=self.definitions()
+        )
+        result = sensor(context)
+        assert isinstance(result, SensorResult)
+        return result
+
+    def resolve(self, sensor, cursor: str | None = None) -> list[RunRequest]:
+        """The tick as the daemon sees it: run requests resolved against their target job and partitions."""
+        context = build_sensor_context(
+            instance=self.instance,
+            instance_ref=self.instance.get_ref(),  # the daemon's context has one: partitions load through it
+            cursor=cursor,
+            resources=self.resources(),
+            definitions=self.definitions(),
+        )
+        with partition_loading_context(dynamic_partitions_store=self.instance):  # as the sensor daemon does
+            return list(sensor.evaluate_tick(context).run_requests or [])
+
+    def apply(self, result: SensorResult) -> None:
+        """What the sensor daemon does with the partition requests."""
+        for request in result.dynamic_partitions_requests or []:
+            assert isinstance(request, AddDynamicPartitionsRequest)
+            self.instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+
+    def ingest_questions(self, *edition_keys: str) -> None:
+        """Stand in for a finished ingest: the questions partition exists in the warehouse."""
+        for key in edition_keys:
+            path = self.tmp / "warehouse" / "tables" / "questions" / f"{key}.parquet"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pl.DataFrame({"qid": [f"oab-{key}-1f-q1"]}).write_parquet(path)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[Env]:
+    (tmp_path / "models.toml").write_text(REGISTRY_TOML, encoding="utf-8")
+    with PortalFixture() as portal:
+        yield Env(tmp_path, portal, DagsterInstance.ephemeral())
+
+
+@pytest.fixture
+def persistent_env(tmp_path: Path) -> Iterator[Env]:
+    """Schedule contexts need a persistent instance (they reopen it from its reference)."""
+    (tmp_path / "models.toml").write_text(REGISTRY_TOML, encoding="utf-8")
+    (tmp_path / "dagster_home").mkdir()
+    with PortalFixture() as portal, instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
+        yield Env(tmp_path, portal, instance)
+
+
+def added(result: SensorResult) -> dict[str, list[str]]:
+    return {
+        r.partitions_def_name: sorted(r.partition_keys)
+        for r in result.dynamic_partitions_requests or []
+        if isinstance(r, AddDynamicPartitionsRequest)
+    }
+
+
+def cells(runs: list[RunRequest]) -> set[tuple[str, str]]:
+    found = set()
+    for run in runs:
+        if run.job_name == "run_inference_cell":
+            key = run.partition_key
+            assert isinstance(key, MultiPartitionKey)
+            found.add((key.keys_by_dimension["edition"], key.keys_by_dimension["model"]))
+    return found
+
+
+def jobs(result: SensorResult) -> list[str | None]:
+    return [r.job_name for r in result.run_requests or []]
+
+
+def skip_text(result: SensorResult) -> str:
+    assert not result.run_requests, result.run_requests
+    assert isinstance(result.skip_reason, SkipReason)
+    return result.skip_reason.skip_message or ""
+
+
+# --- models_registry_sensor --------------------------------------------------------------------------------
+
+
+def test_first_tick_registers_registry_models_and_editions(env: Env) -> None:
+    result = env.tick(models_registry_sensor)
+    assert added(result) == {"editions": ["43", "44", "45"], "model_keys": [*BASELINES, "openai/gpt-5.2"]}
+    # A fresh instance gets the models table, and no cell: there are no questions yet anyway.
+    assert jobs(result) == ["refresh_models_table"]
+    cursor = RegistryCursor.parse(result.cursor)
+    assert cursor is not None and set(cursor.keys) == {*BASELINES, "openai/gpt-5.2"}
+
+
+def test_a_new_model_gets_its_partition_and_cells_on_ingested_editions(persistent_env: Env) -> None:
+    env = persistent_env
+    first = env.tick(models_registry_sensor)
+    env.apply(first)
+    env.ingest_questions("43", "44")  # 45 is registered but not ingested: its cells would fail
+    env.models_file.write_text(REGISTRY_TOML + EXTRA_BASELINE, encoding="utf-8")
+    result = env.tick(models_registry_sensor, cursor=first.cursor)
+    assert added(result) == {"model_keys": [EXTRA_BASELINE_KEY]}
+    runs = result.run_requests or []
+    assert cells(runs) == {("43", EXTRA_BASELINE_KEY), ("44", EXTRA_BASELINE_KEY)}
+    assert "refresh_models_table" in jobs(result)
+    # The daemon resolves the cells although their model key is only added by this very tick.
+    resolved = env.resolve(models_registry_sensor, cursor=first.cursor)
+    assert sorted(r.tags.get("dagster/partition/model", "") for r in resolved) == [
+        "",
+        *[EXTRA_BASELINE_KEY] * 2,
+    ]
+
+
+def test_a_new_api_model_without_credentials_gets_a_partition_but_no_run(env: Env) -> None:
+    env.models_file.write_text(EXTRA_BASELINE, encoding="utf-8")
+    first = env.tick(models_registry_sensor)
+    env.apply(first)
+    env.ingest_questions("43")
+    env.models_file.write_text(EXTRA_BASELINE + REGISTRY_TOML, encoding="utf-8")
+    result = env.tick(models_registry_sensor, cursor=first.cursor)
+    assert added(result) == {"model_keys": [*BASELINES, "openai/gpt-5.2"]}
+    assert cells(result.run_requests or []) == {("43", k) for k in BASELINES}  # not the keyless API model
+
+
+def test_a_removed_model_deletes_nothing_and_refreshes_the_models_table(env: Env) -> None:
+    env.models_file.write_text(REGISTRY_TOML + EXTRA_BASELINE, encoding="utf-8")
+    first = env.tick(models_registry_sensor)
+    env.apply(first)
+    env.models_file.write_text(REGISTRY_TOML, encoding="utf-8")
+    result = env.tick(models_registry_sensor, cursor=first.cursor)
+    assert result.dynamic_partitions_requests == []  # no delete request: the key keeps its history
+    assert jobs(result) == ["refresh_models_table"]
+    assert env.instance.has_dynamic_partition("model_keys", EXTRA_BASELINE_KEY)
+
+
+def test_an_unchanged_registry_skips(env: Env) -> None:
+    first = env.tick(models_registry_sensor)
+    env.apply(first)
+    result = env.tick(models_registry_sensor, cursor=first.cursor)
+    assert "unchanged (3 configurations)" in skip_text(result)
+    assert result.dynamic_partitions_requests == []
+
+
+def test_a_broken_registry_is_a_skip_reason_and_keeps_the_cursor(env: Env) -> None:
+    first = env.tick(models_registry_sensor)
+    env.models_file.write_text('[[models]]\nid = "x/y"\nconcurrency = "many"\n', encoding="utf-8")
+    result = env.tick(models_registry_sensor, cursor=first.cursor)
+    assert "models registry unusable" in skip_text(result) and "concurrency" in skip_text(result)
+    assert result.cursor == first.cursor
+
+
+# --- oab_portal_sensor ---------------------------------------------------------------------------------
+
+
+def test_portal_with_known_editions_only_skips(env: Env) -> None:
+    before = time.time()
+    result = env.tick(oab_portal_sensor)
+    assert "no new edition on the portal (newest listed: 45)" in skip_text(result)
+    assert result.dynamic_partitions_requests == []
+    state = PortalCursor.parse(result.cursor)
+    assert state.last_check is not None and state.last_check >= before
+    assert not env.discovered_file.exists()
+
+
+def test_preliminary_key_only_waits_and_registers_nothing(env: Env) -> None:
+    env.portal.state = "preliminary"
+    result = env.tick(oab_portal_sensor)
+    assert "edition 46 waiting: only a preliminary answer key" in skip_text(result)
+    assert result.dynamic_partitions_requests == []
+    assert not env.discovered_file.exists()
+
+
+@pytest.mark.parametrize(("state", "expected"), [("down", "HTTP 500"), ("changed_layout", "cmb-edital")])
+def test_portal_failure_is_a_skip_reason_and_writes_nothing(env: Env, state: str, expected: str) -> None:
+    env.portal.state = state  # type: ignore[assignment]
+    result = env.tick(oab_portal_sensor)
+    text = skip_text(result)
+    assert text.startswith("portal check failed") and expected in text
+    assert not env.discovered_file.exists() and not env.raw_dir.exists()
+
+
+def test_a_bad_pdf_skips_the_edition_and_registers_nothing(env: Env) -> None:
+    env.portal.state = "definitive"
+    env.portal.broken_paths = {BOOKLET_PATH}
+    result = env.tick(oab_portal_sensor)
+    assert "edition 46 skipped" in skip_text(result) and "HTML page" in skip_text(result)
+    assert result.dynamic_partitions_requests == [] and not env.discovered_file.exists()
+
+
+def test_new_edition_is_recorded_registered_ingested_then_its_cells_requested(persistent_env: Env) -> None:
+    env = persistent_env  # resolving requests like the daemon needs an instance reference
+    env.apply(env.tick(models_registry_sensor))  # model keys and registry editions registered
+    env.portal.state = "definitive"
+
+    # Tick 1: TOFU pin, record, register the partition, request the ingest; no cell before questions exist.
+    first = env.tick(oab_portal_sensor)
+    assert added(first) == {"editions": ["46"]}
+    runs = first.run_requests or []
+    assert [(r.job_name, r.partition_key) for r in runs] == [
+        ("ingest_edition", "46"),
+        ("refresh_editions_table", None),
+    ]
+    [recorded] = load_editions(env.discovered_file)
+    served = new_edition_pdfs()
+    assert recorded.edition == 46 and recorded.pinned_by == "first-download"
+    assert recorded.booklet.sha256 == sha256_hex(served[BOOKLET_PATH])
+    assert recorded.answer_key.sha256 == sha256_hex(served[DEFINITIVE_KEY_PATH])
+    assert (env.raw_dir / recorded.booklet.sha256).read_bytes() == served[BOOKLET_PATH]
+    # The daemon accepts the request: partition "46" resolves because the same tick adds it.
+    assert {r.partition_key for r in env.resolve(oab_portal_sensor)} == {"46", None}
+    env.apply(first)
+
+    # Tick 2, ingest still running: the portal is not asked again (checked < 6 h ago), nothing to request.
+    portal_requests = sum(env.portal.requests.values())
+    second = env.tick(oab_portal_sensor, cursor=first.cursor)
+    assert "edition 46: inference cells wait for its questions" in skip_text(second)
+    assert sum(env.portal.requests.values()) == portal_requests
+
+    # Tick 3, questions ingested: one cell per model that can run unattended (baselines, not the keyless API).
+    env.ingest_questions("46")
+    third = env.tick(oab_portal_sensor, cursor=second.cursor)
+    assert cells(third.run_requests or []) == {("46", k) for k in BASELINES}
+    assert jobs(third).count("run_inference_cell") == len(BASELINES)
+    assert third.dynamic_partitions_requests == []
+    assert PortalCursor.parse(third.cursor).cells_requested == ["46"]
+    resolved = env.resolve(oab_portal_sensor, cursor=second.cursor)
+    assert {
+        r.tags.get("dagster/partition/edition") for r in resolved if r.job_name == "run_inference_cell"
+    } == {"46"}
+
+    # Tick 4: done; and the registry sensor does not re-add the discovered edition or re-request anything.
+    assert "next portal check in" in skip_text(env.tick(oab_portal_sensor, cursor=third.cursor))
+
+
+def test_a_broken_models_registry_keeps_an_ingested_edition_waiting(env: Env) -> None:
+    env.apply(env.tick(models_registry_sensor))
+    env.portal.state = "definitive"
+    first = env.tick(oab_portal_sensor)
+    env.apply(first)
+    env.ingest_questions("46")
+    env.models_file.write_text("[[models]]\n", encoding="utf-8")  # mid-edit: no id
+    result = env.tick(oab_portal_sensor, cursor=first.cursor)
+    assert "editions 46 wait: models registry unusable" in skip_text(result)
+    assert PortalCursor.parse(result.cursor).cells_requested == []  # asked again on the next tick
+
+
+def test_a_corrupt_discovered_file_never_crashes_the_tick(env: Env) -> None:
+    env.discovered_file.parent.mkdir(parents=True)
+    env.discovered_file.write_text("[[editions]]\nedition = 'forty-six'\n", encoding="utf-8")
+    result = env.tick(oab_portal_sensor, cursor='{"last_check": 1e12}')  # no portal check due
+    assert "oab_portal_sensor could not complete this tick" in skip_text(result)
+    assert result.cursor == '{"last_check": 1e12}'
+
+
+# --- weekly_portal_discovery ---------------------------------------------------------------------------
+
+
+def test_weekly_schedule_discovers_registers_and_ingests(persistent_env: Env) -> None:
+    env = persistent_env
+    env.portal.state = "definitive"
+    context = build_schedule_context(instance=env.instance, resources=env.resources())
+    result = weekly_portal_discovery(context)
+    assert isinstance(result, list)
+    assert [(r.job_name, r.partition_key) for r in result] == [("ingest_edition", "46")]
+    assert env.instance.has_dynamic_partition("editions", "46")
+    assert [e.edition for e in load_editions(env.discovered_file)] == [46]
+    # The sensor then sees the edition registered: it does not ingest it again.
+    follow_up = env.tick(oab_portal_sensor, cursor=PortalCursor(last_check=time.time()).dump())
+    assert "inference cells wait for its questions" in skip_text(follow_up)
+
+
+def test_weekly_schedule_skips_with_the_reason_when_the_portal_is_down(persistent_env: Env) -> None:
+    env = persistent_env
+    env.portal.state = "down"
+    result = weekly_portal_discovery(build_schedule_context(instance=env.instance, resources=env.resources()))
+    assert isinstance(result, SkipReason) and "HTTP 500" in (result.skip_message or "")
