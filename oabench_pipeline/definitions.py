@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dagster import Definitions
 
+from oabench_pipeline.automation.resources import PortalResource
+from oabench_pipeline.automation.schedules import weekly_portal_discovery
+from oabench_pipeline.automation.sensors import models_registry_sensor, oab_portal_sensor
 from oabench_pipeline.exams.assets import answer_keys, editions, exam_pdfs, questions
 from oabench_pipeline.inference.assets import inferences
 from oabench_pipeline.inference.imports import published_runs
@@ -38,11 +41,17 @@ def build_resources(settings: Settings) -> dict[str, object]:
         ),
         "models_registry": ModelsRegistryResource(path=str(settings.models_file)),
         "model_client": ModelClientResource(),
+        "portal": PortalResource(base_url=settings.portal_url),
     }
 
 
 def build_definitions(settings: Settings | None = None) -> Definitions:
-    return Definitions(assets=ASSETS, resources=build_resources(settings or Settings.from_env()))
+    return Definitions(
+        assets=ASSETS,
+        sensors=[oab_portal_sensor, models_registry_sensor],
+        schedules=[weekly_portal_discovery],
+        resources=build_resources(settings or Settings.from_env()),
+    )
 
 
 defs = build_definitions()

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from oabench_pipeline.automation.discovery import portal_base_url
 from oabench_pipeline.core.editions import DEFAULT_EDITIONS_FILE, REGISTRY_DIR
 
 DEFAULT_WAREHOUSE = Path("warehouse") / "oabench.duckdb"
@@ -28,6 +29,7 @@ class Settings:
     source_base_url: str | None
     editions_file: Path
     models_file: Path
+    portal_url: str
 
     @property
     def discovered_editions_file(self) -> Path:
@@ -44,4 +46,5 @@ class Settings:
             source_base_url=os.environ.get("OABENCH_SOURCE_BASE_URL") or None,
             editions_file=Path(os.environ.get("OABENCH_EDITIONS_FILE") or DEFAULT_EDITIONS_FILE).resolve(),
             models_file=Path(os.environ.get("OABENCH_MODELS_FILE") or DEFAULT_MODELS_FILE).resolve(),
+            portal_url=portal_base_url(os.environ),
         )

@@ -39,3 +39,27 @@ def mirror_server(shared_oab: Path) -> Iterator[StaticFileServer]:
     """`../shared/oab/mirror` served on 127.0.0.1: an offline stand-in for the official file host."""
     with StaticFileServer(shared_oab / "mirror") as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def ingested_template(tmp_path_factory: pytest.TempPathFactory, mirror_server: StaticFileServer) -> Path:
+    """A warehouse with the three real editions ingested once per session; tests copy it (`fresh_env`)."""
+    from oabench_pipeline_tests.pipeline_env import make_env
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        env = make_env(tmp_path_factory.mktemp("template"), monkeypatch, mirror_server.base_url)
+        result = env.cli("ingest")
+        assert result.exit_code == 0, result.output
+        return env.settings.warehouse_path.parent
+
+
+@pytest.fixture
+def fresh_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ingested_template: Path, mirror_server: StaticFileServer
+):
+    """A private pipeline environment whose warehouse already holds the ingested editions."""
+    from oabench_pipeline_tests.pipeline_env import copy_ingested, make_env
+
+    env = make_env(tmp_path, monkeypatch, mirror_server.base_url)
+    copy_ingested(ingested_template, env.settings.warehouse_path.parent)
+    return env

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,3 +42,25 @@ def make_env(root: Path, monkeypatch: pytest.MonkeyPatch, source_base_url: str) 
     for name in ("OABENCH_RAW_DIR", "OABENCH_EDITIONS_FILE", "OABENCH_MODELS_FILE"):
         monkeypatch.delenv(name, raising=False)
     return PipelineEnv(root, monkeypatch)
+
+
+EXAM_TABLES = ("editions", "source_files", "questions", "answer_keys")
+
+
+def copy_ingested(template: Path, warehouse_dir: Path) -> None:
+    """Copy the exam tables and raw PDFs of an ingested warehouse (not its DuckDB file or instance)."""
+    for table in EXAM_TABLES:
+        shutil.copytree(template / "tables" / table, warehouse_dir / "tables" / table)
+    shutil.copytree(template / "raw", warehouse_dir / "raw")
+
+
+def write_models_file(path: Path, entries: list[dict]) -> Path:
+    """A models registry with the given `[[models]]` tables (values: str, int, float or bool)."""
+    blocks = []
+    for entry in entries:
+        lines = ["[[models]]"]
+        for name, value in entry.items():
+            lines.append(f"{name} = {json.dumps(value, ensure_ascii=False)}")
+        blocks.append("\n".join(lines))
+    path.write_text("\n\n".join(blocks) + "\n", encoding="utf-8")
+    return path

@@ -32,7 +32,9 @@ def test_ingest_gives_240_questions_238_active(ingested: PipelineEnv) -> None:
     assert counts == [(43, 80, 78), (44, 80, 80), (45, 80, 80)]
     annulled = con.sql("select qid from answer_keys where status = 'annulled' order by number").fetchall()
     assert annulled == [("oab-43-1f-q1",), ("oab-43-1f-q74",)]
-    assert con.execute("select count(*) from answer_keys where correct is null and status = 'active'").fetchone() == (0,)
+    assert con.execute(
+        "select count(*) from answer_keys where correct is null and status = 'active'"
+    ).fetchone() == (0,)
 
 
 def test_questions_take_status_from_answer_key(ingested: PipelineEnv) -> None:
@@ -63,7 +65,8 @@ def test_provenance_from_pdf_bytes_to_every_question(ingested: PipelineEnv, mani
     }
     raw = ingested.settings.raw_dir
     assert sorted(p.name for p in raw.iterdir() if not p.name.startswith(".")) == sorted(
-        [e["prova"]["sha256"] for e in manifest["editions"]] + [e["gabarito"]["sha256"] for e in manifest["editions"]]
+        [e["prova"]["sha256"] for e in manifest["editions"]]
+        + [e["gabarito"]["sha256"] for e in manifest["editions"]]
     )
 
 

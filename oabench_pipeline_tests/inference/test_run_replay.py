@@ -1,0 +1,73 @@
+"""`oabench run` against a loopback server replaying the real published OABench responses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from oabench_pipeline_tests.inference.replay import (
+    TEST_KEY,
+    published_replies,
+    published_summary,
+    use_replay_models,
+)
+from oabench_pipeline_tests.pipeline_env import PipelineEnv
+from oabench_pipeline_tests.servers.openai_replay import ReplayServer
+
+MODELS = ["deepseek/deepseek-v3.2", "x-ai/grok-4.1-fast"]
+
+
+@pytest.fixture
+def replayed(fresh_env: PipelineEnv, shared_oab: Path):
+    with ReplayServer(replies=published_replies(shared_oab, fresh_env.warehouse), api_key=TEST_KEY) as server:
+        use_replay_models(fresh_env, server.base_url, MODELS)
+        result = fresh_env.cli("run", "--models", ",".join(MODELS))
+        assert result.exit_code == 0, result.output
+        yield fresh_env, server
+
+
+def test_replay_reproduces_published_scores(replayed, shared_oab: Path) -> None:
+    env, server = replayed
+    assert server.stats.unmatched == 0, "every prompt we built matched a recorded question text"
+    by_edition = env.warehouse.read("leaderboard_by_edition")
+    for model in MODELS:
+        published = published_summary(shared_oab, model)
+        ours = by_edition.filter(pl.col("model_key") == model).sort("edition")
+        assert [
+            (e["edition"], e["officialScore"], e["technicalScore"], e["technicalTotal"], e["passed"])
+            for e in published["editions"]
+        ] == list(
+            ours.select(
+                "edition", "official_score", "technical_score", "technical_total", "passed"
+            ).iter_rows()
+        )
+
+
+def test_each_active_question_asked_once_and_annulled_skipped(replayed) -> None:
+    env, server = replayed
+    assert server.stats.total_requests == 2 * 238
+    assert max(server.stats.requests_per_prompt.values()) == 1
+    inferences = env.warehouse.read("inferences")
+    assert inferences.height == 2 * 240
+    skipped = inferences.filter(pl.col("skipped"))
+    assert sorted(set(skipped["qid"])) == ["oab-43-1f-q1", "oab-43-1f-q74"]
+    assert skipped["raw_response"].null_count() == skipped.height
+
+
+def test_rerun_sends_nothing(replayed) -> None:
+    env, server = replayed
+    before = server.stats.total_requests
+    result = env.cli("run", "--models", ",".join(MODELS))
+    assert result.exit_code == 0, result.output
+    assert server.stats.total_requests == before
+
+
+def test_api_key_never_stored(replayed) -> None:
+    env, _ = replayed
+    needle = TEST_KEY.encode()
+    for root in (env.settings.warehouse_path.parent, env.root / "dagster_home"):
+        for path in root.rglob("*"):
+            if path.is_file():
+                assert needle not in path.read_bytes(), path
