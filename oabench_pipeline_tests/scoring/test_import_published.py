@@ -1,0 +1,146 @@
+"""`oabench import` of the published OABench runs reproduces their summary.json from our own answer keys."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from oabench_pipeline.core.leaderboard import summarize_like_oabench
+from oabench_pipeline_tests.pipeline_env import PipelineEnv
+
+PARTIAL_RUN_KEY = "openai/gpt-5-mini"
+
+
+def finished_runs(shared_oab: Path) -> list[tuple[str, dict]]:
+    runs = []
+    for summary_path in sorted((shared_oab / "published-runs").glob("*/summary.json")):
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        runs.append((summary["model"], summary))
+    return runs
+
+
+@pytest.fixture(scope="module")
+def imported(
+    tmp_path_factory: pytest.TempPathFactory, ingested_template: Path, mirror_server, shared_oab: Path
+):
+    from oabench_pipeline_tests.pipeline_env import copy_ingested, make_env
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        env = make_env(tmp_path_factory.mktemp("imported"), monkeypatch, mirror_server.base_url)
+        copy_ingested(ingested_template, env.settings.warehouse_path.parent)
+        result = env.cli("import", str(shared_oab / "published-runs"))
+        assert result.exit_code == 0, result.output
+        yield env
+
+
+def test_leaderboard_tables_reproduce_every_published_summary(
+    imported: PipelineEnv, shared_oab: Path
+) -> None:
+    board = imported.warehouse.read("leaderboard")
+    by_edition = imported.warehouse.read("leaderboard_by_edition")
+    runs = finished_runs(shared_oab)
+    assert len(runs) == 4
+    for model, summary in runs:
+        ours = by_edition.filter(pl.col("model_key") == model).sort("edition")
+        expected = [
+            (
+                e["edition"],
+                e["officialScore"],
+                e["officialTotal"],
+                e["technicalScore"],
+                e["technicalTotal"],
+                e["invalid"],
+                e["passed"],
+                pytest.approx(e["strictComplianceRate"]),
+            )
+            for e in summary["editions"]
+        ]
+        got = list(
+            ours.select(
+                "edition",
+                "official_score",
+                "official_total",
+                "technical_score",
+                "technical_total",
+                "invalid_count",
+                "passed",
+                "strict_compliance",
+            ).iter_rows()
+        )
+        assert got == expected, model
+        row = board.filter(pl.col("model_key") == model).row(0, named=True)
+        aggregate, cost = summary["aggregate"], summary["cost"]
+        assert row["official_score"] == aggregate["officialScore"]
+        assert row["technical_score"] == aggregate["technicalScore"]
+        assert row["technical_total"] == aggregate["technicalTotal"]
+        assert row["invalid_count"] == aggregate["invalidCount"]
+        assert row["strict_compliance"] == pytest.approx(aggregate["strictComplianceRate"])
+        assert row["editions_passed"] == aggregate["passedCount"]
+        assert row["passed_all"] == aggregate["passedAll"]
+        assert row["avg_latency_ms"] == cost["avgLatencyMs"]
+        assert row["prompt_tokens"] == cost["totalPromptTokens"]
+        assert row["completion_tokens"] == cost["totalCompletionTokens"]
+        if "actualCostUsd" in cost:
+            assert row["cost_usd"] == pytest.approx(cost["actualCostUsd"], rel=1e-9)
+
+
+def test_oabench_summary_shape_reproduced(imported: PipelineEnv, shared_oab: Path) -> None:
+    with imported.warehouse.reader() as con:
+        for model, summary in finished_runs(shared_oab):
+            ours = summarize_like_oabench(con, model)
+            assert ours["editions"] == [
+                {
+                    **e,
+                    "officialAccuracy": pytest.approx(e["officialAccuracy"]),
+                    "technicalAccuracy": pytest.approx(e["technicalAccuracy"]),
+                    "strictComplianceRate": pytest.approx(e["strictComplianceRate"]),
+                }
+                for e in summary["editions"]
+            ], model
+            for name in ("officialScore", "technicalScore", "technicalTotal", "invalidCount", "passedCount"):
+                assert ours["aggregate"][name] == summary["aggregate"][name], (model, name)
+            for name in (
+                "totalPromptTokens",
+                "totalCompletionTokens",
+                "totalTokens",
+                "totalLatencyMs",
+                "avgLatencyMs",
+            ):
+                assert ours["cost"][name] == summary["cost"][name], (model, name)
+
+
+def test_partial_run_is_incomplete_and_unranked(imported: PipelineEnv) -> None:
+    board = imported.warehouse.read("leaderboard")
+    partial = board.filter(pl.col("model_key") == PARTIAL_RUN_KEY).row(0, named=True)
+    assert partial["complete"] is False
+    assert partial["rank"] is None
+    ranked = board.filter(pl.col("rank").is_not_null())
+    assert set(ranked["model_key"]) == {
+        "google/gemini-2.5-flash-lite",
+        "deepseek/deepseek-v3.2",
+        "anthropic/claude-haiku-4.5",
+        "x-ai/grok-4.1-fast",
+    }
+    imported_rows = imported.warehouse.query(
+        "select count(*) from inferences where model_key = ? and source = 'imported'", [PARTIAL_RUN_KEY]
+    )
+    assert imported_rows.item() == 24
+
+
+def test_import_twice_changes_nothing(imported: PipelineEnv, shared_oab: Path) -> None:
+    before = imported.warehouse.read("inferences").sort("model_key", "qid")
+    result = imported.cli("import", str(shared_oab / "published-runs"))
+    assert result.exit_code == 0, result.output
+    assert imported.warehouse.read("inferences").sort("model_key", "qid").equals(before)
+
+
+def test_reports_are_real_images(imported: PipelineEnv) -> None:
+    reports = imported.settings.warehouse_path.parent / "reports"
+    for name in ("cost_vs_accuracy.png", "accuracy_by_area.png"):
+        data = (reports / name).read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000, name
+    html = (reports / "leaderboard.html").read_text(encoding="utf-8")
+    assert "deepseek/deepseek-v3.2" in html and "data:image/png;base64" in html
