@@ -6,7 +6,7 @@ from pathlib import Path
 
 from dagster import ConfigurableResource
 
-from oabench_pipeline.core.editions import Edition, editions_by_key, load_editions
+from oabench_pipeline.core.editions import Edition, known_editions
 from oabench_pipeline.exams.downloads import PdfDownloader
 from oabench_pipeline.exams.raw_store import RawStore
 from oabench_pipeline.warehouse import Warehouse
@@ -34,11 +34,9 @@ class ExamSourcesResource(ConfigurableResource):
 
     def editions(self) -> dict[str, Edition]:
         """The registry's editions, plus those the portal sensor discovered (a registry entry wins)."""
-        known = editions_by_key(load_editions(Path(self.editions_file)))
-        if self.discovered_file and Path(self.discovered_file).is_file():
-            for key, edition in editions_by_key(load_editions(Path(self.discovered_file))).items():
-                known.setdefault(key, edition)
-        return known
+        return known_editions(
+            Path(self.editions_file), Path(self.discovered_file) if self.discovered_file else None
+        )
 
     def edition(self, partition_key: str) -> Edition:
         editions = self.editions()

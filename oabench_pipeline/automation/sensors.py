@@ -46,7 +46,8 @@ from oabench_pipeline.automation.discovery import record_discovered_editions as 
 from oabench_pipeline.automation.resources import PortalResource
 from oabench_pipeline.core.editions import Edition, load_editions
 from oabench_pipeline.core.models_registry import ModelConfig
-from oabench_pipeline.inference.resources import ModelsRegistryResource, credentials_problem
+from oabench_pipeline.inference.credentials import credentials_problem
+from oabench_pipeline.inference.resources import ModelsRegistryResource
 from oabench_pipeline.partitions import editions_partitions, model_edition_partitions, model_keys_partitions
 from oabench_pipeline.resources import ExamSourcesResource, WarehouseResource
 

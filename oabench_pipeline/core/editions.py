@@ -111,3 +111,12 @@ def load_editions(path: Path = DEFAULT_EDITIONS_FILE) -> list[Edition]:
 
 def editions_by_key(editions: list[Edition]) -> dict[str, Edition]:
     return {e.partition_key: e for e in editions}
+
+
+def known_editions(registry_file: Path, discovered_file: Path | None = None) -> dict[str, Edition]:
+    """The registry's editions, plus those the portal sensor discovered (a registry entry wins)."""
+    known = editions_by_key(load_editions(registry_file))
+    if discovered_file is not None and discovered_file.is_file():
+        for key, edition in editions_by_key(load_editions(discovered_file)).items():
+            known.setdefault(key, edition)
+    return known

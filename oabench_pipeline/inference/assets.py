@@ -7,7 +7,6 @@ exhausted budget the step fails and the table keeps its last good rows (the log 
 """
 
 import asyncio
-import math
 import time
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from dagster import (
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.inference.cell import api_cell_rows, baseline_cell_rows, plan_cell
 from oabench_pipeline.inference.client import ChatResult, FatalEndpointError, run_chat_requests
+from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
 from oabench_pipeline.inference.progress import CellProgress, publish
 from oabench_pipeline.inference.resources import (
     MissingApiKeyError,
@@ -43,7 +43,6 @@ from oabench_pipeline.tables import conform
 from oabench_pipeline.warehouse import Warehouse
 
 MAX_ERROR_RATE = 0.02
-CHARS_PER_TOKEN = 3.5  # conservative for Portuguese legal text: over-estimates tokens, so cost
 PROGRESS_LOG_EVERY_S = 5.0
 
 INFERENCE_CHECKS = ["every_active_question_has_a_row", "one_row_per_question", "error_rate_at_most_2_percent"]
@@ -201,22 +200,6 @@ def _progress_line(progress: CellProgress) -> str:
         f"{progress.cell}: {progress.done}/{progress.total} answered, {progress.errors} errors, "
         f"${progress.cost_usd:.4f}" + (f", ETA {eta:.0f}s" if eta is not None else "")
     )
-
-
-def estimated_prompt_tokens(request_bodies: list[dict]) -> int:
-    chars = sum(len(m["content"]) for body in request_bodies for m in body["messages"])
-    return math.ceil(chars / CHARS_PER_TOKEN)
-
-
-def listed_prompt_price(store: Warehouse, model: ModelConfig) -> float | None:
-    """The newest snapshot's price per prompt token, if a pricing snapshot lists the model."""
-    if not store.has_table("model_pricing"):
-        return None
-    found = store.query(
-        "select prompt_price_per_token from model_pricing where model = ? order by fetched_at desc limit 1",
-        [model.id],
-    )
-    return None if found.is_empty() else found.item()
 
 
 def _check_budget_before(

@@ -20,6 +20,14 @@ from oabench_pipeline.inference.client import ChatRequest, ChatResult
 ANSWERED = pl.col("error").is_null() & pl.col("raw_response").is_not_null() & (pl.col("raw_response") != "")
 
 
+def cell_name(model_key: str, edition: int | str) -> str:
+    """A cell's partition key as text: `str(MultiPartitionKey)`, dimensions in name order (edition, model).
+
+    Kept free of Dagster so that checking whether a cell is up to date needs no Dagster import.
+    """
+    return f"{edition}|{model_key}"
+
+
 @dataclass(frozen=True)
 class CellPlan:
     requests: list[ChatRequest]

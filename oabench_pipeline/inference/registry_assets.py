@@ -6,8 +6,9 @@ import polars as pl
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
 from oabench_pipeline.core.models_registry import ModelConfig
+from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.pricing import PricingFetchError, fetch_model_prices
-from oabench_pipeline.inference.resources import ModelsRegistryResource, api_key_for, credentials_problem
+from oabench_pipeline.inference.resources import ModelsRegistryResource, api_key_for
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.resources import WarehouseResource
 

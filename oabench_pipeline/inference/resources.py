@@ -70,12 +70,3 @@ def api_key_for(model: ModelConfig) -> str | None:
             f"model {model.key!r} needs an API key in the environment variable {model.api_key_env}, which is not set"
         )
     return value
-
-
-def credentials_problem(model: ModelConfig) -> str | None:
-    """Why this model cannot be called right now (for `oabench run` to skip it), or None."""
-    if model.kind != "api" or model.api_key_env is None:
-        return None
-    if not EnvVar(model.api_key_env).get_value():
-        return f"{model.api_key_env} is not set"
-    return None

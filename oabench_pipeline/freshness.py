@@ -1,0 +1,89 @@
+"""Is a partition up to date? File times of the warehouse answer it without starting a Dagster run.
+
+The CLI uses this to skip work that would change nothing (a no-op rerun then costs well under a
+second per command instead of a run per cell); `--force` skips the check. The Dagster UI always
+recomputes what it is asked to.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from oabench_pipeline.core.editions import Edition
+from oabench_pipeline.core.models_registry import ModelConfig
+from oabench_pipeline.exams.raw_store import RawStore
+from oabench_pipeline.inference.cell import cell_name, plan_cell
+from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
+from oabench_pipeline.warehouse import Warehouse
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime_ns / 1e9
+    except FileNotFoundError:
+        return None
+
+
+def _newer_or_equal(path: Path, *inputs: Path) -> bool:
+    """`path` exists and was written after every existing input."""
+    written = _mtime(path)
+    if written is None:
+        return False
+    return all((t := _mtime(p)) is None or t <= written for p in inputs)
+
+
+def edition_is_current(warehouse: Warehouse, store: RawStore, edition: Edition) -> bool:
+    """The stored PDFs match the pins and both parsed tables were written from them since."""
+    key = edition.partition_key
+    sources = warehouse.read("source_files", key)
+    if sources.is_empty() or set(sources["sha256"]) != {edition.booklet.sha256, edition.answer_key.sha256}:
+        return False
+    if any(store.verified_path(f.sha256) is None for f in (edition.booklet, edition.answer_key)):
+        return False
+    source_file = warehouse.partition_path("source_files", key)
+    answer_keys = warehouse.partition_path("answer_keys", key)
+    return _newer_or_equal(answer_keys, source_file) and _newer_or_equal(
+        warehouse.partition_path("questions", key), answer_keys
+    )
+
+
+def inferences_are_current(warehouse: Warehouse, model: ModelConfig, edition: str) -> bool:
+    """Every active question has an answer for exactly today's request, written after the questions."""
+    partition = cell_name(model.key, edition)
+    path = warehouse.partition_path("inferences", partition)
+    questions_path = warehouse.partition_path("questions", edition)
+    if not _newer_or_equal(path, questions_path):
+        return False
+    existing = warehouse.read("inferences", partition)
+    if existing.filter(pl.col("error").is_not_null()).height:
+        return False
+    if model.kind == "baseline":
+        return True
+    logged = latest_by_hash(read_log(cell_log_path(warehouse.root / "responses", model.key, edition)))
+    return not plan_cell(model, warehouse.read("questions", edition), logged, existing).pending
+
+
+def scores_are_current(warehouse: Warehouse, model_key: str, edition: str) -> bool:
+    partition = cell_name(model_key, edition)
+    return _newer_or_equal(
+        warehouse.partition_path("scores", partition),
+        warehouse.partition_path("inferences", partition),
+        warehouse.partition_path("answer_keys", edition),
+        warehouse.partition_path("questions", edition),
+    )
+
+
+def leaderboard_is_current(warehouse: Warehouse) -> bool:
+    """The leaderboard was rebuilt after every scores partition and the models table were written."""
+    board = warehouse.partition_path("leaderboard")
+    scores = list(warehouse.table_dir("scores").glob("*.parquet"))
+    report = warehouse.root / "reports" / "leaderboard.html"
+    return _newer_or_equal(board, *scores, warehouse.partition_path("models")) and _newer_or_equal(
+        report, board
+    )
+
+
+def models_table_is_current(warehouse: Warehouse, models_file: Path) -> bool:
+    return _newer_or_equal(warehouse.partition_path("models"), models_file)

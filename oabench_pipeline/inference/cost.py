@@ -1,0 +1,26 @@
+"""Cost estimates before calling: prompt tokens (estimated from text) × the latest listed price."""
+
+from __future__ import annotations
+
+import math
+
+from oabench_pipeline.core.models_registry import ModelConfig
+from oabench_pipeline.warehouse import Warehouse
+
+CHARS_PER_TOKEN = 3.5  # conservative for Portuguese legal text: over-estimates tokens, so cost
+
+
+def estimated_prompt_tokens(request_bodies: list[dict]) -> int:
+    chars = sum(len(m["content"]) for body in request_bodies for m in body["messages"])
+    return math.ceil(chars / CHARS_PER_TOKEN)
+
+
+def listed_prompt_price(store: Warehouse, model: ModelConfig) -> float | None:
+    """The newest snapshot's price per prompt token, if a pricing snapshot lists the model."""
+    if not store.has_table("model_pricing"):
+        return None
+    found = store.query(
+        "select prompt_price_per_token from model_pricing where model = ? order by fetched_at desc limit 1",
+        [model.id],
+    )
+    return None if found.is_empty() else found.item()

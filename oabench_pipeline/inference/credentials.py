@@ -1,0 +1,16 @@
+"""Which models can be called right now: is their API key variable set? (No Dagster, no secret read.)"""
+
+from __future__ import annotations
+
+import os
+
+from oabench_pipeline.core.models_registry import ModelConfig
+
+
+def credentials_problem(model: ModelConfig) -> str | None:
+    """Why this model cannot be called right now (for `oabench run` to skip it), or None."""
+    if model.kind != "api" or model.api_key_env is None:
+        return None
+    if not os.environ.get(model.api_key_env):
+        return f"{model.api_key_env} is not set"
+    return None
