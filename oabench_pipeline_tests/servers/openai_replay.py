@@ -64,6 +64,9 @@ class RecordedReply:
     reasoning_tokens: int | None = None
     cost: float | None = None
     latency_s: float | None = None  # overrides the server's latency for this reply (slow outliers)
+    # Sent verbatim as the 200 body instead of a chat completion (non-UTF-8 bytes, an HTML page, ...).
+    raw_body: bytes | None = None
+    content_type: str = "application/json"
 
 
 @dataclass(frozen=True)
@@ -581,6 +584,8 @@ class ReplayServer:
             self._stats.answers_per_prompt[key] += 1
         if reply is None:
             reply = RecordedReply(FALLBACK_ANSWER, prompt_tokens=max(1, len(text) // 4), completion_tokens=1)
+        if reply.raw_body is not None:
+            return _HttpResponse(200, reply.raw_body, content_type=reply.content_type)
         return _json_response(200, self._completion(model, reply))
 
     def _completion(self, model: str, reply: RecordedReply) -> dict[str, Any]:

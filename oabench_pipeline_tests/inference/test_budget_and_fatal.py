@@ -1,0 +1,141 @@
+"""Budgets (`max_cost_usd`), fatal endpoint errors and missing keys, through the real `oabench run`."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from oabench_pipeline.definitions import build_definitions
+from oabench_pipeline.inference.response_log import cell_log_path, read_log
+from oabench_pipeline.partitions import cell_partition_key
+from oabench_pipeline.runner import instance_for, run_assets
+from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV, question_texts, use_replay_models
+from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
+from oabench_pipeline_tests.servers.openai_replay import ModelPricing, RecordedReply, ReplayServer
+
+EDITION = "45"
+
+
+def materialize_pricing(env: PipelineEnv) -> None:
+    """Take a price snapshot (`model_pricing`) from every endpoint of the registry, as the UI would."""
+    settings = env.settings
+    with instance_for(settings) as instance:
+        outcome = run_assets(build_definitions(settings), instance, ["model_pricing"])
+    assert outcome.success, outcome.errors
+
+
+def cell_written(env: PipelineEnv, model_key: str) -> bool:
+    return env.warehouse.partition_path("inferences", str(cell_partition_key(model_key, EDITION))).exists()
+
+
+def log_of(env: PipelineEnv, model_key: str) -> list:
+    return read_log(cell_log_path(env.settings.warehouse_path.parent / "responses", model_key, EDITION))
+
+
+def test_estimate_above_budget_refuses_to_start(fresh_env: PipelineEnv) -> None:
+    model = "acme/pricey"
+    with ReplayServer(models={model: ModelPricing("0.001", "0.002")}, api_key=TEST_KEY) as server:
+        use_replay_models(fresh_env, server.base_url, [model], max_cost_usd=1.0)
+        materialize_pricing(fresh_env)
+        assert fresh_env.warehouse.query(
+            "select prompt_price_per_token from model_pricing where model = ?", [model]
+        ).rows() == [(0.001,)]
+
+        result = fresh_env.cli("run", "--models", model, "--editions", EDITION)
+        assert result.exit_code == 1, result.output
+        assert server.stats.total_requests == 0
+    assert "estimated prompt cost" in result.output and "exceeds max_cost_usd $1.0" in result.output
+    assert "not starting" in result.output
+    assert not cell_written(fresh_env, model) and log_of(fresh_env, model) == []
+
+
+def test_reported_cost_stops_the_run_and_a_bigger_budget_resumes_without_reasking(
+    fresh_env: PipelineEnv,
+) -> None:
+    model = "acme/metered"
+    texts = [text for qid, text in question_texts(fresh_env.warehouse).items() if qid.startswith("oab-45-")]
+    # 0.25 is exact in binary: four answers reach $1.00 exactly, with no rounding to argue about.
+    replies = {
+        (model, text): RecordedReply("B", prompt_tokens=900, completion_tokens=1, cost=0.25) for text in texts
+    }
+    with ReplayServer(replies=replies, api_key=TEST_KEY) as server:
+        use_replay_models(fresh_env, server.base_url, [model], max_cost_usd=1.0)
+        stopped = fresh_env.cli("run", "--models", model, "--editions", EDITION, "--concurrency", "1")
+        assert stopped.exit_code == 1, stopped.output
+        assert "reached max_cost_usd $1.0" in stopped.output
+        assert server.stats.total_requests == 4
+        kept = log_of(fresh_env, model)
+        assert len(kept) == 4 and all(r.ok for r in kept)
+        assert not cell_written(fresh_env, model), "an unfinished cell keeps its last good rows (none)"
+
+        use_replay_models(fresh_env, server.base_url, [model], max_cost_usd=100.0)
+        resumed = fresh_env.cli("run", "--models", model, "--editions", EDITION)
+        assert resumed.exit_code == 0, resumed.output
+        stats = server.stats
+    assert stats.total_requests == 80 and set(stats.requests_per_prompt.values()) == {1}
+    rows = fresh_env.warehouse.read("inferences", str(cell_partition_key(model, EDITION)))
+    assert rows.height == 80 and rows["error"].null_count() == 80
+    assert rows["cost_usd"].sum() == 20.0
+    assert set(rows.filter(pl.col("qid").is_in([r.qid for r in kept]))["raw_response"]) == {"B"}
+
+
+def test_bad_key_and_unknown_model_stop_their_cells_at_once(fresh_env: PipelineEnv) -> None:
+    with (
+        ReplayServer(api_key="sk-the-real-key-is-another-one") as rejecting,
+        ReplayServer(api_key=TEST_KEY, unknown_model_status=404) as unknowing,
+    ):
+        fresh_env.set(TEST_KEY_ENV, TEST_KEY)
+        path = write_models_file(
+            fresh_env.root / "models.toml",
+            [
+                {"id": "acme/bad-key", "base_url": rejecting.base_url, "api_key_env": TEST_KEY_ENV},
+                {"id": "acme/no-such-model", "base_url": unknowing.base_url, "api_key_env": TEST_KEY_ENV},
+                {"id": "baseline/random", "kind": "baseline"},
+            ],
+        )
+        fresh_env.set("OABENCH_MODELS_FILE", path)
+        result = fresh_env.cli(
+            "run", "--models", "acme/bad-key,acme/no-such-model,baseline/random", "--editions", EDITION,
+            "--concurrency", "2",
+        )  # fmt: skip
+        # At most the requests already in flight when the first refusal arrived.
+        assert 1 <= rejecting.stats.total_requests <= 2
+        assert 1 <= unknowing.stats.total_requests <= 2
+    assert result.exit_code == 1, result.output
+    output = " ".join(result.output.split())  # the progress console may wrap long lines
+    assert "HTTP 401 authentication rejected" in output and "'acme/bad-key'" in output
+    assert "HTTP 404 unknown model" in output and "'acme/no-such-model'" in output
+    assert TEST_KEY not in result.output
+    assert not cell_written(fresh_env, "acme/bad-key") and not cell_written(fresh_env, "acme/no-such-model")
+    assert log_of(fresh_env, "acme/bad-key") == [] and log_of(fresh_env, "acme/no-such-model") == []
+    # The other cells still ran and the leaderboard was rebuilt with them.
+    assert cell_written(fresh_env, "baseline/random")
+    assert fresh_env.warehouse.read("leaderboard")["model_key"].to_list() == ["baseline/random"]
+
+
+MISSING_ENV = "OABENCH_TEST_KEY_NOBODY_SET"
+
+
+def use_registry_needing_a_missing_key(env: PipelineEnv) -> None:
+    env.monkeypatch.delenv(MISSING_ENV, raising=False)
+    entries = [
+        {"id": "acme/needs-key", "base_url": "http://127.0.0.1:9/v1", "api_key_env": MISSING_ENV},
+        {"id": "baseline/random", "kind": "baseline"},
+    ]
+    env.set("OABENCH_MODELS_FILE", write_models_file(env.root / "models.toml", entries))
+
+
+def test_missing_key_for_a_named_model_is_a_usage_error(fresh_env: PipelineEnv) -> None:
+    use_registry_needing_a_missing_key(fresh_env)
+    result = fresh_env.cli("run", "--models", "acme/needs-key", "--editions", EDITION)
+    assert result.exit_code == 2, result.output
+    assert "acme/needs-key" in result.output and MISSING_ENV in result.output
+    assert not cell_written(fresh_env, "acme/needs-key")
+
+
+def test_models_without_credentials_are_skipped_with_the_reason(fresh_env: PipelineEnv) -> None:
+    use_registry_needing_a_missing_key(fresh_env)
+    result = fresh_env.cli("run", "--editions", EDITION, "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert f"skipping acme/needs-key: {MISSING_ENV} is not set" in result.output
+    assert "baseline/random × 45: 0 call(s)" in result.output
+    assert "acme/needs-key × 45" not in result.output

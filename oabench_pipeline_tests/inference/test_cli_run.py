@@ -1,0 +1,135 @@
+"""`oabench run` options end to end: --dry-run, --concurrency, offline baselines, and bad --editions."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import socket
+
+import polars as pl
+import pytest
+
+from oabench_pipeline.definitions import build_definitions
+from oabench_pipeline.inference.cell import plan_cell
+from oabench_pipeline.inference.cost import estimated_prompt_tokens
+from oabench_pipeline.runner import instance_for, run_assets
+from oabench_pipeline.settings import Settings
+from oabench_pipeline.tables import empty_frame
+from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
+from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
+from oabench_pipeline_tests.servers.openai_replay import ModelPricing, ReplayServer
+
+PROMPT_PRICE = 0.000002  # USD per token, as OpenRouter lists it
+
+
+def use_models(env: PipelineEnv, entries: list[dict]) -> None:
+    env.set(TEST_KEY_ENV, TEST_KEY)
+    env.set("OABENCH_MODELS_FILE", write_models_file(env.root / "models.toml", entries))
+
+
+def expected_prompt_cost(env: PipelineEnv, model_key: str, edition: str) -> float:
+    from oabench_pipeline.core.models_registry import load_models_registry
+
+    model = next(m for m in load_models_registry(Settings.from_env().models_file) if m.key == model_key)
+    plan = plan_cell(model, env.warehouse.read("questions", edition), {}, empty_frame("inferences"))
+    return estimated_prompt_tokens([r.body for r in plan.pending]) * PROMPT_PRICE
+
+
+def test_dry_run_prints_calls_and_cost_and_sends_nothing(fresh_env: PipelineEnv) -> None:
+    priced, unpriced = "acme/priced", "acme/unpriced"
+    with ReplayServer(
+        models={priced: ModelPricing(f"{PROMPT_PRICE}", "0.00001")}, api_key=TEST_KEY
+    ) as server:
+        base = {"base_url": server.base_url, "api_key_env": TEST_KEY_ENV}
+        use_models(fresh_env, [{"id": priced, **base}, {"id": unpriced, **base}])
+        settings = fresh_env.settings
+        with instance_for(settings) as instance:
+            assert run_assets(build_definitions(settings), instance, ["model_pricing"]).success
+        before = server.stats.model_list_requests
+
+        result = fresh_env.cli("run", "--editions", "44,45", "--dry-run")
+        assert result.exit_code == 0, result.output
+        assert server.stats.total_requests == 0
+        assert server.stats.model_list_requests == before
+
+    lines = result.output.splitlines()
+    for edition in ("44", "45"):
+        cost = expected_prompt_cost(fresh_env, priced, edition)
+        assert cost > 0.01, "80 questions of legal Portuguese are tens of thousands of tokens"
+        assert f"{priced} × {edition}: 80 call(s), est. prompt cost ${cost:.4f}" in lines
+        assert f"{unpriced} × {edition}: 80 call(s), est. prompt cost $0.0000" in lines
+    assert any(line.startswith("total: 320 call(s)") for line in lines)
+    assert f"no price snapshot for {unpriced}: materialize model_pricing first" in lines
+    assert not fresh_env.warehouse.has_table("inferences")
+    assert not (settings.warehouse_path.parent / "responses").exists()
+
+
+def test_concurrency_option_is_honoured(fresh_env: PipelineEnv) -> None:
+    # A little latency so the workers overlap; the registry asks for 20, the option for 3.
+    with ReplayServer(latency_s=0.05) as server:
+        use_models(
+            fresh_env, [{"id": "acme/m", "base_url": server.base_url, "api_key_env": "", "concurrency": 20}]
+        )
+        result = fresh_env.cli("run", "--models", "acme/m", "--editions", "45", "--concurrency", "3")
+        assert result.exit_code == 0, result.output
+        assert server.stats.total_requests == 80
+        assert server.stats.max_in_flight == 3
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any outgoing connection fails loudly (the loopback mirror is not needed: editions are ingested)."""
+
+    def refuse(sock: socket.socket, address: object) -> None:
+        raise AssertionError(f"network access attempted: {address!r}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+
+
+BASELINES = ["baseline/random", "baseline/longest-choice"]
+
+
+def test_baselines_run_offline_and_the_leaderboard_prints_in_every_format(
+    fresh_env: PipelineEnv, no_network: None
+) -> None:
+    for name in ("OPENROUTER_API_KEY", "OABENCH_MODELS_FILE"):
+        fresh_env.monkeypatch.delenv(name, raising=False)  # the packaged registry, no key at all
+    result = fresh_env.cli("run", "--models", ",".join(BASELINES), "--editions", "45")
+    assert result.exit_code == 0, result.output
+
+    table = fresh_env.cli("leaderboard")
+    assert table.exit_code == 0 and all(key in table.output for key in BASELINES)
+
+    as_csv = list(csv.DictReader(io.StringIO(fresh_env.cli("leaderboard", "--format", "csv").output)))
+    assert sorted(row["model_key"] for row in as_csv) == sorted(BASELINES)
+    as_json = json.loads(fresh_env.cli("leaderboard", "--format", "json").output)
+    assert sorted(row["model_key"] for row in as_json) == sorted(BASELINES)
+    ranked = {row["model_key"]: int(row["official_score"]) for row in as_json}
+    assert all(0 <= score <= 80 for score in ranked.values())
+    assert {row["model_key"]: int(row["official_score"]) for row in as_csv} == ranked
+    markdown = fresh_env.cli("leaderboard", "--format", "markdown").output.splitlines()
+    assert markdown[0].startswith("|") and set(markdown[1]) <= set("|-: ")
+    assert len([line for line in markdown if line.startswith("|")]) == 2 + len(BASELINES)
+
+    by_edition = json.loads(fresh_env.cli("leaderboard", "--by", "edition", "--format", "json").output)
+    assert sorted((row["model_key"], int(row["edition"])) for row in by_edition) == sorted(
+        (key, 45) for key in BASELINES
+    )
+    by_area = pl.DataFrame(
+        json.loads(fresh_env.cli("leaderboard", "--by", "area", "--format", "json").output)
+    )
+    totals = by_area.group_by("model_key").agg(pl.col("total").sum()).sort("model_key")
+    assert totals.rows() == sorted((key, 80) for key in BASELINES)
+    area_table = fresh_env.cli("leaderboard", "--by", "area")
+    assert area_table.exit_code == 0 and "area" in area_table.output
+
+
+def test_edition_not_ingested_is_a_usage_error(fresh_env: PipelineEnv) -> None:
+    fresh_env.monkeypatch.delenv("OABENCH_MODELS_FILE", raising=False)
+    result = fresh_env.cli("run", "--models", "baseline/random", "--editions", "45,46")
+    assert result.exit_code == 2, result.output
+    assert "edition(s) 46 not ingested" in result.output
+    assert "oabench ingest --editions 46" in result.output
+    assert not fresh_env.warehouse.has_table("inferences")

@@ -1,0 +1,103 @@
+"""The per-cell response log: durable appends, torn lines, and which result counts per request."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from oabench_pipeline.inference.client import ChatResult
+from oabench_pipeline.inference.response_log import ResponseLog, cell_log_path, latest_by_hash, read_log
+
+T0 = dt.datetime(2026, 3, 3, 12, 0, tzinfo=dt.UTC)
+
+
+def result(
+    request_hash: str, answer: str | None = "B", error: str | None = None, minute: int = 0
+) -> ChatResult:
+    return ChatResult(
+        qid=f"q-{request_hash}",
+        request_hash=request_hash,
+        raw_response=answer,
+        reasoning=None,
+        latency_ms=120,
+        prompt_tokens=900,
+        completion_tokens=1,
+        reasoning_tokens=0,
+        cost_usd=0.25,
+        error=error,
+        attempts=1,
+        finished_at=T0 + dt.timedelta(minutes=minute),
+        total_cost_usd=0.25,
+    )
+
+
+def test_appended_results_read_back_equal(tmp_path: Path) -> None:
+    path = cell_log_path(tmp_path, "x/y:reasoning-high", "45")
+    written = [
+        result("h1"),
+        result("h2", answer=None, error="HTTP 400: too long"),
+        result("h3", "Resposta: ç"),
+    ]
+    with ResponseLog(path) as log:
+        for item in written:
+            log.append(item)
+    assert read_log(path) == written
+
+
+def test_model_key_with_slashes_and_quotes_stays_inside_the_root(tmp_path: Path) -> None:
+    path = cell_log_path(tmp_path, "../evil'; drop/ módulo", "45")
+    assert path.parent.parent == tmp_path
+    assert path.name == "45.jsonl"
+
+
+def test_missing_log_reads_empty(tmp_path: Path) -> None:
+    assert read_log(tmp_path / "nothing.jsonl") == []
+
+
+def test_torn_last_line_is_ignored_and_next_append_starts_a_fresh_line(tmp_path: Path) -> None:
+    path = tmp_path / "cell.jsonl"
+    with ResponseLog(path) as log:
+        log.append(result("h1"))
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write('{"qid": "q-h2", "request_hash": "h2", "raw_resp')  # a crash mid-write
+    assert [r.request_hash for r in read_log(path)] == ["h1"]
+
+    with ResponseLog(path) as log:
+        log.append(result("h3"))
+    assert [r.request_hash for r in read_log(path)] == ["h1", "h3"]
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 3 and lines[1].startswith('{"qid": "q-h2"')
+
+
+def test_garbage_bytes_in_the_log_do_not_hide_good_records(tmp_path: Path) -> None:
+    path = tmp_path / "cell.jsonl"
+    with ResponseLog(path) as log:
+        log.append(result("h1"))
+    with path.open("ab") as handle:
+        handle.write(b"\xff\xfe not json\n")
+    with ResponseLog(path) as log:
+        log.append(result("h2"))
+    assert [r.request_hash for r in read_log(path)] == ["h1", "h2"]
+
+
+def test_success_wins_over_errors_before_and_after_it() -> None:
+    ok = result("h1", minute=1)
+    history = [
+        result("h1", answer=None, error="HTTP 503", minute=0),
+        ok,
+        result("h1", answer=None, error="gave up after 7 attempts", minute=2),
+    ]
+    assert latest_by_hash(history) == {"h1": ok}
+
+
+def test_latest_wins_among_equals() -> None:
+    first_error = result("h1", answer=None, error="HTTP 503", minute=0)
+    last_error = result("h1", answer=None, error="timeout", minute=1)
+    assert latest_by_hash([first_error, last_error])["h1"] == last_error
+    first_ok, last_ok = result("h2", "A", minute=0), result("h2", "C", minute=1)
+    assert latest_by_hash([first_ok, last_ok])["h2"] == last_ok
+
+
+def test_requests_are_kept_apart() -> None:
+    best = latest_by_hash([result("h1"), result("h2", answer=None, error="x")])
+    assert best["h1"].ok and not best["h2"].ok
