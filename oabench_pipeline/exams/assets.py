@@ -155,7 +155,7 @@ def answer_keys(
         "answer_key_covers_every_question": validation.answer_key_coverage(key, edition.question_count),
         "answer_key_edition_matches": validation.edition_mismatch(key.edition_in_header, edition.edition),
     }
-    _fail_on_blocking(edition, "answer key", problems)
+    _fail_on_blocking(edition, f"answer key ({edition.answer_key.url})", problems)
     frame = answer_key_frame(edition, key)
     warehouse.warehouse().write_partition("answer_keys", frame, context.partition_key)
     annulled = frame.filter(pl.col("status") == "annulled")["number"].to_list()
@@ -224,7 +224,7 @@ def questions(
         ) from None
     key = warehouse.warehouse().read("answer_keys", context.partition_key)
     problems = validation.booklet_problems(booklet, edition, key)
-    _fail_on_blocking(edition, "booklet", problems)
+    _fail_on_blocking(edition, f"booklet ({edition.booklet.url})", problems)
     frame = questions_frame(edition, booklet, key)
     warnings = validation.area_warnings(frame)
     warehouse.warehouse().write_partition("questions", frame, context.partition_key)

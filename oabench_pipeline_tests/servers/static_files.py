@@ -14,9 +14,11 @@ from typing import Any
 class Override:
     """Serve these bytes (with this status and content type) instead of the file at a path."""
 
-    body: bytes
+    body: bytes = b""
     status: int = 200
     content_type: str = "application/pdf"
+    drop_connection: bool = False
+    """Close the connection without sending any response (a flaky host or proxy)."""
 
 
 @dataclass
@@ -26,7 +28,10 @@ class StaticFileServer:
     root: Path
     requests: Counter[str] = field(default_factory=Counter)
     overrides: dict[str, Override] = field(default_factory=dict)
+    queued: dict[str, list[Override]] = field(default_factory=dict)
+    """One-shot responses per path, served in order before `overrides` and the files (e.g. 503, 503, then the file)."""
     _server: ThreadingHTTPServer | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def base_url(self) -> str:
@@ -44,9 +49,12 @@ class StaticFileServer:
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 owner.requests[path] += 1
-                override = owner.overrides.get(path)
+                override = owner.next_override(path)
                 if override is None:
                     super().do_GET()
+                    return
+                if override.drop_connection:
+                    self.close_connection = True
                     return
                 self.send_response(override.status)
                 self.send_header("Content-Type", override.content_type)
@@ -65,6 +73,14 @@ class StaticFileServer:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+    def next_override(self, path: str) -> Override | None:
+        """The queued response for `path` if any is left (consumed), else its standing override."""
+        with self._lock:
+            pending = self.queued.get(path)
+            if pending:
+                return pending.pop(0)
+        return self.overrides.get(path)
 
     @property
     def total_requests(self) -> int:

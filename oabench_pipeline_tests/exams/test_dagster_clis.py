@@ -1,0 +1,161 @@
+"""The stock Dagster command lines load the project and materialize exam partitions.
+
+Each case is a real subprocess run from the repository root, as a user would type it, with the instance,
+warehouse and source mirror pointed into a temporary folder. Every subprocess pays Dagster's import
+time, so there are only a handful of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from oabench_pipeline.core.editions import editions_by_key, load_editions
+from oabench_pipeline_tests.conftest import REPO_ROOT
+from oabench_pipeline_tests.pipeline_env import make_env
+from oabench_pipeline_tests.servers.static_files import StaticFileServer
+
+BIN = Path(sys.executable).parent
+SUBPROCESS_TIMEOUT_S = 300
+
+
+def _env(root: Path, source_base_url: str) -> dict[str, str]:
+    """The caller's environment, with every OABench/Dagster location moved under `root`."""
+    home = root / "dagster_home"
+    home.mkdir(parents=True, exist_ok=True)
+    # An instance file silences Dagster's "no dagster.yaml" warning and its telemetry banner.
+    if not (home / "dagster.yaml").exists():
+        (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OABENCH_", "DAGSTER_"))}
+    env.update(
+        DAGSTER_HOME=str(home),
+        OABENCH_WAREHOUSE=str(root / "warehouse" / "oabench.duckdb"),
+        OABENCH_SOURCE_BASE_URL=source_base_url,
+        # dg compares the active venv with the project's `.venv` and warns on a mismatch.
+        VIRTUAL_ENV=str(BIN.parent),
+        PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        NO_COLOR="1",
+        COLUMNS="200",
+    )
+    return env
+
+
+def _run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run a venv command from the repository root; fail with its output if it does not exit 0."""
+    done = subprocess.run(
+        [str(BIN / args[0]), *args[1:]],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, f"{' '.join(args)} exited {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+@pytest.mark.parametrize(
+    "target", [("-m", "oabench_pipeline"), ("-w", "workspace.yaml")], ids=["module", "workspace"]
+)
+def test_dagster_definitions_validate(
+    target: tuple[str, str], tmp_path: Path, mirror_server: StaticFileServer
+) -> None:
+    done = _run("dagster", "definitions", "validate", *target, env=_env(tmp_path, mirror_server.base_url))
+    assert "All code locations passed validation" in done.stdout + done.stderr
+
+
+def test_dg_lists_the_project_definitions(tmp_path: Path, mirror_server: StaticFileServer) -> None:
+    """`dg` finds the project from `[tool.dg]` in pyproject.toml; no other configuration is needed."""
+    done = _run("dg", "list", "defs", "--json", env=_env(tmp_path, mirror_server.base_url))
+    listed = json.loads(done.stdout)
+
+    groups = {a["asset_key"]: a["group_name"] for a in listed["assets"]}
+    assert {k: groups.get(k) for k in ("editions", "exam_pdfs", "answer_keys", "questions")} == {
+        "editions": "sources",
+        "exam_pdfs": "sources",
+        "answer_keys": "exams",
+        "questions": "exams",
+    }
+    assert {"inferences", "scores", "leaderboard", "leaderboard_report"} <= groups.keys()
+    checks = {c["key"] for c in listed["asset_checks"]}
+    assert {
+        "questions:booklet_edition_matches",
+        "answer_keys:answer_key_covers_every_question",
+        "exam_pdfs:stored_files_match_pins",
+    } <= checks
+    assert {"warehouse", "exam_sources"} <= {r["name"] for r in listed["resources"]}
+    assert "oab_portal_sensor" in {s["name"] for s in listed["sensors"]}
+    assert "weekly_portal_discovery" in {s["name"] for s in listed["schedules"]}
+
+
+def test_dagster_asset_materialize_an_ingested_edition(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror_server: StaticFileServer
+) -> None:
+    """After `oabench ingest` registered the partition, the stock CLI materializes it on the same instance.
+
+    The warehouse starts empty so that the ingest really runs (an up-to-date edition may be skipped).
+    """
+    pipeline = make_env(tmp_path, monkeypatch, mirror_server.base_url)
+    result = pipeline.cli("ingest", "--editions", "44")
+    assert result.exit_code == 0, result.output
+    env = _env(pipeline.root, mirror_server.base_url)
+    assert env["DAGSTER_HOME"] == os.environ["DAGSTER_HOME"]  # the instance `oabench` just used
+    warehouse = pipeline.warehouse
+    questions_file = warehouse.partition_path("questions", "44")
+    rows_before = warehouse.read("questions", "44")
+    inode_before = questions_file.stat().st_ino
+
+    _run(
+        "dagster",
+        "asset",
+        "materialize",
+        "-m",
+        "oabench_pipeline",
+        "--select",
+        "questions",
+        "--partition",
+        "44",
+        env=env,
+    )
+
+    # Rewritten (atomic replace gives a new inode) with the same rows.
+    assert questions_file.stat().st_ino != inode_before
+    assert warehouse.read("questions", "44").equals(rows_before)
+
+    # With the raw files gone, the same CLI downloads them from the mirror named in the environment.
+    edition = editions_by_key(load_editions())["44"]
+    paths = {kind: "/" + edition.file(kind).url.split("/", 3)[3] for kind in ("booklet", "answer_key")}
+    requests_before = {kind: mirror_server.requests[path] for kind, path in paths.items()}
+    for kind in paths:
+        (pipeline.settings.raw_dir / edition.file(kind).sha256).unlink()
+
+    _run(
+        "dagster",
+        "asset",
+        "materialize",
+        "-m",
+        "oabench_pipeline",
+        "--select",
+        "exam_pdfs,answer_keys,questions",
+        "--partition",
+        "44",
+        # One process for the three steps: the default executor would start one (and pay the Dagster
+        # import) per step; the single-asset run above already went through the default executor.
+        "--config-json",
+        json.dumps({"execution": {"config": {"in_process": {}}}}),
+        env=env,
+    )
+
+    assert {k: mirror_server.requests[p] - requests_before[k] for k, p in paths.items()} == {
+        "booklet": 1,
+        "answer_key": 1,
+    }
+    for kind in paths:
+        assert (pipeline.settings.raw_dir / edition.file(kind).sha256).is_file()
+    assert warehouse.read("questions", "44").equals(rows_before)
