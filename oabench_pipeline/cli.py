@@ -2,29 +2,74 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import polars as pl
 
 from oabench_pipeline.cli_output import ProgressBar, format_table
-from oabench_pipeline.core.editions import load_editions
-from oabench_pipeline.core.models_registry import ModelConfig, load_models_registry
-from oabench_pipeline.definitions import build_definitions
-from oabench_pipeline.inference.assets import estimated_prompt_tokens, listed_prompt_price
-from oabench_pipeline.inference.cell import plan_cell
-from oabench_pipeline.inference.resources import credentials_problem
+from oabench_pipeline.core.editions import known_editions
+from oabench_pipeline.core.models_registry import ModelConfig, ModelsRegistryError, load_models_registry
+from oabench_pipeline.exams.raw_store import RawStore
+from oabench_pipeline.freshness import (
+    edition_is_current,
+    inferences_are_current,
+    leaderboard_is_current,
+    models_table_is_current,
+    scores_are_current,
+)
+from oabench_pipeline.inference.cell import cell_name, plan_cell
+from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
+from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
-from oabench_pipeline.partitions import cell_partition_key
-from oabench_pipeline.runner import RunOutcome, ensure_partitions, instance_for, run_assets
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import Warehouse
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance, Definitions
+
+    from oabench_pipeline.runner import RunOutcome
 
 
 def _split(value: str | None) -> list[str] | None:
     return [item.strip() for item in value.split(",") if item.strip()] if value else None
+
+
+def _dagster(settings: Settings) -> tuple[Definitions, DagsterInstance]:
+    """The project's definitions and the persistent instance, entered for the rest of the command.
+
+    Imported here, not at the top: Dagster and the asset modules take seconds to import, and a
+    command with nothing to do (everything up to date) should not pay for them.
+    """
+    from oabench_pipeline.definitions import build_definitions
+
+    instance = _instance(settings)
+    return build_definitions(settings), instance
+
+
+def _instance(settings: Settings) -> DagsterInstance:
+    """The persistent Dagster instance, entered (made current) until the command ends."""
+    from oabench_pipeline.runner import instance_for
+
+    return click.get_current_context().with_resource(instance_for(settings))
+
+
+def ensure_partitions(instance: DagsterInstance, partitions_name: str, keys: list[str]) -> list[str]:
+    from oabench_pipeline.runner import ensure_partitions as ensure
+
+    return ensure(instance, partitions_name, keys)
+
+
+def run_assets(
+    defs: Definitions, instance: DagsterInstance, selection: list[str], **kwargs: object
+) -> RunOutcome:
+    from oabench_pipeline.runner import run_assets as run
+
+    return run(defs, instance, selection, **kwargs)
 
 
 @click.group()
@@ -36,25 +81,31 @@ def main() -> None:
 @click.option(
     "--editions", "editions_opt", help="Comma-separated edition numbers (default: all in the registry)."
 )
-def ingest(editions_opt: str | None) -> None:
+@click.option("--force", is_flag=True, help="Re-parse editions that are already up to date.")
+def ingest(editions_opt: str | None, force: bool) -> None:
     """Download, verify and parse the official PDFs into the warehouse (one progress line per edition)."""
     settings = Settings.from_env()
-    known = {str(e.edition): e for e in load_editions(settings.editions_file)}
+    known = known_editions(settings.editions_file, settings.discovered_editions_file)
     wanted = _split(editions_opt) or list(known)
     unknown = [key for key in wanted if key not in known]
     if unknown:
         raise click.UsageError(
             f"unknown edition(s) {', '.join(unknown)}; the registry has {', '.join(known)}"
         )
-    instance = click.get_current_context().with_resource(instance_for(settings))
-    defs = build_definitions(settings)
-    ensure_partitions(instance, "editions", wanted)
-    outcome = run_assets(defs, instance, ["editions"])
-    if not outcome.success:
-        _fail("editions registry", outcome.errors)
     warehouse = Warehouse(settings.warehouse_path)
-    failed = False
+    store = RawStore(settings.raw_dir)
+    stale = [key for key in wanted if force or not edition_is_current(warehouse, store, known[key])]
     for key in wanted:
+        if key not in stale:
+            click.echo(f"edition {key}: {_summary(warehouse, key)} (up to date)")
+    if stale or not warehouse.has_table("editions"):
+        defs, instance = _dagster(settings)
+        ensure_partitions(instance, "editions", wanted)
+        outcome = run_assets(defs, instance, ["editions"])
+        if not outcome.success:
+            _fail("editions registry", outcome.errors)
+    failed = False
+    for key in stale:
         started = time.perf_counter()
         outcome = run_assets(defs, instance, ["exam_pdfs", "answer_keys", "questions"], partition_key=key)
         elapsed = time.perf_counter() - started
@@ -98,7 +149,12 @@ def _fail(what: str, errors: list[str]) -> None:
     "--concurrency", type=click.IntRange(min=1), help="Requests in flight per model (overrides the registry)."
 )
 @click.option("--dry-run", is_flag=True, help="Print the calls and the estimated cost; call nothing.")
-def run(models_opt: str | None, editions_opt: str | None, concurrency: int | None, dry_run: bool) -> None:
+@click.option(
+    "--force", is_flag=True, help="Rerun cells that are up to date (answers still come from the log)."
+)
+def run(
+    models_opt: str | None, editions_opt: str | None, concurrency: int | None, dry_run: bool, force: bool
+) -> None:
     """Ask the models every question they have not answered yet, then score and rebuild the leaderboard."""
     settings = Settings.from_env()
     warehouse = Warehouse(settings.warehouse_path)
@@ -108,24 +164,41 @@ def run(models_opt: str | None, editions_opt: str | None, concurrency: int | Non
     if dry_run:
         _print_dry_run(warehouse, cells)
         return
-    instance = click.get_current_context().with_resource(instance_for(settings))
-    defs = build_definitions(settings)
+    todo = cells if force else [(m, e) for m, e in cells if not _cell_is_current(warehouse, m, e)]
+    if not todo and leaderboard_is_current(warehouse):
+        click.echo(
+            f"up to date: {len(cells)} cell(s) answered and scored, leaderboard current (--force to redo)"
+        )
+        return
+    defs, instance = _dagster(settings)
     ensure_partitions(instance, "editions", editions)
     ensure_partitions(instance, "model_keys", [m.key for m in chosen])
-    _must(run_assets(defs, instance, ["models"]), "models registry")
-    failures = _run_cells(defs, instance, cells, concurrency)
+    if force or not models_table_is_current(warehouse, settings.models_file):
+        _must(run_assets(defs, instance, ["models"]), "models registry")
+    failures = _run_cells(defs, instance, warehouse, todo, concurrency)
     _must(run_assets(defs, instance, REPORT_ASSETS), "leaderboard")
     click.echo(
-        f"leaderboard rebuilt: {len(chosen)} model key(s) × {len(editions)} edition(s); `oabench leaderboard` prints it"
+        f"leaderboard rebuilt: {len(chosen)} model key(s) × {len(editions)} edition(s), {len(todo)} cell(s) run; "
+        "`oabench leaderboard` prints it"
     )
     sys.exit(1 if failures else 0)
+
+
+def _cell_is_current(warehouse: Warehouse, model: ModelConfig, edition: str) -> bool:
+    return inferences_are_current(warehouse, model, edition) and scores_are_current(
+        warehouse, model.key, edition
+    )
 
 
 REPORT_ASSETS = ["leaderboard", "leaderboard_report"]
 
 
 def _choose_models(settings: Settings, keys: list[str] | None) -> list[ModelConfig]:
-    registry = {m.key: m for m in load_models_registry(settings.models_file)}
+    try:
+        registry = {m.key: m for m in load_models_registry(settings.models_file)}
+    except ModelsRegistryError as error:
+        # A user's typo, not a bug: the message (file:line: field) is the whole story, no traceback.
+        raise click.ClickException(str(error)) from None
     if keys:
         unknown = [k for k in keys if k not in registry]
         if unknown:
@@ -166,7 +239,7 @@ def _print_dry_run(warehouse: Warehouse, cells: list[tuple[ModelConfig, str]]) -
     for model, edition in cells:
         questions = warehouse.read("questions", edition)
         logged = latest_by_hash(read_log(cell_log_path(warehouse.root / "responses", model.key, edition)))
-        existing = warehouse.read("inferences", str(cell_partition_key(model.key, int(edition))))
+        existing = warehouse.read("inferences", cell_name(model.key, edition))
         if model.kind == "baseline":
             calls, cost = 0, 0.0
         else:
@@ -189,16 +262,30 @@ def _print_dry_run(warehouse: Warehouse, cells: list[tuple[ModelConfig, str]]) -
         )
 
 
-def _run_cells(defs, instance, cells: list[tuple[ModelConfig, str]], concurrency: int | None) -> list[str]:
+def _run_cells(
+    defs: Definitions,
+    instance: DagsterInstance,
+    warehouse: Warehouse,
+    cells: list[tuple[ModelConfig, str]],
+    concurrency: int | None,
+) -> list[str]:
+    from oabench_pipeline.partitions import cell_partition_key
+
     failures = []
-    run_config = {"ops": {"inferences": {"config": {"concurrency": concurrency}}}} if concurrency else None
     with ProgressBar() as bar:
         for model, edition in cells:
             partition = cell_partition_key(model.key, int(edition))
             bar.start_cell(f"{model.key} × {edition}")
-            outcome = run_assets(
-                defs, instance, ["inferences", "scores"], partition_key=partition, run_config=run_config
+            # Answers already complete (e.g. imported) need only re-scoring: no inference run at all.
+            assets = (
+                ["scores"] if inferences_are_current(warehouse, model, edition) else ["inferences", "scores"]
             )
+            run_config = (
+                {"ops": {"inferences": {"config": {"concurrency": concurrency}}}}
+                if concurrency and "inferences" in assets
+                else None
+            )
+            outcome = run_assets(defs, instance, assets, partition_key=partition, run_config=run_config)
             bar.finish_cell(outcome.success)
             if not outcome.success:
                 failures.append(str(partition))
@@ -217,9 +304,10 @@ def _must(outcome: RunOutcome, what: str) -> None:
 def import_runs(path: str) -> None:
     """Import published OABench run folders into `inferences` (source 'imported'), then score them."""
     settings = Settings.from_env()
-    instance = click.get_current_context().with_resource(instance_for(settings))
-    defs = build_definitions(settings)
+    defs, instance = _dagster(settings)
     config = {"ops": {"published_runs": {"config": {"path": str(Path(path).resolve())}}}}
+    from oabench_pipeline.partitions import cell_partition_key
+
     _must(run_assets(defs, instance, ["published_runs"], run_config=config), f"import {path}")
     warehouse = Warehouse(settings.warehouse_path)
     cells = warehouse.query("select distinct model_key, edition from inferences where source = 'imported'")
@@ -235,6 +323,27 @@ def import_runs(path: str) -> None:
         scored += 1
     _must(run_assets(defs, instance, ["models", *REPORT_ASSETS]), "leaderboard")
     click.echo(f"imported {cells.height} cell(s) from {path}; scored {scored}")
+
+
+@main.command(name="status")
+@click.option("--models", "models_opt", help="Comma-separated model keys (default: all).")
+@click.option("--editions", "editions_opt", help="Comma-separated editions (default: all).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def status_cmd(models_opt: str | None, editions_opt: str | None, fmt: str) -> None:
+    """Each cell (edition × model key): complete, missing, failed, stale or running, and what completing costs.
+
+    Exit code 0 only when every listed cell is complete.
+    """
+    settings = Settings.from_env()
+    from oabench_pipeline.status import collect_status
+
+    report = collect_status(settings, _instance(settings), _split(editions_opt), _split(models_opt))
+    if fmt == "json":
+        click.echo(json.dumps(report.as_json(), ensure_ascii=False, indent=2))
+    else:
+        click.echo(format_table(report.frame(), "table") if report.cells else "no cells to show")
+        click.echo(report.summary())
+    sys.exit(0 if report.complete else 1)
 
 
 @main.command(name="leaderboard")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dagster import Definitions
 
+from oabench_pipeline.automation.downstream import downstream_automation_sensor
 from oabench_pipeline.automation.resources import PortalResource
 from oabench_pipeline.automation.schedules import weekly_portal_discovery
 from oabench_pipeline.automation.sensors import models_registry_sensor, oab_portal_sensor
@@ -40,17 +41,22 @@ def build_resources(settings: Settings) -> dict[str, object]:
             source_base_url=settings.source_base_url,
         ),
         "models_registry": ModelsRegistryResource(path=str(settings.models_file)),
-        "model_client": ModelClientResource(),
+        "model_client": ModelClientResource(timeout_s=settings.model_timeout_s),
         "portal": PortalResource(base_url=settings.portal_url),
     }
 
 
 def build_definitions(settings: Settings | None = None) -> Definitions:
+    settings = settings or Settings.from_env()
     return Definitions(
         assets=ASSETS,
-        sensors=[oab_portal_sensor, models_registry_sensor],
+        sensors=[
+            oab_portal_sensor,
+            models_registry_sensor,
+            downstream_automation_sensor(enabled=settings.automation),
+        ],
         schedules=[weekly_portal_discovery],
-        resources=build_resources(settings or Settings.from_env()),
+        resources=build_resources(settings),
     )
 
 

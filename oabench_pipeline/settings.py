@@ -7,6 +7,8 @@
 | OABENCH_SOURCE_BASE_URL  | (unset: the official hosts)               | mirror replacing scheme+host of URLs   |
 | OABENCH_EDITIONS_FILE    | the packaged registry/editions.toml       | editions registry                      |
 | OABENCH_MODELS_FILE      | the packaged registry/models.toml         | models registry                        |
+| OABENCH_AUTOMATION       | on                                        | `off`: downstream_automation starts STOPPED |
+| OABENCH_MODEL_TIMEOUT_S  | 120                                       | overall deadline of one model request  |
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from oabench_pipeline.core.editions import DEFAULT_EDITIONS_FILE, REGISTRY_DIR
 
 DEFAULT_WAREHOUSE = Path("warehouse") / "oabench.duckdb"
 DEFAULT_MODELS_FILE = REGISTRY_DIR / "models.toml"
+OFF_VALUES = frozenset({"off", "0", "false", "no"})
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,10 @@ class Settings:
     editions_file: Path
     models_file: Path
     portal_url: str
+    # Seconds one model request may take before it is abandoned and retried (ModelClientResource.timeout_s).
+    model_timeout_s: float = 120.0
+    # False (`OABENCH_AUTOMATION=off`): the downstream_automation sensor starts STOPPED (automation/downstream.py).
+    automation: bool = True
 
     @property
     def discovered_editions_file(self) -> Path:
@@ -47,4 +54,6 @@ class Settings:
             editions_file=Path(os.environ.get("OABENCH_EDITIONS_FILE") or DEFAULT_EDITIONS_FILE).resolve(),
             models_file=Path(os.environ.get("OABENCH_MODELS_FILE") or DEFAULT_MODELS_FILE).resolve(),
             portal_url=portal_base_url(os.environ),
+            model_timeout_s=float(os.environ.get("OABENCH_MODEL_TIMEOUT_S") or 120.0),
+            automation=(os.environ.get("OABENCH_AUTOMATION") or "on").strip().lower() not in OFF_VALUES,
         )

@@ -15,10 +15,16 @@ from dagster import (
     asset,
 )
 
+from oabench_pipeline.automation.downstream import (
+    LEADERBOARD_CONDITION,
+    REPORT_CONDITION,
+    SCORES_CONDITION,
+)
 from oabench_pipeline.core.leaderboard import build_leaderboard_tables
 from oabench_pipeline.core.reports import leaderboard_markdown, write_reports
 from oabench_pipeline.core.scoring import score_inferences
 from oabench_pipeline.inference.assets import cell_keys
+from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import model_edition_partitions
 from oabench_pipeline.resources import WarehouseResource
 
@@ -40,6 +46,8 @@ LEADERBOARD_TABLES = (
     group_name="scoring",
     partitions_def=model_edition_partitions,
     deps=["inferences", "answer_keys", "questions"],
+    metadata={"dagster/column_schema": table_schema("scores").value},
+    automation_condition=SCORES_CONDITION,  # re-score a cell when its inputs change (automation/downstream.py)
 )
 def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
     """One row per question and model key: the answer, the key's letter, official and technical credit.
@@ -71,6 +79,11 @@ def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> Mate
 @asset(
     group_name="scoring",
     deps=["scores", "models", "model_pricing", "editions"],
+    metadata={
+        "dagster/column_schema": table_schema("leaderboard").value,
+        **{f"columns of {name}": table_schema(name) for name in LEADERBOARD_TABLES[1:]},
+    },
+    automation_condition=LEADERBOARD_CONDITION,
     check_specs=[
         AssetCheckSpec("edition_sums_equal_aggregate", asset="leaderboard", blocking=True),
         AssetCheckSpec("official_at_least_technical", asset="leaderboard", blocking=True),
@@ -160,7 +173,12 @@ def _check(name: str, problems: list[str]) -> AssetCheckResult:
     )
 
 
-@asset(group_name="reports", deps=[leaderboard])
+@asset(
+    group_name="reports",
+    deps=[leaderboard],
+    automation_condition=REPORT_CONDITION,
+    metadata={"dagster/column_schema": table_schema("leaderboard").value},  # leaderboard.csv / .parquet
+)
 def leaderboard_report(warehouse: WarehouseResource) -> MaterializeResult:
     """The leaderboard for people: HTML, Markdown, CSV/Parquet exports and two charts in `warehouse/reports/`.
 

@@ -1,0 +1,305 @@
+"""`oabench status`: where every benchmark cell (edition × model key) stands, and what completing it costs.
+
+Read-only. The state of a cell comes from three places:
+- the warehouse: the cell's `inferences` partition (answered / error / missing questions), the file times
+  of that partition and of its edition's `questions` and `answer_keys` partitions (each materialization
+  rewrites its file, so a newer questions file means the cell was built from older questions);
+- the response log and the registry: `plan_cell` says which requests a run would still send (the same
+  plan `oabench run` uses), and a live row whose request hash differs from today's request means the
+  model configuration or the prompts changed since it was asked;
+- the Dagster instance, when given: whether the cell's last `inferences` run failed or is in progress
+  (a failed run leaves the partition's last good rows in place, so the rows alone cannot tell).
+
+States: `complete`; `missing` (no rows yet, or the edition is not ingested); `failed` (last run failed,
+or error or unanswered rows); `stale` (complete, but built before its inputs changed); `running`.
+Cells are the registry's models × the editions of the registry (plus discovered ones), and the existing
+cells of keys no longer in the registry (their history; they cannot be run again, so only cells that
+exist are listed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+import polars as pl
+from dagster import AssetKey, DagsterInstance, partition_loading_context
+from dagster._core.storage.partition_status_cache import AssetPartitionStatus
+
+from oabench_pipeline.core.editions import load_editions
+from oabench_pipeline.core.models_registry import ModelConfig, load_models_registry
+from oabench_pipeline.inference.cell import ANSWERED, build_requests, plan_cell
+from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
+from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
+from oabench_pipeline.partitions import cell_partition_key, model_edition_partitions
+from oabench_pipeline.settings import Settings
+from oabench_pipeline.warehouse import Warehouse
+
+CellState = Literal["complete", "missing", "failed", "stale", "running"]
+STATES: tuple[CellState, ...] = ("complete", "missing", "failed", "stale", "running")
+
+
+@dataclass(frozen=True)
+class CellStatus:
+    """One row of `oabench status`. Counts are over the edition's active questions (None: not ingested)."""
+
+    edition: str
+    model_key: str
+    state: CellState
+    answered: int | None
+    errors: int | None
+    missing: int | None
+    to_send: int | None
+    """Requests a run would send now (None: unknown, the key is not in the registry)."""
+    est_cost_usd: float | None
+    """Prompt tokens × the latest listed price (None: no price snapshot lists the model, or unknown)."""
+    reason: str
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    cells: list[CellStatus]
+    unpriced: list[str] = field(default_factory=list)
+    """API model keys with requests to send and no price snapshot: their cost is not in the total."""
+
+    @property
+    def complete(self) -> bool:
+        return all(cell.state == "complete" for cell in self.cells)
+
+    def counts(self) -> dict[str, int]:
+        return {state: sum(c.state == state for c in self.cells) for state in STATES}
+
+    def est_cost_usd(self) -> float:
+        return sum(c.est_cost_usd or 0.0 for c in self.cells)
+
+    def frame(self) -> pl.DataFrame:
+        schema = {
+            "edition": pl.String,
+            "model_key": pl.String,
+            "state": pl.String,
+            "answered": pl.Int64,
+            "errors": pl.Int64,
+            "missing": pl.Int64,
+            "to_send": pl.Int64,
+            "est_cost_usd": pl.Float64,
+            "reason": pl.String,
+        }
+        return pl.DataFrame([asdict(c) for c in self.cells], schema=schema)
+
+    def summary(self) -> str:
+        counts = ", ".join(f"{n} {state}" for state, n in self.counts().items() if n)
+        line = f"{len(self.cells)} cell(s): {counts or 'none'}; est. prompt cost to complete ${self.est_cost_usd():.4f}"
+        if self.unpriced:
+            line += f" (no price snapshot for {', '.join(self.unpriced)}: materialize model_pricing)"
+        return line
+
+    def as_json(self) -> dict:
+        return {
+            "complete": self.complete,
+            "counts": self.counts(),
+            "est_cost_usd": self.est_cost_usd(),
+            "unpriced": self.unpriced,
+            "cells": [asdict(c) for c in self.cells],
+        }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Which cells
+# ---------------------------------------------------------------------------------------------------------
+
+
+def known_editions(settings: Settings) -> list[str]:
+    """The registry's editions plus those the portal sensor discovered, as partition keys."""
+    keys = {e.partition_key for e in load_editions(settings.editions_file)}
+    if settings.discovered_editions_file.is_file():
+        keys |= {e.partition_key for e in load_editions(settings.discovered_editions_file)}
+    return sorted(keys, key=int)
+
+
+def history_cells(store: Warehouse) -> list[tuple[str, str]]:
+    """(edition, model key) of every cell with an `inferences` partition; its file name is `43|model-key`."""
+    cells = []
+    for key in store.partitions("inferences"):
+        edition, sep, model_key = key.partition("|")
+        if sep:
+            cells.append((edition, model_key))
+    return cells
+
+
+def select_cells(
+    editions: Sequence[str],
+    registry: Iterable[str],
+    history: Iterable[tuple[str, str]],
+    only_editions: Sequence[str] | None = None,
+    only_models: Sequence[str] | None = None,
+) -> list[tuple[str, str]]:
+    """Registry keys × editions, plus the existing cells of keys that left the registry; then filters."""
+    registry = list(registry)
+    cells = {(e, m) for e in editions for m in registry}
+    cells |= {(e, m) for e, m in history if m not in registry}
+    if only_editions:
+        cells = {c for c in cells if c[0] in only_editions}
+    if only_models:
+        cells = {c for c in cells if c[1] in only_models}
+    return sorted(cells, key=lambda c: (int(c[0]), c[1]))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One cell
+# ---------------------------------------------------------------------------------------------------------
+
+
+def run_states(instance: DagsterInstance | None, cells: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """Cell key → "failed" / "running" from the instance's view of `inferences` (partitions it knows)."""
+    if instance is None or not cells:
+        return {}
+    keys = [str(cell_partition_key(m, e)) for e, m in cells]
+    with partition_loading_context(dynamic_partitions_store=instance):
+        known = set(model_edition_partitions.get_partition_keys())
+        statuses = instance.get_status_by_partition(
+            AssetKey("inferences"), [k for k in keys if k in known], model_edition_partitions
+        )
+    wanted = {AssetPartitionStatus.FAILED: "failed", AssetPartitionStatus.IN_PROGRESS: "running"}
+    return {k: wanted[s] for k, s in (statuses or {}).items() if s in wanted}
+
+
+def _mtime(store: Warehouse, table: str, key: str) -> float | None:
+    path = store.partition_path(table, key)
+    return path.stat().st_mtime if path.is_file() else None
+
+
+def stale_reasons(
+    store: Warehouse,
+    edition: str,
+    cell_key: str,
+    rows: pl.DataFrame,
+    model: ModelConfig | None,
+    questions: pl.DataFrame,
+) -> list[str]:
+    """Why a complete cell no longer reflects its inputs (empty: it does)."""
+    reasons = []
+    built = _mtime(store, "inferences", cell_key)
+    for table in ("questions", "answer_keys"):
+        changed = _mtime(store, table, edition)
+        if built is not None and changed is not None and changed > built:
+            reasons.append(f"{table} re-materialized after the cell")
+    if model is not None and model.kind != "baseline":
+        current = {r.qid: r.request_hash for r in build_requests(model, questions)}
+        live = rows.filter(ANSWERED & (pl.col("source") == "live"))
+        changed_hashes = sum(
+            1 for q, h in live.select("qid", "request_hash").iter_rows() if current.get(q) != h
+        )
+        if changed_hashes:
+            reasons.append(f"model config or prompts changed ({changed_hashes} request hash(es) differ)")
+    return reasons
+
+
+def _counts(questions: pl.DataFrame, rows: pl.DataFrame) -> tuple[int, int, int]:
+    """(answered, errors, missing) over the active questions."""
+    active = set(questions.filter(pl.col("status") == "active")["qid"])
+    if rows.is_empty():
+        return 0, 0, len(active)
+    answered = set(rows.filter(ANSWERED)["qid"]) & active
+    errors = (set(rows.filter(pl.col("error").is_not_null())["qid"]) & active) - answered
+    return len(answered), len(errors), len(active - answered - errors)
+
+
+def _to_complete(
+    store: Warehouse, model: ModelConfig | None, edition: str, questions: pl.DataFrame, rows: pl.DataFrame
+) -> tuple[int | None, float | None, bool]:
+    """(requests to send, estimated prompt cost, unpriced) for the cell as a run would plan it now."""
+    if model is None:
+        return None, None, False
+    if model.kind == "baseline":
+        return 0, 0.0, False  # answered offline: no call, no cost
+    logged = latest_by_hash(read_log(cell_log_path(store.root / "responses", model.key, edition)))
+    pending = plan_cell(model, questions, logged, rows).pending
+    if not pending:
+        return 0, 0.0, False
+    price = listed_prompt_price(store, model)
+    if price is None:
+        return len(pending), None, True
+    return len(pending), estimated_prompt_tokens([r.body for r in pending]) * price, False
+
+
+def cell_status(
+    store: Warehouse,
+    edition: str,
+    model_key: str,
+    model: ModelConfig | None,
+    questions: pl.DataFrame,
+    run_state: str | None,
+) -> tuple[CellStatus, bool]:
+    """The status of one cell of an ingested edition, and whether its cost is unknown for want of a price."""
+    cell_key = str(cell_partition_key(model_key, edition))
+    rows = store.read("inferences", cell_key)
+    answered, errors, missing = _counts(questions, rows)
+    to_send, cost, unpriced = _to_complete(store, model, edition, questions, rows)
+    state, reason = _state(store, edition, cell_key, rows, model, questions, run_state, errors, missing)
+    if model is None:
+        reason = "; ".join(filter(None, [reason, "key not in the models registry (history)"]))
+    status = CellStatus(edition, model_key, state, answered, errors, missing, to_send, cost, reason)
+    return status, unpriced
+
+
+def _state(
+    store: Warehouse,
+    edition: str,
+    cell_key: str,
+    rows: pl.DataFrame,
+    model: ModelConfig | None,
+    questions: pl.DataFrame,
+    run_state: str | None,
+    errors: int,
+    missing: int,
+) -> tuple[CellState, str]:
+    if run_state == "running":
+        return "running", "a run is materializing it"
+    if rows.is_empty():
+        if run_state == "failed":
+            return "failed", "last run failed before writing any row"
+        return "missing", "never run"
+    if run_state == "failed":
+        return "failed", "last run failed (the partition keeps its previous rows)"
+    if errors or missing:
+        return "failed", f"{errors} error row(s), {missing} unanswered question(s)"
+    reasons = stale_reasons(store, edition, cell_key, rows, model, questions)
+    if reasons:
+        return "stale", "; ".join(reasons)
+    return "complete", ""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Everything
+# ---------------------------------------------------------------------------------------------------------
+
+
+def collect_status(
+    settings: Settings,
+    instance: DagsterInstance | None = None,
+    only_editions: Sequence[str] | None = None,
+    only_models: Sequence[str] | None = None,
+) -> StatusReport:
+    """The status of every cell; `instance` adds the last run's outcome (failed / running)."""
+    store = Warehouse(settings.warehouse_path)
+    registry = {m.key: m for m in load_models_registry(settings.models_file)}
+    ingested = set(store.partitions("questions"))
+    editions = sorted(set(known_editions(settings)) | ingested, key=int)
+    cells = select_cells(editions, registry, history_cells(store), only_editions, only_models)
+    runs = run_states(instance, [c for c in cells if c[0] in ingested])
+    statuses, unpriced = [], set()
+    questions_by_edition = {e: store.read("questions", e) for e in {c[0] for c in cells} & ingested}
+    for edition, model_key in cells:
+        if edition not in ingested:
+            reason = f"edition not ingested: `oabench ingest --editions {edition}`"
+            statuses.append(CellStatus(edition, model_key, "missing", None, None, None, None, None, reason))
+            continue
+        run_state = runs.get(str(cell_partition_key(model_key, edition)))
+        status, no_price = cell_status(
+            store, edition, model_key, registry.get(model_key), questions_by_edition[edition], run_state
+        )
+        statuses.append(status)
+        if no_price:
+            unpriced.add(model_key)
+    return StatusReport(statuses, sorted(unpriced))

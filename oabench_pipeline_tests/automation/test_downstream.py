@@ -1,0 +1,102 @@
+"""Downstream follows upstream: the automation conditions on scores, leaderboard and leaderboard_report.
+
+The real `Definitions`, a persistent instance and a warehouse holding the real editions: the pipeline is
+run with the CLI and in-process materializations, and the conditions are evaluated tick by tick with
+`dagster.evaluate_automation_conditions`, exactly what the `downstream_automation` sensor evaluates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from dagster import (
+    AssetKey,
+    DagsterInstance,
+    DefaultSensorStatus,
+    Definitions,
+    evaluate_automation_conditions,
+)
+from dagster._core.definitions.asset_daemon_cursor import AssetDaemonCursor
+
+from oabench_pipeline.automation.downstream import DOWNSTREAM_SENSOR_NAME
+from oabench_pipeline.definitions import build_definitions
+from oabench_pipeline.partitions import cell_partition_key
+from oabench_pipeline.runner import ensure_partitions, instance_for, run_assets
+from oabench_pipeline.settings import Settings
+from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
+
+BASELINES = ["baseline/longest-choice", "baseline/random"]
+INGEST = ["exam_pdfs", "answer_keys", "questions"]
+SCORES, LEADERBOARD, REPORT = AssetKey("scores"), AssetKey("leaderboard"), AssetKey("leaderboard_report")
+
+
+class Ticks:
+    """Successive evaluations of the automation conditions, carrying the cursor like the sensor does."""
+
+    def __init__(self, defs: Definitions, instance: DagsterInstance) -> None:
+        self.defs, self.instance = defs, instance
+        self.cursor: AssetDaemonCursor | None = None
+
+    def tick(self) -> dict[AssetKey, set[str | None]]:
+        result = evaluate_automation_conditions(defs=self.defs, instance=self.instance, cursor=self.cursor)
+        self.cursor = result.cursor
+        requested = {key: set(result.get_requested_partitions(key)) for key in (SCORES, LEADERBOARD, REPORT)}
+        assert result.total_requested == sum(len(v) for v in requested.values())  # nothing else requested
+        return {key: parts for key, parts in requested.items() if parts}
+
+
+@pytest.fixture
+def scored_env(fresh_env: PipelineEnv) -> Iterator[tuple[PipelineEnv, Definitions, DagsterInstance]]:
+    """Editions 43 and 44 ingested, then both baselines run, scored and ranked by `oabench run`."""
+    models_file = write_models_file(
+        fresh_env.root / "models.toml", [{"id": key, "kind": "baseline"} for key in BASELINES]
+    )
+    fresh_env.set("OABENCH_MODELS_FILE", models_file)
+    settings = fresh_env.settings
+    with instance_for(settings) as instance:
+        defs = build_definitions(settings)
+        ensure_partitions(instance, "editions", ["43", "44"])
+        for edition in ("43", "44"):  # the instance must know the exam partitions as materialized
+            assert run_assets(defs, instance, INGEST, partition_key=edition).success
+        result = fresh_env.cli("run", "--editions", "43,44")
+        assert result.exit_code == 0, result.output
+        yield fresh_env, defs, instance
+
+
+def test_changed_inputs_rescore_only_their_cells_then_rebuild_the_leaderboard(scored_env) -> None:
+    _, defs, instance = scored_env
+    ticks = Ticks(defs, instance)
+    assert ticks.tick() == {}  # first evaluation: everything was just built by `oabench run`
+    assert ticks.tick() == {}
+
+    cell = str(cell_partition_key("baseline/random", 44))
+    assert run_assets(defs, instance, ["inferences"], partition_key=cell).success
+    assert ticks.tick() == {SCORES: {cell}}  # that cell only: not the other model, not edition 43
+    assert ticks.tick() == {}  # requested once (the sensor would have launched the run by now)
+
+    assert run_assets(defs, instance, ["scores"], partition_key=cell).success
+    assert ticks.tick() == {LEADERBOARD: {None}, REPORT: {None}}  # one rebuild, the report with it
+    assert run_assets(defs, instance, ["leaderboard", "leaderboard_report"]).success
+    assert ticks.tick() == {}
+
+    # A corrected answer key re-scores every cell of its edition, and only those.
+    assert run_assets(defs, instance, ["answer_keys"], partition_key="43").success
+    assert ticks.tick() == {SCORES: {str(cell_partition_key(model, 43)) for model in BASELINES}}
+
+
+def test_oabench_automation_off_only_changes_the_default_status(monkeypatch: pytest.MonkeyPatch) -> None:
+    def status(value: str | None) -> DefaultSensorStatus:
+        if value is None:
+            monkeypatch.delenv("OABENCH_AUTOMATION", raising=False)
+        else:
+            monkeypatch.setenv("OABENCH_AUTOMATION", value)
+        sensors = build_definitions(Settings.from_env()).get_repository_def().sensor_defs
+        [sensor] = [s for s in sensors if s.name == DOWNSTREAM_SENSOR_NAME]
+        return sensor.default_status
+
+    assert status(None) == DefaultSensorStatus.RUNNING
+    assert status("off") == DefaultSensorStatus.STOPPED
+    # Dagster adds no `default_automation_condition_sensor`: ours covers every asset with a condition.
+    repo = build_definitions(Settings.from_env()).get_repository_def()
+    assert "default_automation_condition_sensor" not in {s.name for s in repo.sensor_defs}

@@ -1,0 +1,154 @@
+"""`oabench status` through a cell's life: missing, priced, complete, stale, failed, and history keys.
+
+Real warehouse (the ingested real editions), the real CLI, and a loopback OpenAI-compatible server that
+lists a price and answers every question; the cells are run with `oabench run` like a user would.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from click.testing import Result
+
+from oabench_pipeline.core.models_registry import load_models_registry
+from oabench_pipeline.definitions import build_definitions
+from oabench_pipeline.inference.assets import estimated_prompt_tokens
+from oabench_pipeline.inference.cell import build_requests
+from oabench_pipeline.runner import instance_for, run_assets
+from oabench_pipeline.status import select_cells
+from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
+from oabench_pipeline_tests.servers.openai_replay import FaultProfile, ModelPricing, ReplayServer
+
+API_MODEL = "test/model"
+PROMPT_PRICE = "0.000002"  # USD per prompt token
+BASELINE = "baseline/random"
+ACTIVE_43 = 78  # 80 questions, 2 annulled (1 and 74)
+
+
+@dataclass
+class StatusEnv:
+    env: PipelineEnv
+    server: ReplayServer
+
+    def registry(self, *, with_baseline: bool = True, base_url: str | None = None, **api: object) -> None:
+        entries: list[dict] = [{"id": BASELINE, "kind": "baseline"}] if with_baseline else []
+        entries.append(
+            {
+                "id": API_MODEL,
+                "key": API_MODEL,
+                "base_url": base_url or self.server.base_url,
+                "api_key_env": "",
+            }
+            | api
+        )
+        self.env.set("OABENCH_MODELS_FILE", write_models_file(self.env.root / "models.toml", entries))
+
+    def status(self, *args: str) -> tuple[Result, dict[tuple[str, str], dict]]:
+        result = self.env.cli("status", "--format", "json", *args)
+        data = json.loads(result.output)
+        assert data["complete"] == (result.exit_code == 0)
+        return result, {(c["edition"], c["model_key"]): c for c in data["cells"]}
+
+
+@pytest.fixture
+def status_env(fresh_env: PipelineEnv) -> Iterator[StatusEnv]:
+    with ReplayServer(models={API_MODEL: ModelPricing(PROMPT_PRICE, "0")}) as server:
+        wrapped = StatusEnv(fresh_env, server)
+        wrapped.registry()
+        yield wrapped
+
+
+def _prompt_cost(env: PipelineEnv, edition: str) -> float:
+    [model] = [m for m in load_models_registry(env.settings.models_file) if m.key == API_MODEL]
+    requests = build_requests(model, env.warehouse.read("questions", edition))
+    return estimated_prompt_tokens([r.body for r in requests]) * float(PROMPT_PRICE)
+
+
+def test_status_follows_a_cell_from_missing_to_complete_to_stale(status_env: StatusEnv) -> None:
+    env = status_env.env
+    result, cells = status_env.status("--editions", "43")
+    assert result.exit_code == 1
+    assert set(cells) == {("43", BASELINE), ("43", API_MODEL)}
+    api = cells[("43", API_MODEL)]
+    assert (api["state"], api["answered"], api["missing"], api["to_send"]) == (
+        "missing",
+        0,
+        ACTIVE_43,
+        ACTIVE_43,
+    )
+    assert api["est_cost_usd"] is None  # no price snapshot yet
+    assert cells[("43", BASELINE)]["est_cost_usd"] == 0.0
+
+    # A price snapshot (from the loopback endpoint's model list) gives the estimate.
+    settings = env.settings
+    with instance_for(settings) as instance:
+        assert run_assets(build_definitions(settings), instance, ["model_pricing"]).success
+    _, cells = status_env.status("--editions", "43")
+    assert cells[("43", API_MODEL)]["est_cost_usd"] == pytest.approx(_prompt_cost(env, "43"))
+
+    assert env.cli("run", "--editions", "43").exit_code == 0
+    result, cells = status_env.status("--editions", "43")
+    assert result.exit_code == 0
+    for cell in cells.values():
+        assert (cell["state"], cell["answered"], cell["errors"], cell["missing"]) == (
+            "complete",
+            ACTIVE_43,
+            0,
+            0,
+        )
+        assert (cell["to_send"], cell["est_cost_usd"]) == (0, 0.0)
+    table = env.cli("status", "--editions", "43")
+    assert table.exit_code == 0 and "2 cell(s): 2 complete" in table.output
+
+    # Re-materializing the edition rewrites its questions and answer key: both cells were built before.
+    with instance_for(settings) as instance:
+        assert run_assets(
+            build_definitions(settings),
+            instance,
+            ["exam_pdfs", "answer_keys", "questions"],
+            partition_key="43",
+        ).success
+    result, cells = status_env.status("--editions", "43")
+    assert result.exit_code == 1
+    assert {c["state"] for c in cells.values()} == {"stale"}
+    assert "questions re-materialized after the cell" in cells[("43", API_MODEL)]["reason"]
+    assert cells[("43", API_MODEL)]["to_send"] == 0  # same requests: the log already answers them
+
+    # Changing the configuration changes every request: stale, and everything would be sent again.
+    assert env.cli("run", "--editions", "43").exit_code == 0
+    status_env.registry(reasoning_effort="low")
+    _, cells = status_env.status("--editions", "43", "--models", API_MODEL)
+    api = cells[("43", API_MODEL)]
+    assert api["state"] == "stale" and f"{ACTIVE_43} request hash(es) differ" in api["reason"]
+    assert api["to_send"] == ACTIVE_43
+
+
+def test_a_failed_run_and_a_key_that_left_the_registry(status_env: StatusEnv) -> None:
+    env = status_env.env
+    assert env.cli("run", "--editions", "43").exit_code == 0
+    with ReplayServer(faults=FaultProfile(fixed_status=402)) as broke:  # "no credits": a fatal error
+        status_env.registry(with_baseline=False, base_url=broke.base_url)
+        assert env.cli("run", "--editions", "44").exit_code == 1
+    result, cells = status_env.status("--editions", "43,44")
+    assert result.exit_code == 1
+    failed = cells[("44", API_MODEL)]
+    assert failed["state"] == "failed" and "last run failed" in failed["reason"]
+    assert cells[("43", API_MODEL)]["state"] == "complete"
+    # The baseline left the registry: its existing cell is listed as history, no new cell for it.
+    history = cells[("43", BASELINE)]
+    assert history["state"] == "complete" and "not in the models registry" in history["reason"]
+    assert history["to_send"] is None and ("44", BASELINE) not in cells
+
+
+def test_select_cells_crosses_the_registry_and_keeps_only_existing_history() -> None:
+    cells = select_cells(
+        editions=["43", "44"],
+        registry=["a"],
+        history=[("43", "a"), ("43", "gone"), ("45", "gone")],
+        only_editions=["43", "45"],
+    )
+    assert cells == [("43", "a"), ("43", "gone"), ("45", "gone")]
+    assert select_cells(["43"], ["a", "b"], [], only_models=["b"]) == [("43", "b")]
