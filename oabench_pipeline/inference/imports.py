@@ -24,6 +24,7 @@ from oabench_pipeline.core.published_runs import (
     merge_published_records,
     read_published_runs,
 )
+from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import cell_partition_key
 from oabench_pipeline.resources import WarehouseResource
 from oabench_pipeline.warehouse import Warehouse
@@ -78,7 +79,7 @@ def merge_into_partition(store: Warehouse, partition_key: str, imported: pl.Data
     )
 
 
-@asset(group_name="inference")
+@asset(group_name="inference", metadata={"dagster/column_schema": table_schema("inferences").value})
 def published_runs(
     context: AssetExecutionContext, config: ImportConfig, warehouse: WarehouseResource
 ) -> MaterializeResult:
