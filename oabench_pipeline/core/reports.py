@@ -13,14 +13,13 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib
-
-matplotlib.use("Agg")  # headless: reports are built in workers without a display
-
-import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 COST_PLOT = "cost_vs_accuracy.png"
 AREA_PLOT = "accuracy_by_area.png"
@@ -139,7 +138,8 @@ def _plot_cost_vs_accuracy(pareto: pl.DataFrame) -> tuple[bytes, str]:
     """Log-cost vs accuracy scatter, every model labelled, Pareto frontier as a step line."""
     usable = pareto.filter(pl.col("cost_usd").is_not_null() & (pl.col("cost_usd") > 0))
     skipped = pareto.filter(~(pl.col("cost_usd").is_not_null() & (pl.col("cost_usd") > 0)))["model_key"]
-    fig, ax = plt.subplots(figsize=(10, 6.5), dpi=110)
+    fig = _figure(figsize=(10, 6.5))
+    ax = fig.subplots()
     if usable.height:
         cost = usable["cost_usd"].to_numpy()
         acc = 100 * usable["accuracy"].to_numpy()
@@ -190,7 +190,8 @@ def _plot_area_heatmap(by_area: pl.DataFrame, leaderboard: pl.DataFrame) -> byte
         .astype(float)
     )
     height = max(3.0, 0.45 * len(model_order) + 2.5)
-    fig, ax = plt.subplots(figsize=(max(10.0, 0.6 * len(areas) + 4), height), dpi=110)
+    fig = _figure(figsize=(max(10.0, 0.6 * len(areas) + 4), height))
+    ax = fig.subplots()
     image = ax.imshow(100 * matrix, cmap="RdYlGn", vmin=0, vmax=100, aspect="auto")
     ax.set_xticks(range(len(areas)), areas, rotation=45, ha="right", fontsize=8)
     ax.set_yticks(range(len(model_order)), [str(labels.get(k, k)) for k in model_order], fontsize=8)
@@ -206,10 +207,20 @@ def _plot_area_heatmap(by_area: pl.DataFrame, leaderboard: pl.DataFrame) -> byte
     return _png_bytes(fig)
 
 
-def _png_bytes(fig: plt.Figure) -> bytes:
+def _figure(figsize: tuple[float, float]) -> Figure:
+    """A standalone figure: no pyplot, so no global state and no display (the Agg canvas renders PNG).
+
+    matplotlib is imported here, not at module level: it takes most of a second, and every Dagster
+    step process imports this module whether or not it draws anything.
+    """
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=figsize, dpi=110)
+
+
+def _png_bytes(fig: Figure) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
-    plt.close(fig)
     return buffer.getvalue()
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special, stats
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -71,6 +70,8 @@ def bootstrap_pass_probability(
     n = np.atleast_2d(np.asarray(totals, dtype=np.float64))
     t = np.broadcast_to(np.asarray(thresholds, dtype=np.float64), s.shape)
     p = np.clip(s / np.maximum(n, 1.0), 0.0, 1.0)
+    from scipy import special  # imported when needed: scipy takes most of a second to import
+
     fail_cdf = np.where(t > 0, special.bdtr(np.maximum(t - 1, 0), n, p), 0.0)
     sat = n > 0
     keys, editions = s.shape
@@ -105,6 +106,8 @@ def mcnemar_exact_p(b: npt.ArrayLike, c: npt.ArrayLike) -> FloatArray:
     codes = k.astype(np.int64).ravel() * stride + n.astype(np.int64).ravel()
     unique, inverse = np.unique(codes, return_inverse=True)
     with np.errstate(invalid="ignore"):
+        from scipy import special
+
         p_unique = np.minimum(1.0, 2.0 * special.bdtr(unique // stride, unique % stride, 0.5))
     p = p_unique[inverse.ravel()].reshape(n.shape)
     return np.where(n > 0, p, 1.0)
@@ -142,6 +145,8 @@ def spearman(x: npt.ArrayLike, y: npt.ArrayLike) -> tuple[float, float]:
     xa, ya = xa[keep], ya[keep]
     if xa.size < 3 or np.ptp(xa) == 0 or np.ptp(ya) == 0:
         return float("nan"), float("nan")
+    from scipy import stats
+
     result = stats.spearmanr(xa, ya)
     return float(result.statistic), float(result.pvalue)
 
