@@ -287,6 +287,8 @@ def _run_cells(
             )
             outcome = run_assets(defs, instance, assets, partition_key=partition, run_config=run_config)
             bar.finish_cell(outcome.success)
+            for check in outcome.failed_checks:
+                bar.console.print(f"[yellow]{model.key} × {edition}: check failed: {check}[/yellow]")
             if not outcome.success:
                 failures.append(str(partition))
                 for message in outcome.errors:

@@ -56,6 +56,7 @@ class RunOutcome:
     run_id: str
     errors: list[str]
     materialized: int
+    failed_checks: list[str]
 
 
 def run_assets(
@@ -77,7 +78,11 @@ def run_assets(
     with set_defs_state_storage(instance.defs_state_storage):
         result = _materialize(defs, instance, selection, partition_key, run_config, tags)
     return RunOutcome(
-        result.success, result.run_id, failure_messages(result), _count_materializations(result)
+        result.success,
+        result.run_id,
+        failure_messages(result),
+        _count_materializations(result),
+        failed_checks(result),
     )
 
 
@@ -116,6 +121,19 @@ def failure_messages(result: ExecuteInProcessResult) -> list[str]:
             error = error.cause
         messages.append(f"{event.step_key}: {error.message.strip()}")
     return messages
+
+
+def failed_checks(result: ExecuteInProcessResult) -> list[str]:
+    """Asset checks that ran and failed without stopping the run (non-blocking ones, e.g. error rate)."""
+    failed = []
+    for event in result.all_events:
+        if event.event_type_value != "ASSET_CHECK_EVALUATION":
+            continue
+        evaluation = event.event_specific_data
+        if not evaluation.passed:
+            partition = f" [{evaluation.partition}]" if evaluation.partition else ""
+            failed.append(f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name}{partition}")
+    return failed
 
 
 def _count_materializations(result: ExecuteInProcessResult) -> int:
