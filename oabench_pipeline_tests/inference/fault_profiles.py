@@ -1,0 +1,46 @@
+"""The named fault profiles of the reliability checks, shared by `test_faults.py` and `benchmarks/reliability.py`.
+
+Random faults are capped per prompt (`max_faults_per_prompt`) so that the client's retry budgets (6 transient,
+2 malformed retries) always end in an answer within one run; `errors_then_cleared` deliberately exceeds the
+malformed budget so that some questions end the first run as error rows, which a rerun must clear.
+"""
+
+from __future__ import annotations
+
+from oabench_pipeline_tests.servers.openai_replay import FaultProfile
+
+# A client timeout the hangs outlast: a hung request is abandoned after this many seconds and retried.
+CLIENT_TIMEOUT_S = 0.5
+HANG_S = 1.0
+# The 429 storm answers 429 (Retry-After: 1) to whatever is in flight beyond this many requests.
+STORM_LIMIT = 8
+# Concurrency of the runs under a storm: well above the limit, so the storm really happens.
+STORM_CONCURRENCY = 16
+
+PROFILES: dict[str, FaultProfile] = {
+    "none": FaultProfile(),
+    "5xx_10pct": FaultProfile(seed=1, rate_5xx=0.10, max_faults_per_prompt=2),
+    "429_storm": FaultProfile(seed=2, max_in_flight_before_429=STORM_LIMIT, retry_after_s=1.0),
+    "hang_5pct": FaultProfile(seed=3, rate_hang=0.05, hang_s=HANG_S, max_faults_per_prompt=2),
+    "malformed_json_5pct": FaultProfile(seed=4, rate_malformed_json=0.05, max_faults_per_prompt=2),
+    "drop_5pct": FaultProfile(seed=5, rate_drop=0.05, max_faults_per_prompt=2),
+    "combined": FaultProfile(
+        seed=6,
+        rate_5xx=0.10,
+        rate_hang=0.05,
+        hang_s=HANG_S,
+        rate_malformed_json=0.05,
+        rate_drop=0.05,
+        max_in_flight_before_429=STORM_LIMIT,
+        max_faults_per_prompt=2,
+    ),
+}
+
+# Three malformed bodies in a row exhaust the malformed budget (1 try + 2 retries): an error row. The cap
+# of 3 faults per prompt then lets the rerun's first attempt through.
+ERRORS_THEN_CLEARED = FaultProfile(seed=7, rate_malformed_json=0.6, max_faults_per_prompt=3)
+
+
+def concurrency_for(profile: FaultProfile) -> int:
+    """The `--concurrency` to run a profile with: above the storm limit when there is one."""
+    return STORM_CONCURRENCY if profile.max_in_flight_before_429 is not None else 8

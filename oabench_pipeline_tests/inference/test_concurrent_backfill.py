@@ -1,0 +1,114 @@
+"""A backfill of 3 editions × 4 model keys with concurrent writers: no lock error, every row present.
+
+How it is driven, and why: one Dagster run materializes one partition of these assets (they have no
+single-run backfill policy), so the backfill is 12 cell runs: 12 `dagster asset materialize` processes — what
+a run launcher starts — four at a time, each with the multiprocess executor (`max_concurrent` 4, steps forked
+from a forkserver that preloaded the pipeline, so a step does not re-import Dagster, pymupdf and matplotlib).
+Up to four runs therefore write partition files, the DuckDB catalogue and the instance's SQLite storage at
+once. (Launching the 12 runs with `execute_job` from threads of one process deadlocked in the forkserver.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from oabench_pipeline.definitions import build_definitions
+from oabench_pipeline.partitions import cell_partition_key
+from oabench_pipeline.runner import ensure_partitions, instance_for, run_assets
+from oabench_pipeline_tests.conftest import REPO_ROOT
+from oabench_pipeline_tests.inference.paid_calls import error_rows
+from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV, published_replies
+from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
+from oabench_pipeline_tests.servers.openai_replay import ReplayServer
+
+EDITIONS = ["43", "44", "45"]
+BASELINES = ["baseline/random", "baseline/longest-choice"]
+REPLAYED = ["deepseek/deepseek-v3.2", "x-ai/grok-4.1-fast"]
+MODEL_KEYS = BASELINES + REPLAYED
+PARALLEL_RUNS = 4
+RUN_CONFIG = {
+    "execution": {
+        "config": {
+            "multiprocess": {
+                "max_concurrent": 4,
+                "start_method": {"forkserver": {"preload_modules": ["oabench_pipeline.definitions"]}},
+            }
+        }
+    }
+}
+RUN_TIMEOUT_S = 600
+# What DuckDB and SQLite say when two writers collide.
+LOCK_ERRORS = ("could not set lock", "conflicting lock", "database is locked")
+
+
+def registry(env: PipelineEnv, base_url: str) -> None:
+    entries: list[dict] = [{"id": key, "kind": "baseline"} for key in BASELINES]
+    entries += [{"id": key, "base_url": base_url, "api_key_env": TEST_KEY_ENV} for key in REPLAYED]
+    env.set(TEST_KEY_ENV, TEST_KEY)
+    env.set("OABENCH_MODELS_FILE", write_models_file(env.root / "models.toml", entries))
+
+
+def materialize_cell(partition: str) -> subprocess.CompletedProcess[str]:
+    """One cell run in its own process, as a run launcher would start it, with the multiprocess executor."""
+    command = [
+        str(REPO_ROOT / ".venv" / "bin" / "dagster"),
+        "asset",
+        "materialize",
+        "-m",
+        "oabench_pipeline",
+        "--select",
+        "inferences,scores",
+        "--partition",
+        partition,
+        "--config-json",
+        json.dumps(RUN_CONFIG),
+    ]
+    return subprocess.run(
+        command, cwd=REPO_ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=RUN_TIMEOUT_S
+    )
+
+
+@pytest.mark.timeout(900)
+def test_backfill_of_twelve_cells_with_concurrent_writers(fresh_env: PipelineEnv, shared_oab: Path) -> None:
+    replies = published_replies(shared_oab, fresh_env.warehouse)
+    with ReplayServer(replies=replies, api_key=TEST_KEY, latency_s=0.01) as server:
+        registry(fresh_env, server.base_url)
+        with instance_for(fresh_env.settings) as instance:
+            ensure_partitions(instance, "editions", EDITIONS)
+            ensure_partitions(instance, "model_keys", MODEL_KEYS)
+        cells = [str(cell_partition_key(m, e)) for e in EDITIONS for m in MODEL_KEYS]
+        with ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
+            results = dict(zip(cells, pool.map(materialize_cell, cells), strict=True))
+        stats = server.stats
+
+    for cell, result in results.items():
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, f"{cell}:\n{output[-3000:]}"
+        assert not [e for e in LOCK_ERRORS if e in output.lower()], f"{cell}:\n{output[-3000:]}"
+    assert stats.duplicate_answers == {}
+    assert stats.total_requests == 2 * 238
+
+    store = fresh_env.warehouse
+    inferences = store.read("inferences")
+    assert inferences.height == len(cells) * 80
+    assert inferences.group_by("model_key", "edition").len()["len"].to_list() == [80] * len(cells)
+    assert error_rows(inferences) == 0
+    assert store.read("scores").height == len(cells) * 80
+
+    with instance_for(fresh_env.settings) as instance:
+        outcome = run_assets(build_definitions(fresh_env.settings), instance, ["models", "leaderboard"])
+    assert outcome.success, outcome.errors
+    board = store.read("leaderboard")
+    assert sorted(board["model_key"]) == sorted(MODEL_KEYS)
+    assert board.filter(pl.col("complete")).height == len(MODEL_KEYS)
+    with duckdb.connect(str(fresh_env.settings.warehouse_path), read_only=True) as con:
+        assert con.execute("select count(*) from inferences").fetchall() == [(len(cells) * 80,)]
+        assert con.execute("select count(*) from scores").fetchall() == [(len(cells) * 80,)]

@@ -1,0 +1,190 @@
+"""SIGKILL `oabench run` (a real subprocess) at seven points, then rerun: no paid answer lost or bought twice.
+
+One warehouse goes through a chain of killed runs, each one resuming what the previous left, then one clean
+run. Kill points are hit deterministically in one of two ways:
+
+- from outside, by polling the cell's response log: SIGKILL once it holds k complete lines (answers are
+  then in flight: the server may have answered a request whose reply the client never got; those, and
+  only those, may be paid twice — as with a real provider);
+- from inside, by `crash_child`'s audit hook: SIGKILL at the N-th `open`/`os.replace` of a matching path,
+  e.g. a partition file written and fsynced but not yet renamed into place (nothing is in flight then).
+
+After every kill the answers already in the response log must never be asked again; at the end every
+active question has exactly one answer row, the DuckDB catalogue opens read-only and the final run
+(whose blocking checks must pass) exits 0.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from oabench_pipeline.inference.response_log import cell_log_path
+from oabench_pipeline_tests.conftest import REPO_ROOT
+from oabench_pipeline_tests.inference.paid_calls import (
+    PromptKey,
+    active_prompt_keys,
+    error_rows,
+    log_line_count,
+    logged_answered_qids,
+)
+from oabench_pipeline_tests.inference.replay import TEST_KEY, published_replies, use_replay_models
+from oabench_pipeline_tests.pipeline_env import PipelineEnv
+from oabench_pipeline_tests.servers.openai_replay import ReplayServer
+
+MODEL = "deepseek/deepseek-v3.2"
+EDITIONS = ["43", "44"]
+ACTIVE = 78 + 80
+CONCURRENCY = 8
+LATENCY_S = 0.03
+RUN_TIMEOUT_S = 300.0
+POLL_S = 0.002
+# After a kill the server still finishes what was in flight; this lets those answers be counted.
+SETTLE_S = 10 * LATENCY_S
+
+
+@dataclass(frozen=True)
+class KillPoint:
+    """Where to kill one run: after `lines` complete lines in `edition`'s log, or at an audit event."""
+
+    name: str
+    edition: str | None = None
+    lines: int = 0
+    die_on: str | None = None
+
+
+KILL_POINTS = [
+    KillPoint("first answer of 43 logged", edition="43", lines=1),
+    KillPoint("40 answers of 43 logged", edition="43", lines=40),
+    KillPoint("43 fully answered, partition not yet renamed", die_on=r"os.rename:tables/inferences/"),
+    KillPoint("scores of 43 written, not yet fsynced", die_on=r"open:tables/scores/\.[0-9a-f]+\.tmp$"),
+    KillPoint("10 answers of 44 logged", edition="44", lines=10),
+    KillPoint("leaderboard half replaced", die_on=r"os.rename:tables/leaderboard_by_area/"),
+    KillPoint("taking the catalogue lock for new tables", die_on=r"open:oabench\.duckdb\.lock$"),
+]
+
+
+@dataclass(frozen=True)
+class AfterKill:
+    point: KillPoint
+    returncode: int
+    logged: set[str]
+    answers: dict[PromptKey, int]
+
+
+def child_command(point: KillPoint | None) -> list[str]:
+    own = ["--die-on", point.die_on] if point is not None and point.die_on else []
+    run = ["run", "--models", MODEL, "--editions", ",".join(EDITIONS), "--concurrency", str(CONCURRENCY)]
+    return [sys.executable, "-m", "oabench_pipeline_tests.inference.crash_child", *own, "--", *run]
+
+
+@pytest.fixture
+def server(fresh_env: PipelineEnv, shared_oab: Path) -> Iterator[ReplayServer]:
+    replies = published_replies(shared_oab, fresh_env.warehouse)
+    with ReplayServer(replies=replies, api_key=TEST_KEY, latency_s=LATENCY_S) as replay:
+        use_replay_models(fresh_env, replay.base_url, [MODEL])
+        yield replay
+
+
+def start(point: KillPoint | None, log_dir: Path, index: int) -> subprocess.Popen[bytes]:
+    """The CLI in its own process group (env: the test's private warehouse, instance and registry)."""
+    return subprocess.Popen(
+        child_command(point),
+        cwd=REPO_ROOT,
+        env=dict(os.environ),
+        stdout=(log_dir / f"run{index}.out").open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def kill_when_logged(proc: subprocess.Popen[bytes], log: Path, lines: int) -> None:
+    """SIGKILL `proc` as soon as `log` holds `lines` complete lines (fails if the run ends first)."""
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while log_line_count(log) < lines:
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended (exit {proc.returncode}) before {log} had {lines} lines")
+        if time.monotonic() > deadline:
+            pytest.fail(f"{log} never reached {lines} lines")
+        time.sleep(POLL_S)
+    os.killpg(proc.pid, signal.SIGKILL)
+
+
+def run_to(point: KillPoint, env: PipelineEnv, server: ReplayServer, index: int) -> AfterKill:
+    proc = start(point, env.root, index)
+    try:
+        if point.edition is not None:
+            log = cell_log_path(env.warehouse.root / "responses", MODEL, point.edition)
+            kill_when_logged(proc, log, point.lines)
+        proc.wait(timeout=RUN_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    time.sleep(SETTLE_S)
+    return AfterKill(
+        point=point,
+        returncode=proc.returncode,
+        logged=logged_answered_qids(env.warehouse, MODEL, EDITIONS),
+        answers=server.stats.answers_per_prompt,
+    )
+
+
+def test_sigkill_at_seven_points_loses_and_repeats_nothing(
+    fresh_env: PipelineEnv, server: ReplayServer
+) -> None:
+    keys = active_prompt_keys(fresh_env.warehouse, MODEL, EDITIONS)
+    assert len(keys) == ACTIVE
+    kills = [run_to(point, fresh_env, server, i) for i, point in enumerate(KILL_POINTS)]
+    for kill in kills:
+        output = (fresh_env.root / f"run{kills.index(kill)}.out").read_text(errors="replace")
+        assert kill.returncode == -signal.SIGKILL, f"{kill.point.name}: not killed\n{output}"
+
+    final = start(None, fresh_env.root, len(KILL_POINTS))
+    assert final.wait(timeout=RUN_TIMEOUT_S) == 0, (fresh_env.root / f"run{len(KILL_POINTS)}.out").read_text()
+    answers = server.stats.answers_per_prompt
+
+    # Nothing the client had logged before a kill was ever asked again.
+    for kill in kills:
+        for qid in kill.logged:
+            assert answers[keys[qid]] == kill.answers[keys[qid]], f"{qid} re-asked after: {kill.point.name}"
+    # A prompt answered twice was one in flight at an outside kill: answered by the server, never received.
+    in_flight_kills = [k for k in kills if k.point.edition is not None]
+    twice = {key for key, n in answers.items() if n > 1}
+    assert len(twice) <= CONCURRENCY * len(in_flight_kills)
+    assert all(n == 2 for key, n in answers.items() if key in twice)
+    # Kills at file-write points happen with nothing in flight: they cost no answer at all.
+    for before, kill in itertools.pairwise(kills):
+        if kill.point.die_on is not None and before.point.die_on is not None:
+            assert kill.answers == before.answers, kill.point.name
+    assert set(answers) == set(keys.values())
+
+    assert_warehouse_complete(fresh_env)
+
+
+def assert_warehouse_complete(env: PipelineEnv) -> None:
+    """One row per question in every table, no error rows, and a DuckDB catalogue that opens read-only."""
+    inferences = env.warehouse.read("inferences")
+    assert inferences.height == 80 * len(EDITIONS)
+    assert inferences["qid"].n_unique() == inferences.height
+    assert error_rows(inferences) == 0
+    assert inferences.filter(~pl.col("skipped") & pl.col("raw_response").is_not_null()).height == ACTIVE
+    assert env.warehouse.read("scores").height == 80 * len(EDITIONS)
+    with duckdb.connect(str(env.settings.warehouse_path), read_only=True) as con:
+        assert con.execute("select count(*) from inferences").fetchall() == [(80 * len(EDITIONS),)]
+        assert con.execute("select count(*) from scores").fetchall() == [(80 * len(EDITIONS),)]
+        assert con.execute(
+            "select model_key, complete from leaderboard where model_key = ?", [MODEL]
+        ).fetchall() == [(MODEL, False)]
+        assert con.execute("select count(*) from leaderboard_by_area").fetchall()[0][0] > 0
