@@ -15,6 +15,7 @@ use an in-memory DuckDB over the same Parquet files, so they never contend for t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -31,6 +32,7 @@ from filelock import FileLock
 from oabench_pipeline.tables import TABLES, conform, empty_frame
 
 UNPARTITIONED = "all"
+STALE_TEMPORARY_S = 3600.0  # a write takes seconds; an older temporary was left by a killed process
 VIEW_LOCK_TIMEOUT_S = 60.0
 
 
@@ -41,6 +43,15 @@ def partition_file_name(partition_key: str) -> str:
 
 def partition_key_of(path: Path) -> str:
     return unquote(path.name.removesuffix(".parquet"))
+
+
+def _remove_stale_temporaries(folder: Path) -> None:
+    """Delete `.<uuid>.tmp` files a killed writer left behind (never one a live writer may still be using)."""
+    cutoff = time.time() - STALE_TEMPORARY_S
+    for leftover in folder.glob(".*.tmp"):
+        with contextlib.suppress(FileNotFoundError):
+            if leftover.stat().st_mtime < cutoff:
+                leftover.unlink()
 
 
 def _sql_literal(text: str) -> str:
@@ -82,6 +93,7 @@ class Warehouse:
             os.replace(staged, target)
         finally:
             staged.unlink(missing_ok=True)
+        _remove_stale_temporaries(target.parent)
         self.ensure_views()
         return target
 

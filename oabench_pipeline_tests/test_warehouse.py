@@ -1,0 +1,46 @@
+"""The warehouse write path: atomic partition files, views over them, leftovers of killed writers."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from oabench_pipeline.warehouse import STALE_TEMPORARY_S, Warehouse, partition_file_name, partition_key_of
+
+
+def frame(n: int) -> pl.DataFrame:
+    return pl.DataFrame({"model_key": ["m"] * n, "value": list(range(n))})
+
+
+def test_partition_replaced_and_visible_through_duckdb_file(tmp_path: Path) -> None:
+    warehouse = Warehouse(tmp_path / "oabench.duckdb")
+    warehouse.write_partition("things", frame(3), "a")
+    warehouse.write_partition("things", frame(2), "b")
+    warehouse.write_partition("things", frame(5), "a")
+    con = duckdb.connect(str(tmp_path / "oabench.duckdb"), read_only=True)
+    assert con.execute("select count(*) from things").fetchone() == (7,)
+    assert warehouse.partitions("things") == ["a", "b"]
+
+
+def test_partition_names_survive_any_model_key() -> None:
+    key = "43|evil'; drop table x; --/módulo \"x\""
+    assert partition_key_of(Path(partition_file_name(key))) == key
+    assert "/" not in partition_file_name(key)
+
+
+def test_stale_temporaries_removed_fresh_ones_kept(tmp_path: Path) -> None:
+    warehouse = Warehouse(tmp_path / "oabench.duckdb")
+    folder = warehouse.table_dir("things")
+    folder.mkdir(parents=True)
+    stale, fresh = folder / ".dead.tmp", folder / ".live.tmp"
+    stale.write_bytes(b"x")
+    fresh.write_bytes(b"x")
+    old = time.time() - STALE_TEMPORARY_S - 60
+    os.utime(stale, (old, old))
+    warehouse.write_partition("things", frame(1), "a")
+    assert not stale.exists()
+    assert fresh.exists()
