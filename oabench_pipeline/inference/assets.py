@@ -6,7 +6,6 @@ no answer yet. The partition file is written only when the cell completes: on a 
 exhausted budget the step fails and the table keeps its last good rows (the log keeps the new answers).
 """
 
-import asyncio
 import time
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from dagster import (
 
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.inference.cell import api_cell_rows, baseline_cell_rows, plan_cell
-from oabench_pipeline.inference.client import ChatResult, FatalEndpointError, run_chat_requests
+from oabench_pipeline.inference.client import ChatResult, FatalEndpointError, run_blocking, run_chat_requests
 from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
 from oabench_pipeline.inference.progress import CellProgress, publish
 from oabench_pipeline.inference.resources import (
@@ -170,7 +169,7 @@ def _call_model(
     publish(progress)
     with ResponseLog(log_path) as log:
         try:
-            stats = asyncio.run(
+            stats = run_blocking(
                 run_chat_requests(endpoint, plan.pending, concurrency, on_result, over_budget)
             )
         except FatalEndpointError as error:

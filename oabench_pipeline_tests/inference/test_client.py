@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from pathlib import Path
 
 import pytest
 
+from oabench_pipeline.inference import client as client_module
 from oabench_pipeline.inference.client import (
     ChatRequest,
     ChatResult,
@@ -19,6 +22,7 @@ from oabench_pipeline.inference.client import (
     clean_error_text,
     parse_retry_after,
     redact,
+    run_blocking,
     run_chat_requests,
 )
 from oabench_pipeline_tests.servers.openai_replay import FaultProfile, RecordedReply, ReplayServer
@@ -381,3 +385,92 @@ def test_unreachable_endpoint_is_an_error_row_after_retries() -> None:
     (result,), stats = run(fast_endpoint(dead_url, max_retries=2), requests(1))
     assert result.raw_response is None and "ConnectError" in (result.error or "")
     assert result.attempts == 3 and stats.retries_by_cause == {"connection": 2}
+
+
+# ---------------------------------------------------------------------------------- connections
+
+
+def test_each_worker_keeps_one_keep_alive_connection_with_nodelay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Connections are opened once per worker and reused; small writes are never held back by Nagle."""
+    opened: list[int] = []
+    real_connect = client_module._connect
+
+    async def counting_connect(host: str, port: int, timeout: float | None):  # type: ignore[no-untyped-def]
+        stream = await real_connect(host, port, timeout)
+        opened.append(stream.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        return stream
+
+    monkeypatch.setattr(client_module, "_connect", counting_connect)
+    with ReplayServer(replies=replies(30), latency_s=0.01) as srv:
+        # On uvloop too (what `run_blocking` picks when installed): its transports are not asyncio's.
+        stats = run_blocking(run_chat_requests(fast_endpoint(srv.base_url), requests(30), 4, lambda r: None))
+        server = srv.stats
+    assert stats.answered == 30 and server.total_requests == 30
+    assert len(opened) == 4 and all(opened)  # one connection per worker, each with TCP_NODELAY
+
+
+def _self_signed_localhost(folder: Path) -> tuple[Path, Path]:
+    """A certificate for `localhost` and its key, made here (no network, no openssl binary)."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_path, key_path
+
+
+def test_https_endpoint_with_verified_certificate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real providers are HTTPS: the client's TLS path verifies the certificate and answers over it."""
+    import ssl
+
+    cert, key = _self_signed_localhost(tmp_path)
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert, key)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    with ReplayServer(replies=replies(6), ssl_context=server_context) as server:
+        assert server.base_url.startswith("https://")
+        results: list[ChatResult] = []
+        asyncio.run(run_chat_requests(fast_endpoint(server.base_url), requests(6), 3, results.append))
+    assert sorted((r.qid, r.raw_response) for r in results) == [(f"q{i}", "ABCD"[i % 4]) for i in range(6)]
+    assert all(r.error is None for r in results)
+
+
+def test_https_endpoint_with_untrusted_certificate_is_an_error_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ssl
+
+    cert, key = _self_signed_localhost(tmp_path)
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert, key)
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    with ReplayServer(replies=replies(1), ssl_context=server_context) as server:
+        results: list[ChatResult] = []
+        asyncio.run(
+            run_chat_requests(fast_endpoint(server.base_url, max_retries=1), requests(1), 1, results.append)
+        )
+    assert len(results) == 1 and results[0].raw_response is None and results[0].error

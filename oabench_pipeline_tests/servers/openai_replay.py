@@ -1,8 +1,10 @@
 """A real loopback OpenAI-compatible server that replays recorded answers and injects faults on demand.
 
 It runs an asyncio HTTP/1.1 server (keep-alive, Content-Length or chunked bodies) on its own event loop
-in a background thread, bound to 127.0.0.1 on an ephemeral port. asyncio rather than a thread per
-connection because `asyncio.sleep` keeps the simulated latency exact with 64+ concurrent connections.
+(uvloop when installed) in a background thread, bound to 127.0.0.1 on an ephemeral port. asyncio rather
+than a thread per connection because `asyncio.sleep` keeps the simulated latency exact with 64+
+concurrent connections. Connections are `asyncio.Protocol`s that parse requests straight from the
+received bytes: the server must cost far less CPU per request than any client it measures.
 
 Answers are looked up by (model id, text of the last user message): the request only carries the
 prompt, exactly as with a real provider, so the server never sees (or needs) question ids.
@@ -20,10 +22,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import functools
 import hashlib
 import json
 import math
 import random
+import ssl
 import threading
 import time
 from collections import Counter
@@ -48,6 +52,7 @@ FALLBACK_ANSWER = "A"
 STATS_PATH = "/_replay/stats"
 MAX_HEADER_LINES = 100
 MAX_BODY_BYTES = 16 * 1024 * 1024
+_UNUSED_RNG = random.Random(0)  # returned with "no fault", whose details never need a draw
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -107,15 +112,21 @@ class FaultProfile:
     echo_authorization: bool = False
 
     def __post_init__(self) -> None:
-        total = sum(self.rate(kind) for kind in FAULT_KINDS)
+        total = self.total_rate
         if total > 1.0 + 1e-9:
             raise ValueError(f"fault rates add up to {total} > 1")
 
     def rate(self, kind: str) -> float:
         return float(getattr(self, f"rate_{kind}"))
 
+    @functools.cached_property
+    def total_rate(self) -> float:
+        return sum(self.rate(kind) for kind in FAULT_KINDS)
+
     def pick(self, counter: int) -> tuple[str | None, random.Random]:
         """The fault for request number `counter` (None = behave), and the RNG for its details."""
+        if self.total_rate == 0.0:
+            return None, _UNUSED_RNG  # no draw can land on a fault; seeding an RNG costs ~20 us
         rng = random.Random(f"{self.seed}:{counter}")  # str seeds are hashed with SHA-512: stable
         draw = rng.random()
         edge = 0.0
@@ -228,6 +239,15 @@ def _error_response(
     return _json_response(status, {"error": error}, extra)
 
 
+async def _sleep_at_least(seconds: float) -> None:
+    """`asyncio.sleep`, but never shorter: uvloop's timers run off a cached, millisecond clock and can
+    fire ~1 ms early, which would flatter every client measured against this server."""
+    deadline = time.perf_counter() + seconds
+    await asyncio.sleep(seconds)
+    while (left := deadline - time.perf_counter()) > 0:
+        await asyncio.sleep(left)
+
+
 def _user_text(payload: dict[str, Any]) -> str:
     """Text of the last user message (string content or text parts)."""
     messages = payload.get("messages")
@@ -246,40 +266,130 @@ def _user_text(payload: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------------------------- HTTP/1.1
 
 
-async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
+MAX_HEAD_BYTES = 64 * 1024
+
+
+def _parse_request(buffer: bytearray) -> _HttpRequest | None:
+    """Take one complete request off the front of `buffer`; None (buffer untouched) if it is incomplete.
+
+    Plain bytes operations on what has already arrived, rather than a coroutine per header line: at 64
+    connections x 20 requests/s the server's per-request CPU must stay far below the client's.
+    Raises ValueError for a request that cannot be served (the connection is then closed).
+    """
+    end = buffer.find(b"\r\n\r\n")
+    if end < 0:
+        if len(buffer) > MAX_HEAD_BYTES:
+            raise ValueError("request head too large")
+        return None
+    lines = bytes(buffer[:end]).decode("latin-1").split("\r\n")
+    method, target, _version = lines[0].split(" ", 2)
+    headers: dict[str, str] = {}
+    for raw in lines[1 : MAX_HEADER_LINES + 1]:
+        name, _, value = raw.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    pos = end + 4
     if headers.get("transfer-encoding", "").lower() == "chunked":
         parts: list[bytes] = []
         while True:
-            size = int((await reader.readline()).split(b";", 1)[0].strip() or b"0", 16)
+            eol = buffer.find(b"\r\n", pos)
+            if eol < 0:
+                return None
+            size = int(bytes(buffer[pos:eol]).split(b";", 1)[0].strip() or b"0", 16)
+            pos = eol + 2
             if size == 0:
-                await reader.readline()  # trailing CRLF (no trailers expected)
-                return b"".join(parts)
-            parts.append(await reader.readexactly(size))
-            await reader.readexactly(2)
-    length = int(headers.get("content-length", "0"))
-    if length > MAX_BODY_BYTES:
-        raise ValueError("request body too large")
-    return await reader.readexactly(length) if length else b""
-
-
-async def _read_request(reader: asyncio.StreamReader) -> _HttpRequest | None:
-    """One request off a keep-alive connection; None when the client closed it."""
-    line = await reader.readline()
-    if not line:
-        return None
-    method, target, _version = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
-    headers: dict[str, str] = {}
-    for _ in range(MAX_HEADER_LINES):
-        raw = await reader.readline()
-        if raw in (b"\r\n", b"\n", b""):
-            break
-        name, _, value = raw.decode("latin-1").partition(":")
-        headers[name.strip().lower()] = value.strip()
-    body = await _read_body(reader, headers)
+                eol = buffer.find(b"\r\n", pos)  # trailing CRLF (no trailers expected)
+                if eol < 0:
+                    return None
+                pos = eol + 2
+                break
+            if len(buffer) < pos + size + 2:
+                return None
+            parts.append(bytes(buffer[pos : pos + size]))
+            pos += size + 2
+            if pos > MAX_BODY_BYTES:
+                raise ValueError("request body too large")
+        body = b"".join(parts)
+    else:
+        length = int(headers.get("content-length", "0"))
+        if length > MAX_BODY_BYTES:
+            raise ValueError("request body too large")
+        if len(buffer) < pos + length:
+            return None
+        body = bytes(buffer[pos : pos + length])
+        pos += length
+    del buffer[:pos]
     return _HttpRequest(method.upper(), target.split("?", 1)[0], headers, body)
 
 
-async def _write_response(writer: asyncio.StreamWriter, response: _HttpResponse, keep_alive: bool) -> None:
+class _ResponseWriter:
+    """What `_write_response` needs of a connection: `write` and `drain`, straight on the transport."""
+
+    def __init__(self, transport: asyncio.WriteTransport) -> None:
+        self.transport = transport
+
+    def write(self, data: bytes) -> None:
+        if not self.transport.is_closing():
+            self.transport.write(data)
+
+    async def drain(self) -> None:
+        return None  # the transport buffers whatever the socket did not take yet
+
+
+class _ReplayProtocol(asyncio.Protocol):
+    """One client connection: requests are parsed as bytes arrive and answered one at a time, in order."""
+
+    def __init__(self, server: ReplayServer) -> None:
+        self._server = server
+        self._buffer = bytearray()
+        self._transport: asyncio.WriteTransport | None = None
+        self._writer: _ResponseWriter | None = None
+        self._busy = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # uvloop's are not asyncio classes
+        self._writer = _ResponseWriter(self._transport)  # type: ignore[arg-type]
+        self._server._transports.add(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._server._transports.discard(self._transport)  # type: ignore[arg-type]
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        if not self._busy:
+            self._next()
+
+    def _next(self) -> None:
+        assert self._transport is not None
+        try:
+            request = _parse_request(self._buffer)
+        except ValueError:
+            self._transport.close()
+            return
+        if request is None:
+            return
+        self._busy = True
+        task = asyncio.get_running_loop().create_task(self._serve(request))
+        self._server._connections.add(task)
+        task.add_done_callback(self._server._connections.discard)
+
+    async def _serve(self, request: _HttpRequest) -> None:
+        assert self._transport is not None and self._writer is not None
+        try:
+            keep_alive = await self._server._dispatch(request, self._writer)
+        except (ConnectionError, ValueError):
+            keep_alive = False
+        except asyncio.CancelledError:
+            # Shutdown: finish quietly.
+            self._transport.close()
+            return
+        self._busy = False
+        if not keep_alive or self._transport.is_closing():
+            self._transport.close()
+        elif self._buffer:
+            self._next()
+
+
+async def _write_response(writer: _ResponseWriter, response: _HttpResponse, keep_alive: bool) -> None:
     reason = _REASONS.get(response.status, "Status")
     head = [
         f"HTTP/1.1 {response.status} {reason}",
@@ -307,6 +417,7 @@ class ReplayServer:
         api_key: str | None = None,
         reasoning_field: Literal["reasoning", "reasoning_content"] = "reasoning",
         unknown_model_status: int | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         """`api_key` set → requests without `Authorization: Bearer <api_key>` get 401.
 
@@ -327,14 +438,19 @@ class ReplayServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: set[asyncio.Task[None]] = set()  # requests being answered
+        self._transports: set[asyncio.BaseTransport] = set()
+        self._encoded_completions: dict[tuple[str, RecordedReply, str], bytes] = {}
         self._port: int | None = None
+        self.ssl_context = ssl_context  # set: serve HTTPS (base_url names `localhost`)
 
     # -- lifecycle
 
     @property
     def base_url(self) -> str:
         assert self._port is not None, "server not started"
+        if self.ssl_context is not None:  # certificates name hosts, not addresses
+            return f"https://localhost:{self._port}/v1"
         return f"http://127.0.0.1:{self._port}/v1"
 
     def __enter__(self) -> ReplayServer:
@@ -363,7 +479,9 @@ class ReplayServer:
         assert loop is not None
         asyncio.set_event_loop(loop)
         self._server = loop.run_until_complete(
-            asyncio.start_server(self._on_connection, "127.0.0.1", 0, backlog=1024)
+            loop.create_server(
+                lambda: _ReplayProtocol(self), "127.0.0.1", 0, backlog=1024, ssl=self.ssl_context
+            )
         )
         self._port = self._server.sockets[0].getsockname()[1]
         started.set()
@@ -375,6 +493,8 @@ class ReplayServer:
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
+        for transport in list(self._transports):
+            transport.close()
 
     # -- stats
 
@@ -402,27 +522,7 @@ class ReplayServer:
 
     # -- connections
 
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        try:
-            while True:
-                request = await _read_request(reader)
-                if request is None:
-                    return
-                if not await self._dispatch(request, writer):
-                    return
-        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
-            return
-        except asyncio.CancelledError:
-            # Shutdown: finish quietly (3.11's stream callback logs cancelled handler tasks as errors).
-            return
-        finally:
-            self._connections.discard(task)
-            writer.close()
-
-    async def _dispatch(self, request: _HttpRequest, writer: asyncio.StreamWriter) -> bool:
+    async def _dispatch(self, request: _HttpRequest, writer: _ResponseWriter) -> bool:
         """Answer one request; False when the connection must be closed."""
         if request.method == "GET" and request.path.rstrip("/") == "/v1/models":
             with self._lock:
@@ -454,7 +554,7 @@ class ReplayServer:
         ]
         return _json_response(200, {"data": data})
 
-    async def _chat(self, request: _HttpRequest, writer: asyncio.StreamWriter) -> bool:
+    async def _chat(self, request: _HttpRequest, writer: _ResponseWriter) -> bool:
         with self._lock:
             s = self._stats
             s.in_flight += 1
@@ -469,9 +569,7 @@ class ReplayServer:
                 self._stats.in_flight -= 1
                 self._stats.last_response_at = time.perf_counter()
 
-    async def _chat_in_flight(
-        self, request: _HttpRequest, writer: asyncio.StreamWriter, in_flight: int
-    ) -> bool:
+    async def _chat_in_flight(self, request: _HttpRequest, writer: _ResponseWriter, in_flight: int) -> bool:
         try:
             payload = json.loads(request.body)
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -505,7 +603,7 @@ class ReplayServer:
             return request.keep_alive
         reply = self.replies.get((model, text))
         latency = reply.latency_s if reply is not None and reply.latency_s is not None else self.latency_s
-        await asyncio.sleep(latency)
+        await _sleep_at_least(latency)
         response = self._answer(model, text, key, reply) if fault is None else self._bad_200(fault, model)
         await _write_response(writer, response, request.keep_alive)
         return request.keep_alive
@@ -586,7 +684,20 @@ class ReplayServer:
             reply = RecordedReply(FALLBACK_ANSWER, prompt_tokens=max(1, len(text) // 4), completion_tokens=1)
         if reply.raw_body is not None:
             return _HttpResponse(200, reply.raw_body, content_type=reply.content_type)
-        return _json_response(200, self._completion(model, reply))
+        return _HttpResponse(200, self._completion_body(model, reply))
+
+    def _completion_body(self, model: str, reply: RecordedReply) -> bytes:
+        """`_completion(model, reply)` as JSON; all but `id` and `created` is encoded once per reply."""
+        cache_key = (model, reply, self.reasoning_field)
+        tail = self._encoded_completions.get(cache_key)
+        if tail is None:
+            completion = self._completion(model, reply)
+            del completion["id"], completion["created"]
+            tail = json.dumps(completion).encode("utf-8")[1:]  # from after the opening brace
+            self._encoded_completions[cache_key] = tail
+        with self._lock:
+            number = self._counter
+        return b'{"id": "gen-replay-%d", "created": %d, ' % (number, int(time.time())) + tail
 
     def _completion(self, model: str, reply: RecordedReply) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": reply.raw_response}
