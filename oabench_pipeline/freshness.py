@@ -14,7 +14,7 @@ import polars as pl
 from oabench_pipeline.core.editions import Edition
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.exams.raw_store import RawStore
-from oabench_pipeline.inference.cell import cell_name, plan_cell
+from oabench_pipeline.inference.cell import ANSWERED, build_requests, cell_name, plan_cell
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
 from oabench_pipeline.warehouse import Warehouse
 
@@ -50,19 +50,48 @@ def edition_is_current(warehouse: Warehouse, store: RawStore, edition: Edition) 
 
 
 def inferences_are_current(warehouse: Warehouse, model: ModelConfig, edition: str) -> bool:
-    """Every active question has an answer for exactly today's request, written after the questions."""
+    """Every active question has an answer for exactly today's request, and nothing is stale."""
     partition = cell_name(model.key, edition)
-    path = warehouse.partition_path("inferences", partition)
-    questions_path = warehouse.partition_path("questions", edition)
-    if not _newer_or_equal(path, questions_path):
-        return False
     existing = warehouse.read("inferences", partition)
-    if existing.filter(pl.col("error").is_not_null()).height:
+    if existing.is_empty() or existing.filter(pl.col("error").is_not_null()).height:
+        return False
+    questions = warehouse.read("questions", edition)
+    if stale_reasons(warehouse, edition, partition, existing, model, questions):
         return False
     if model.kind == "baseline":
         return True
     logged = latest_by_hash(read_log(cell_log_path(warehouse.root / "responses", model.key, edition)))
-    return not plan_cell(model, warehouse.read("questions", edition), logged, existing).pending
+    return not plan_cell(model, questions, logged, existing).pending
+
+
+def _partition_mtime(store: Warehouse, table: str, key: str) -> float | None:
+    return _mtime(store.partition_path(table, key))
+
+
+def stale_reasons(
+    store: Warehouse,
+    edition: str,
+    cell_key: str,
+    rows: pl.DataFrame,
+    model: ModelConfig | None,
+    questions: pl.DataFrame,
+) -> list[str]:
+    """Why a complete cell no longer reflects its inputs (empty: it does)."""
+    reasons = []
+    built = _partition_mtime(store, "inferences", cell_key)
+    for table in ("questions", "answer_keys"):
+        changed = _partition_mtime(store, table, edition)
+        if built is not None and changed is not None and changed > built:
+            reasons.append(f"{table} re-materialized after the cell")
+    if model is not None and model.kind != "baseline":
+        current = {r.qid: r.request_hash for r in build_requests(model, questions)}
+        live = rows.filter(ANSWERED & (pl.col("source") == "live"))
+        changed_hashes = sum(
+            1 for q, h in live.select("qid", "request_hash").iter_rows() if current.get(q) != h
+        )
+        if changed_hashes:
+            reasons.append(f"model config or prompts changed ({changed_hashes} request hash(es) differ)")
+    return reasons
 
 
 def scores_are_current(warehouse: Warehouse, model_key: str, edition: str) -> bool:

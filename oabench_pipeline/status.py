@@ -29,7 +29,8 @@ from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 
 from oabench_pipeline.core.editions import load_editions
 from oabench_pipeline.core.models_registry import ModelConfig, load_models_registry
-from oabench_pipeline.inference.cell import ANSWERED, build_requests, plan_cell
+from oabench_pipeline.freshness import stale_reasons
+from oabench_pipeline.inference.cell import ANSWERED, plan_cell
 from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
 from oabench_pipeline.partitions import cell_partition_key, model_edition_partitions
@@ -162,37 +163,6 @@ def run_states(instance: DagsterInstance | None, cells: Sequence[tuple[str, str]
         )
     wanted = {AssetPartitionStatus.FAILED: "failed", AssetPartitionStatus.IN_PROGRESS: "running"}
     return {k: wanted[s] for k, s in (statuses or {}).items() if s in wanted}
-
-
-def _mtime(store: Warehouse, table: str, key: str) -> float | None:
-    path = store.partition_path(table, key)
-    return path.stat().st_mtime if path.is_file() else None
-
-
-def stale_reasons(
-    store: Warehouse,
-    edition: str,
-    cell_key: str,
-    rows: pl.DataFrame,
-    model: ModelConfig | None,
-    questions: pl.DataFrame,
-) -> list[str]:
-    """Why a complete cell no longer reflects its inputs (empty: it does)."""
-    reasons = []
-    built = _mtime(store, "inferences", cell_key)
-    for table in ("questions", "answer_keys"):
-        changed = _mtime(store, table, edition)
-        if built is not None and changed is not None and changed > built:
-            reasons.append(f"{table} re-materialized after the cell")
-    if model is not None and model.kind != "baseline":
-        current = {r.qid: r.request_hash for r in build_requests(model, questions)}
-        live = rows.filter(ANSWERED & (pl.col("source") == "live"))
-        changed_hashes = sum(
-            1 for q, h in live.select("qid", "request_hash").iter_rows() if current.get(q) != h
-        )
-        if changed_hashes:
-            reasons.append(f"model config or prompts changed ({changed_hashes} request hash(es) differ)")
-    return reasons
 
 
 def _counts(questions: pl.DataFrame, rows: pl.DataFrame) -> tuple[int, int, int]:
