@@ -36,14 +36,17 @@ class ModelsRegistryResource(ConfigurableResource):
 
 
 class ModelClientResource(ConfigurableResource):
-    """How patient the client is with endpoints. API keys are read from the environment at call time."""
+    """How patient the client is with endpoints. API keys are read from the environment at call time.
 
-    timeout_s: float = 120.0
-    connect_timeout_s: float = 10.0
-    max_retries: int = 6
-    max_malformed_retries: int = 2
-    backoff_base_s: float = 0.5
-    backoff_max_s: float = 30.0
+    Defaults are the client's own (`EndpointConfig`), so there is one place that sets them.
+    """
+
+    timeout_s: float = EndpointConfig.timeout_s
+    connect_timeout_s: float = EndpointConfig.connect_timeout_s
+    max_retries: int = EndpointConfig.max_retries
+    max_malformed_retries: int = EndpointConfig.max_malformed_retries
+    backoff_base_s: float = EndpointConfig.backoff_base_s
+    backoff_max_s: float = EndpointConfig.backoff_max_s
 
     def endpoint(self, model: ModelConfig) -> EndpointConfig:
         if model.base_url is None:
