@@ -27,7 +27,7 @@ def test_partition_replaced_and_visible_through_duckdb_file(tmp_path: Path) -> N
 
 
 def test_partition_names_survive_any_model_key() -> None:
-    key = "43|evil'; drop table x; --/módulo \"x\""
+    key = '43|evil\'; drop table x; --/módulo "x"'
     assert partition_key_of(Path(partition_file_name(key))) == key
     assert "/" not in partition_file_name(key)
 
