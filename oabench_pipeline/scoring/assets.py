@@ -1,6 +1,7 @@
 """Scores per benchmark cell, then every leaderboard table rebuilt from all cells in one pass."""
 
 import base64
+import datetime as dt
 from pathlib import Path
 
 import polars as pl
@@ -89,6 +90,11 @@ def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> Mate
         AssetCheckSpec("official_at_least_technical", asset="leaderboard", blocking=True),
         AssetCheckSpec("accuracies_within_0_1", asset="leaderboard", blocking=True),
         AssetCheckSpec("complete_keys_have_80_rows_per_edition", asset="leaderboard", blocking=True),
+        AssetCheckSpec(
+            "pricing_snapshot_not_older_than_runs",
+            asset="leaderboard",
+            description="Estimated costs use a price snapshot taken at most a day before the calls",
+        ),
     ],
 )
 def leaderboard(warehouse: WarehouseResource) -> MaterializeResult:
@@ -103,11 +109,10 @@ def leaderboard(warehouse: WarehouseResource) -> MaterializeResult:
         raise Failure(description="nothing is scored yet: materialize inferences and scores first")
     with store.reader() as con:
         tables = build_leaderboard_tables(con)
-        row_counts = (
-            con.sql("select model_key, edition, count(*) as n from scores group by all").pl()
-            if store.has_table("scores")
-            else pl.DataFrame()
-        )
+        row_counts = con.sql("select model_key, edition, count(*) as n from scores group by all").pl()
+        answered_at = con.sql(
+            "select model_key, min(created_at) as first_answer from inferences where source = 'live' group by all"
+        ).pl()
     checks = leaderboard_checks(tables, row_counts)
     failing = [c for c in checks if not c.passed]
     if failing:
@@ -129,7 +134,36 @@ def leaderboard(warehouse: WarehouseResource) -> MaterializeResult:
                 "\n".join(f"- `{n}`: {tables[n].height} rows" for n in LEADERBOARD_TABLES)
             ),
         },
-        check_results=checks,
+        check_results=[*checks, pricing_age_check(tables["leaderboard"], answered_at)],
+    )
+
+
+PRICING_MAX_AGE = dt.timedelta(days=1)
+
+
+def pricing_age_check(board: pl.DataFrame, answered_at: pl.DataFrame) -> AssetCheckResult:
+    """Warn when a key's estimated cost uses prices fetched well before its calls were made.
+
+    Providers change prices; an estimate is only as good as a snapshot taken around the run it prices
+    (the original tool re-fetched live prices whenever it printed, long after the run).
+    """
+    priced = board.filter(pl.col("pricing_fetched_at").is_not_null()).join(answered_at, on="model_key")
+    # DuckDB hands back "Etc/UTC", polars writes "UTC": the same zone, but polars compares only equal names.
+    fetched, first = (pl.col(c).dt.convert_time_zone("UTC") for c in ("pricing_fetched_at", "first_answer"))
+    stale = priced.filter(fetched < first - PRICING_MAX_AGE)
+    return AssetCheckResult(
+        check_name="pricing_snapshot_not_older_than_runs",
+        passed=stale.is_empty(),
+        severity=AssetCheckSeverity.WARN,
+        metadata={
+            "problem": MetadataValue.text(
+                ", ".join(
+                    f"{r['model_key']}: prices of {r['pricing_fetched_at']}"
+                    for r in stale.iter_rows(named=True)
+                )
+                or "none"
+            )
+        },
     )
 
 
