@@ -25,6 +25,7 @@ from oabench_pipeline.freshness import (
 from oabench_pipeline.inference.cell import cell_name, plan_cell
 from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
 from oabench_pipeline.inference.credentials import credentials_problem
+from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import Warehouse
@@ -285,7 +286,14 @@ def _run_cells(
                 if concurrency and "inferences" in assets
                 else None
             )
-            outcome = run_assets(defs, instance, assets, partition_key=partition, run_config=run_config)
+            outcome = run_assets(
+                defs,
+                instance,
+                assets,
+                partition_key=partition,
+                run_config=run_config,
+                tags=endpoint_tags(model),
+            )
             bar.finish_cell(outcome.success)
             for check in outcome.failed_checks:
                 bar.console.print(f"[yellow]{model.key} × {edition}: check failed: {check}[/yellow]")

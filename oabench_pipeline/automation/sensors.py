@@ -47,6 +47,7 @@ from oabench_pipeline.automation.resources import PortalResource
 from oabench_pipeline.core.editions import Edition, load_editions
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.inference.credentials import credentials_problem
+from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.resources import ModelsRegistryResource
 from oabench_pipeline.partitions import editions_partitions, model_edition_partitions, model_keys_partitions
 from oabench_pipeline.resources import ExamSourcesResource, WarehouseResource
@@ -101,17 +102,19 @@ def editions_table_request(edition_keys: Sequence[str], stage: str) -> list[RunR
 
 
 def cell_requests(
-    edition_keys: Iterable[str], model_keys: Iterable[str], run_key_prefix: str
+    edition_keys: Iterable[str], models: Iterable[ModelConfig], run_key_prefix: str
 ) -> list[RunRequest]:
-    """One `inferences` run per (edition, model) cell; run keys make a repeated request a no-op."""
+    """One `inferences` run per (edition, model) cell, tagged with its endpoint (per-provider run limits);
+    run keys make a repeated request a no-op."""
     return [
         RunRequest(
             job_name=inference_cell_job.name,
-            partition_key=MultiPartitionKey({"edition": edition, "model": model}),
-            run_key=f"{run_key_prefix}-{edition}-{model}",
+            partition_key=MultiPartitionKey({"edition": edition, "model": model.key}),
+            run_key=f"{run_key_prefix}-{edition}-{model.key}",
+            tags=endpoint_tags(model),
         )
         for edition in sorted(edition_keys, key=int)
-        for model in sorted(model_keys)
+        for model in sorted(models, key=lambda m: m.key)
     ]
 
 
@@ -291,7 +294,8 @@ def _cells_for_ingested(
     if not runnable:
         # No model can run yet (none registered, or no credentials): keep the editions awaiting.
         return [], [], [*notes, f"editions {', '.join(ready)}: no registered model can run unattended"]
-    return cell_requests(ready, runnable, run_key_prefix="portal"), ready, notes
+    chosen = [m for m in models if m.key in runnable]
+    return cell_requests(ready, chosen, run_key_prefix="portal"), ready, notes
 
 
 @sensor(
@@ -398,7 +402,8 @@ def _cells_for_new_models(
         context.log.warning(f"models_registry_sensor: not run automatically: {'; '.join(held_back)}")
     editions = sorted(registered & ingested_editions(warehouse), key=int)
     # The run key carries a timestamp: a key removed then added back is run again (resuming its log).
-    return cell_requests(editions, runnable, run_key_prefix=f"registry-{int(time.time())}")
+    chosen = [m for m in added if m.key in runnable]
+    return cell_requests(editions, chosen, run_key_prefix=f"registry-{int(time.time())}")
 
 
 @sensor(
