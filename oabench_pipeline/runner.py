@@ -55,7 +55,6 @@ class RunOutcome:
     success: bool
     run_id: str
     errors: list[str]
-    materialized: int
     failed_checks: list[str]
 
 
@@ -81,7 +80,6 @@ def run_assets(
         result.success,
         result.run_id,
         failure_messages(result),
-        _count_materializations(result),
         failed_checks(result),
     )
 
@@ -134,7 +132,3 @@ def failed_checks(result: ExecuteInProcessResult) -> list[str]:
             partition = f" [{evaluation.partition}]" if evaluation.partition else ""
             failed.append(f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name}{partition}")
     return failed
-
-
-def _count_materializations(result: ExecuteInProcessResult) -> int:
-    return sum(1 for event in result.all_events if event.is_step_materialization)

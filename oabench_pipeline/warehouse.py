@@ -97,9 +97,6 @@ class Warehouse:
         self.ensure_views()
         return target
 
-    def delete_partition(self, table: str, partition_key: str = UNPARTITIONED) -> None:
-        self.partition_path(table, partition_key).unlink(missing_ok=True)
-
     # -- reading ---------------------------------------------------------------------------------------
 
     def read(self, table: str, partition_key: str | None = None) -> pl.DataFrame:
