@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from oabench_pipeline.inference import client as client_module
+from oabench_pipeline.inference import http_connection
 from oabench_pipeline.inference.client import (
     ChatRequest,
     ChatResult,
@@ -393,14 +393,15 @@ def test_unreachable_endpoint_is_an_error_row_after_retries() -> None:
 def test_each_worker_keeps_one_keep_alive_connection_with_nodelay(monkeypatch: pytest.MonkeyPatch) -> None:
     """Connections are opened once per worker and reused; small writes are never held back by Nagle."""
     opened: list[int] = []
-    real_connect = client_module._connect
+    real_connect = http_connection._connect
 
-    async def counting_connect(host: str, port: int, timeout: float | None):  # type: ignore[no-untyped-def]
-        stream = await real_connect(host, port, timeout)
-        opened.append(stream.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
-        return stream
+    async def counting_connect(target: http_connection.PostTarget, timeout_s: float):  # type: ignore[no-untyped-def]
+        reader = await real_connect(target, timeout_s)
+        sock = reader.transport.get_extra_info("socket")
+        opened.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        return reader
 
-    monkeypatch.setattr(client_module, "_connect", counting_connect)
+    monkeypatch.setattr(http_connection, "_connect", counting_connect)
     with ReplayServer(replies=replies(30), latency_s=0.01) as srv:
         # On uvloop too (what `run_blocking` picks when installed): its transports are not asyncio's.
         stats = run_blocking(run_chat_requests(fast_endpoint(srv.base_url), requests(30), 4, lambda r: None))
