@@ -3,8 +3,9 @@
 It runs an asyncio HTTP/1.1 server (keep-alive, Content-Length or chunked bodies) on its own event loop
 (uvloop when installed) in a background thread, bound to 127.0.0.1 on an ephemeral port. asyncio rather
 than a thread per connection because `asyncio.sleep` keeps the simulated latency exact with 64+
-concurrent connections. Connections are `asyncio.Protocol`s that parse requests straight from the
-received bytes: the server must cost far less CPU per request than any client it measures.
+concurrent connections. Connections are `asyncio.Protocol`s whose requests llhttp (httptools) parses
+straight from the received bytes: the server must cost far less CPU per request than any client it
+measures.
 
 Answers are looked up by (model id, text of the last user message): the request only carries the
 prompt, exactly as with a real provider, so the server never sees (or needs) question ids.
@@ -30,11 +31,13 @@ import random
 import ssl
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+import httptools
 
 FAULT_KINDS: tuple[str, ...] = (
     "5xx",
@@ -194,12 +197,9 @@ class _MutableStats:
 class _HttpRequest:
     method: str
     path: str
-    headers: dict[str, str]
+    headers: dict[str, str]  # names in lower case
     body: bytes
-
-    @property
-    def keep_alive(self) -> bool:
-        return self.headers.get("connection", "").lower() != "close"
+    keep_alive: bool
 
 
 @dataclass(frozen=True)
@@ -266,84 +266,24 @@ def _user_text(payload: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------------------------- HTTP/1.1
 
 
-MAX_HEAD_BYTES = 64 * 1024
-
-
-def _parse_request(buffer: bytearray) -> _HttpRequest | None:
-    """Take one complete request off the front of `buffer`; None (buffer untouched) if it is incomplete.
-
-    Plain bytes operations on what has already arrived, rather than a coroutine per header line: at 64
-    connections x 20 requests/s the server's per-request CPU must stay far below the client's.
-    Raises ValueError for a request that cannot be served (the connection is then closed).
-    """
-    end = buffer.find(b"\r\n\r\n")
-    if end < 0:
-        if len(buffer) > MAX_HEAD_BYTES:
-            raise ValueError("request head too large")
-        return None
-    lines = bytes(buffer[:end]).decode("latin-1").split("\r\n")
-    method, target, _version = lines[0].split(" ", 2)
-    headers: dict[str, str] = {}
-    for raw in lines[1 : MAX_HEADER_LINES + 1]:
-        name, _, value = raw.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    pos = end + 4
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        parts: list[bytes] = []
-        while True:
-            eol = buffer.find(b"\r\n", pos)
-            if eol < 0:
-                return None
-            size = int(bytes(buffer[pos:eol]).split(b";", 1)[0].strip() or b"0", 16)
-            pos = eol + 2
-            if size == 0:
-                eol = buffer.find(b"\r\n", pos)  # trailing CRLF (no trailers expected)
-                if eol < 0:
-                    return None
-                pos = eol + 2
-                break
-            if len(buffer) < pos + size + 2:
-                return None
-            parts.append(bytes(buffer[pos : pos + size]))
-            pos += size + 2
-            if pos > MAX_BODY_BYTES:
-                raise ValueError("request body too large")
-        body = b"".join(parts)
-    else:
-        length = int(headers.get("content-length", "0"))
-        if length > MAX_BODY_BYTES:
-            raise ValueError("request body too large")
-        if len(buffer) < pos + length:
-            return None
-        body = bytes(buffer[pos : pos + length])
-        pos += length
-    del buffer[:pos]
-    return _HttpRequest(method.upper(), target.split("?", 1)[0], headers, body)
-
-
-class _ResponseWriter:
-    """What `_write_response` needs of a connection: `write` and `drain`, straight on the transport."""
-
-    def __init__(self, transport: asyncio.WriteTransport) -> None:
-        self.transport = transport
-
-    def write(self, data: bytes) -> None:
-        if not self.transport.is_closing():
-            self.transport.write(data)
-
-    async def drain(self) -> None:
-        return None  # the transport buffers whatever the socket did not take yet
-
-
 class _ReplayProtocol(asyncio.Protocol):
-    """One client connection: requests are parsed as bytes arrive and answered one at a time, in order."""
+    """One client connection: llhttp parses requests as bytes arrive; they are answered one at a time, in order.
+
+    Callbacks on the received bytes rather than a coroutine per header line: at 64 connections x 20
+    requests/s the server's per-request CPU must stay far below the client's it measures.
+    """
 
     def __init__(self, server: ReplayServer) -> None:
         self._server = server
-        self._buffer = bytearray()
+        self._parser = httptools.HttpRequestParser(self)
         self._transport: asyncio.WriteTransport | None = None
         self._writer: _ResponseWriter | None = None
+        self._pending: deque[_HttpRequest] = deque()  # pipelined requests wait their turn
         self._busy = False
+        self._url = b""
+        self._headers: dict[str, str] = {}
+        self._body: list[bytes] = []
+        self._body_size = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's are not asyncio classes
@@ -354,19 +294,50 @@ class _ReplayProtocol(asyncio.Protocol):
         self._server._transports.discard(self._transport)  # type: ignore[arg-type]
 
     def data_received(self, data: bytes) -> None:
-        self._buffer += data
-        if not self._busy:
-            self._next()
-
-    def _next(self) -> None:
         assert self._transport is not None
         try:
-            request = _parse_request(self._buffer)
-        except ValueError:
-            self._transport.close()
+            self._parser.feed_data(data)
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade):
+            self._transport.close()  # not HTTP/1.1 we can serve (or a callback refused it)
             return
-        if request is None:
-            return
+        if not self._busy and self._pending:
+            self._start(self._pending.popleft())
+
+    # -- llhttp callbacks (an exception raised here makes `feed_data` fail, which closes the connection)
+
+    def on_message_begin(self) -> None:
+        self._url = b""
+        self._headers = {}
+        self._body = []
+        self._body_size = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(self._headers) >= MAX_HEADER_LINES:
+            raise ValueError("too many request headers")
+        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_body(self, body: bytes) -> None:
+        self._body_size += len(body)
+        if self._body_size > MAX_BODY_BYTES:
+            raise ValueError("request body too large")
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        request = _HttpRequest(
+            method=self._parser.get_method().decode("latin-1").upper(),
+            path=self._url.split(b"?", 1)[0].decode("latin-1"),
+            headers=self._headers,
+            body=b"".join(self._body),
+            keep_alive=self._parser.should_keep_alive(),
+        )
+        self._pending.append(request)
+
+    # -- answering
+
+    def _start(self, request: _HttpRequest) -> None:
         self._busy = True
         task = asyncio.get_running_loop().create_task(self._serve(request))
         self._server._connections.add(task)
@@ -385,20 +356,36 @@ class _ReplayProtocol(asyncio.Protocol):
         self._busy = False
         if not keep_alive or self._transport.is_closing():
             self._transport.close()
-        elif self._buffer:
-            self._next()
+        elif self._pending:
+            self._start(self._pending.popleft())
+
+
+class _ResponseWriter:
+    """What `_write_response` needs of a connection: `write` and `drain`, straight on the transport."""
+
+    def __init__(self, transport: asyncio.WriteTransport) -> None:
+        self.transport = transport
+
+    def write(self, data: bytes) -> None:
+        if not self.transport.is_closing():
+            self.transport.write(data)
+
+    async def drain(self) -> None:
+        return None  # the transport buffers whatever the socket did not take yet
 
 
 async def _write_response(writer: _ResponseWriter, response: _HttpResponse, keep_alive: bool) -> None:
-    reason = _REASONS.get(response.status, "Status")
-    head = [
-        f"HTTP/1.1 {response.status} {reason}",
-        f"Content-Type: {response.content_type}",
-        f"Content-Length: {len(response.body)}",
-        f"Connection: {'keep-alive' if keep_alive else 'close'}",
-        *(f"{name}: {value}" for name, value in response.extra_headers),
-    ]
-    writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + response.body)
+    head = b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: %s\r\n" % (
+        response.status,
+        _REASONS.get(response.status, "Status").encode(),
+        response.content_type.encode(),
+        len(response.body),
+        b"keep-alive" if keep_alive else b"close",
+    )
+    extra = b"".join(
+        b"%s: %s\r\n" % (name.encode(), value.encode("latin-1")) for name, value in response.extra_headers
+    )
+    writer.write(head + extra + b"\r\n" + response.body)
     await writer.drain()
 
 
