@@ -572,12 +572,17 @@ async def run_chat_requests(
 
     workers = min(concurrency, max(1, len(requests)))
     tasks: list[asyncio.Task[None]] = []
-    for _ in range(workers):
-        tasks.append(asyncio.create_task(worker()))
-        # One loop turn per worker start: the first workers' requests go out while later connections
-        # are still being opened, instead of every request waiting behind all C connection setups
-        # (~10 ms at C=64 on loopback). Against a remote endpoint a loop turn costs microseconds.
-        await asyncio.sleep(0)
+    try:
+        for _ in range(workers):
+            tasks.append(asyncio.create_task(worker()))
+            # One loop turn per worker start: the first workers' requests go out while later
+            # connections are still being opened, instead of every request waiting behind all C
+            # connection setups (~10 ms at C=64 on loopback). Against a remote endpoint a loop turn
+            # costs microseconds.
+            await asyncio.sleep(0)
+    except BaseException:
+        await _cancel_all(tasks)  # cancelled while starting: take the started workers down too
+        raise
     await _wait_all_or_first_error(tasks)
 
     elapsed = 0.0
@@ -603,16 +608,19 @@ async def _wait_all_or_first_error(tasks: list[asyncio.Task[None]]) -> None:
     try:
         done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     except BaseException:
-        # We were cancelled ourselves: take the workers down with us.
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _cancel_all(tasks)  # we were cancelled ourselves: take the workers down with us
         raise
-    for task in pending:
-        task.cancel()
-    await asyncio.gather(*pending, return_exceptions=True)
+    await _cancel_all(pending)
     # Several workers may hit the same fatal error at once: retrieve every exception (so asyncio does
     # not log "never retrieved"), raise the first.
     errors = [exc for task in done if not task.cancelled() and (exc := task.exception()) is not None]
     if errors:
         raise errors[0]
+
+
+async def _cancel_all(tasks: Iterable[asyncio.Task[None]]) -> None:
+    """Cancel `tasks` and wait until each has finished unwinding."""
+    tasks = list(tasks)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

@@ -372,6 +372,23 @@ def test_oversized_reply_is_an_error_row_without_retry_and_a_large_one_within_ca
     assert result.raw_response is not None and len(result.raw_response) == len(huge)
 
 
+def test_cancelled_while_workers_are_starting_leaves_no_worker_running() -> None:
+    """Workers start one loop turn apart; a cancel in between must take the started ones down too."""
+
+    async def cancel_early() -> list[asyncio.Task]:
+        with ReplayServer(replies=replies(64), latency_s=0.5) as srv:
+            endpoint = fast_endpoint(srv.base_url)
+            pool = asyncio.create_task(run_chat_requests(endpoint, requests(64), 64, lambda r: None))
+            for _ in range(5):  # a few workers started, far from all 64
+                await asyncio.sleep(0)
+            pool.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await pool
+            return [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+
+    assert asyncio.run(cancel_early()) == []
+
+
 def test_rejects_nonsense_concurrency() -> None:
     with pytest.raises(ValueError, match="concurrency"):
         asyncio.run(
