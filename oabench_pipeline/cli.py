@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -365,11 +366,31 @@ def status_cmd(models_opt: str | None, editions_opt: str | None, fmt: str) -> No
     default="table",
     show_default=True,
 )
-def leaderboard_cmd(by: str, fmt: str) -> None:
-    """Print the leaderboard (or its per-edition / per-area breakdown) from the warehouse."""
+@click.option(
+    "--as-of",
+    "as_of",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    help="Count only runs completed before the end of this day (UTC), e.g. 2026-03-03.",
+)
+def leaderboard_cmd(by: str, fmt: str, as_of: datetime | None) -> None:
+    """Print the leaderboard (or its per-edition / per-area breakdown) from the warehouse.
+
+    With --as-of the tables are computed for that day from the scored runs (nothing is written).
+    """
     settings = Settings.from_env()
     table = {"model": "leaderboard", "edition": "leaderboard_by_edition", "area": "leaderboard_by_area"}[by]
-    frame = Warehouse(settings.warehouse_path).read(table)
+    warehouse = Warehouse(settings.warehouse_path)
+    if as_of is None:
+        frame = warehouse.read(table)
+    elif not warehouse.has_table("scores"):
+        raise click.ClickException("nothing is scored yet: run `oabench run` or `oabench import` first")
+    else:
+        from oabench_pipeline.core.leaderboard import build_leaderboard_tables
+
+        with warehouse.reader() as con:
+            frame = build_leaderboard_tables(con, as_of=as_of.date())[table]
+        if frame.is_empty():
+            raise click.ClickException(f"no run had started by the end of {as_of.date()} (UTC)")
     if frame.is_empty():
         raise click.ClickException(f"no {table} table yet: run `oabench run` or `oabench import` first")
     if fmt == "table":
@@ -384,6 +405,7 @@ TERMINAL_COLUMNS = {
         "tie_group",
         "model_key",
         "official_score",
+        "replicate_spread",
         "official_total",
         "official_accuracy",
         "accuracy_ci_low",
