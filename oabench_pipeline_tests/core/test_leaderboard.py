@@ -4,7 +4,6 @@ reproduction of OABench's published summary.json files from their inferences.jso
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import json
 import math
 from pathlib import Path

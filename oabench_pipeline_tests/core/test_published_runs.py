@@ -74,7 +74,9 @@ def test_run_summaries_say_which_editions_completed_and_at_what_price(runs_dir: 
     assert (partial.has_summary, partial.editions, partial.completed_at) == (False, [], None)
     grok = read_run_summary(runs_dir / "2026-03-03T18-05-25-435Z_x-ai--grok-4.1-fast_direto")
     assert grok.has_summary and grok.editions == [43, 44, 45]
-    assert grok.completed_at is not None and grok.completed_at.isoformat() == "2026-03-03T18:10:20.395000+00:00"
+    assert (
+        grok.completed_at is not None and grok.completed_at.isoformat() == "2026-03-03T18:10:20.395000+00:00"
+    )
     assert (grok.prompt_price_per_token, grok.completion_price_per_token) == (2e-07, 5e-07)
     assert grok.estimated_cost_usd == pytest.approx(0.1897627)
 

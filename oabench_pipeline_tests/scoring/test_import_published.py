@@ -8,8 +8,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from oabench_pipeline_tests.summary_like_oabench import summarize_like_oabench
 from oabench_pipeline_tests.pipeline_env import PipelineEnv
+from oabench_pipeline_tests.summary_like_oabench import summarize_like_oabench
 
 PARTIAL_RUN_KEY = "openai/gpt-5-mini"
 
