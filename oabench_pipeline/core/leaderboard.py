@@ -164,7 +164,7 @@ def _add_intervals(
     joint = (
         by_edition.filter(pl.col("edition").is_in(sorted(required)))
         .group_by("model_key")
-        .agg(_p=pl.col("p_pass").product(), _sat=pl.len())
+        .agg(_p=pl.col("p_pass").sort_by("edition").product(), _sat=pl.len())
     )
     keys_df = (
         keys_df.with_columns(
