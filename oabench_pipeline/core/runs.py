@@ -71,6 +71,31 @@ def baseline_run_id(model_key: str) -> str:
     return f"baseline:{model_key}"
 
 
+def replicate_of(run_id: str | None, model_key: str) -> int | None:
+    """k for `live:<model_key>:r<k>`, else None."""
+    prefix = f"live:{model_key}:r"
+    if run_id is None or not run_id.startswith(prefix) or not run_id[len(prefix) :].isdigit():
+        return None
+    return int(run_id[len(prefix) :])
+
+
+def with_logical_run_ids(rows: pl.DataFrame, model_key: str) -> pl.DataFrame:
+    """Rows written before runs existed carry the Dagster run id: a live row becomes replicate 1 (the
+    only replicate there was), a baseline row the key's baseline run. Imported rows keep their folder."""
+    if rows.is_empty():
+        return rows
+    live_prefix = f"live:{model_key}:r"
+    return rows.with_columns(
+        run_id=pl.when(
+            (pl.col("source") == "live") & ~pl.col("run_id").fill_null("").str.starts_with(live_prefix)
+        )
+        .then(pl.lit(live_run_id(model_key, 1)))
+        .when(pl.col("source") == "baseline")
+        .then(pl.lit(baseline_run_id(model_key)))
+        .otherwise(pl.col("run_id"))
+    )
+
+
 def relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     """True when `name` resolves on `con` (table, view or registered Arrow/polars object)."""
     try:
