@@ -120,6 +120,10 @@ def stale_reasons(
 
 def scores_are_current(warehouse: Warehouse, model_key: str, edition: str) -> bool:
     partition = cell_name(model_key, edition)
+    scores = warehouse.partition_path("scores", partition)
+    # Scores written before runs existed have no run_id: the leaderboard cannot tell their run apart.
+    if scores.is_file() and "run_id" not in pl.read_parquet_schema(scores):
+        return False
     return _newer_or_equal(
         warehouse.partition_path("scores", partition),
         warehouse.partition_path("inferences", partition),
