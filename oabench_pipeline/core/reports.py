@@ -128,8 +128,9 @@ def leaderboard_markdown(tables: dict[str, pl.DataFrame]) -> str:
     ]
     note = (
         "Official accuracy credits annulled questions to every model (as the OAB does); technical "
-        "accuracy counts active questions only. Intervals: 95% bootstrap over questions. "
-        "Rank: dense by official score among keys that answered every active question."
+        "accuracy counts active questions only. Intervals: 95% Wilson (annulled questions credited with "
+        "certainty). Rank: dense by official score among keys whose counted run of every edition is "
+        "complete (the newest complete run). Cost marked (est.): tokens x a price snapshot."
     )
     return "\n".join(lines) + "\n\n" + note + "\n"
 
@@ -249,7 +250,7 @@ def _html_page(tables: dict[str, pl.DataFrame], pngs: dict[str, bytes], caption:
         f"<style>{_CSS}</style></head><body><h1>OABench leaderboard</h1>"
         f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
         "<p class='caption'>Official accuracy credits annulled questions to everyone; technical accuracy "
-        "counts active questions only; 95% bootstrap intervals.</p>"
+        "counts active questions only; 95% Wilson intervals.</p>"
         f"{images}{cap}</body></html>"
     )
 
