@@ -29,7 +29,7 @@ from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 
 from oabench_pipeline.core.editions import load_editions
 from oabench_pipeline.core.models_registry import ModelConfig, load_models_registry
-from oabench_pipeline.core.runs import baseline_run_id, live_run_id, with_logical_run_ids
+from oabench_pipeline.core.runs import live_run_id, with_logical_run_ids
 from oabench_pipeline.freshness import stale_reasons, summary_editions
 from oabench_pipeline.inference.cell import ANSWERED, CellPlan, complete_imported_runs, replicate_plans
 from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
@@ -185,20 +185,37 @@ def _plans(
     return replicate_plans(model, questions, logged, rows, 1, elsewhere)
 
 
-def _current_run_rows(rows: pl.DataFrame, model: ModelConfig | None, plans: list[CellPlan]) -> pl.DataFrame:
+def _current_run_rows(
+    store: Warehouse,
+    edition: str,
+    questions: pl.DataFrame,
+    rows: pl.DataFrame,
+    model: ModelConfig | None,
+    plans: list[CellPlan],
+) -> pl.DataFrame:
     """The rows of the run the cell's state is about: the live replicate a run would resume, else the
-    baseline run, else the newest run with no error row (the newest at all when every run has one)."""
+    newest complete run (what the leaderboard counts), else the newest run."""
     if rows.is_empty():
         return rows
     if model is not None and plans:
         return rows.filter(pl.col("run_id") == live_run_id(model.key, plans[0].replicate))
-    if model is not None and model.kind == "baseline":
-        return rows.filter(pl.col("run_id") == baseline_run_id(model.key))
+    active = set(questions.filter(pl.col("status") == "active")["qid"])
+    by_summary = summary_editions(store, rows)
     runs = rows.group_by("run_id").agg(
-        newest=pl.col("created_at").max(), errors=pl.col("error").is_not_null().sum()
+        newest=pl.col("created_at").max(),
+        source=pl.col("source").first(),
+        errors=pl.col("error").is_not_null().sum(),
+        replied=pl.col("qid").filter(pl.col("error").is_null() & ~pl.col("skipped").fill_null(False)),
     )
-    clean = runs.filter(pl.col("errors") == 0)
-    chosen = (clean if not clean.is_empty() else runs).sort("newest", "run_id", nulls_last=True)["run_id"][-1]
+
+    def is_complete(run: dict) -> bool:  # the rules of core/runs.py, for one cell's few runs
+        if run["source"] == "imported":
+            return int(edition) in by_summary.get(run["run_id"], [])
+        return not run["errors"] and active <= set(run["replied"])
+
+    complete = [r["run_id"] for r in runs.iter_rows(named=True) if is_complete(r)]
+    candidates = runs.filter(pl.col("run_id").is_in(complete)) if complete else runs
+    chosen = candidates.sort("newest", "run_id", nulls_last=True)["run_id"][-1]
     return rows.filter(pl.col("run_id") == chosen)
 
 
@@ -235,7 +252,7 @@ def cell_status(
         if model is not None and model.kind != "baseline"
         else []
     )
-    current = _current_run_rows(rows, model, plans)
+    current = _current_run_rows(store, edition, questions, rows, model, plans)
     answered, errors, missing = _counts(questions, current)
     to_send, cost, unpriced = _to_complete(store, model, plans)
     state, reason = _state(store, edition, cell_key, rows, model, questions, run_state, errors, missing)

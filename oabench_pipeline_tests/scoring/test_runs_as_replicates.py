@@ -140,3 +140,14 @@ def test_imported_cost_falls_back_to_the_summary_estimate(replicated: PipelineEn
     assert (grok["cost_source"], grok["effective_cost_usd"]) == ("reported", pytest.approx(0.181221579))
     pareto = replicated.warehouse.read("pareto_frontier")
     assert pareto.filter(pl.col("model_key") == "deepseek/deepseek-v3.2")["cost_source"].item() == "estimated"
+
+
+def test_status_judges_the_run_that_counts(replicated: PipelineEnv) -> None:
+    # Grok's newest folder is an aborted run: the cells stay complete through the rerun before it.
+    result = replicated.cli("status", "--models", f"{GROK},z-ai/glm-5", "--format", "json")
+    cells = {(c["model_key"], c["edition"]): c for c in json.loads(result.output)["cells"]}
+    for edition in ("43", "44", "45"):
+        grok = cells[(GROK, edition)]
+        assert (grok["state"], grok["errors"], grok["missing"], grok["to_send"]) == ("complete", 0, 0, 0)
+    glm = cells[("z-ai/glm-5", "43")]  # not in the registry: history; its only run kept an error
+    assert glm["state"] == "failed" and glm["errors"] == 1
