@@ -267,7 +267,12 @@ DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
         ("reasoning_tokens", pl.Int64, "Reasoning tokens"),
         ("cost_usd", pl.Float64, "Cost reported by the endpoint"),
         ("complete", pl.Boolean, "The canonical run is complete and every active question has a row"),
-        ("run_id", pl.String, "The canonical run: newest complete run (before the as_of day, if set)"),
+        (
+            "run_id",
+            pl.String,
+            "The run counted: the newest complete run (before the as_of day, if set); with none complete, "
+            "the newest started run, shown but never ranked",
+        ),
     ),
     "leaderboard_by_area": _columns(
         ("model_key", pl.String, "Model configuration key"),
