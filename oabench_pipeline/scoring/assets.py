@@ -68,14 +68,28 @@ def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> Mate
     with store.reader() as con:
         frame = score_inferences(con, model_key=model_key, edition=int(edition))
     store.write_partition("scores", frame, str(context.partition_key))
-    active = frame.filter(pl.col("status") == "active")
+    # One line per run of the cell (a partition holds every run): summing across runs would mean nothing.
+    per_run = (
+        frame.group_by("run_id")
+        .agg(
+            official=pl.col("is_correct_official").sum(),
+            technical=pl.col("is_correct_technical").sum(),
+            active=(pl.col("status") == "active").sum(),
+            invalid=((pl.col("status") == "active") & ~pl.col("is_valid")).sum(),
+        )
+        .sort("run_id")
+    )
     return MaterializeResult(
         metadata={
             "rows": frame.height,
-            "official_score": int(frame["is_correct_official"].sum()),
-            "technical_score": int(active["is_correct_technical"].sum()),
-            "active": active.height,
-            "invalid": int((~active["is_valid"]).sum()),
+            "runs": per_run.height,
+            "scores_by_run": MetadataValue.md(
+                "\n".join(
+                    f"- `{r['run_id']}`: official {r['official']}, technical {r['technical']}/{r['active']}, "
+                    f"invalid {r['invalid']}"
+                    for r in per_run.iter_rows(named=True)
+                )
+            ),
         }
     )
 
