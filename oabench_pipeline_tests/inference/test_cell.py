@@ -10,7 +10,7 @@ import pytest
 from oabench_pipeline.core.baselines import BASELINE_IDS
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.inference.cell import api_cell_rows, baseline_cell_rows, plan_cell
-from oabench_pipeline.inference.client import ChatRequest, ChatResult
+from oabench_pipeline.inference.types import ChatRequest, ChatResult
 from oabench_pipeline.tables import conform, empty_frame
 
 T0 = dt.datetime(2026, 3, 3, 12, 0, tzinfo=dt.UTC)

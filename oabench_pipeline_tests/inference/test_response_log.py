@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from oabench_pipeline.inference.client import ChatResult
 from oabench_pipeline.inference.response_log import ResponseLog, cell_log_path, latest_by_hash, read_log
+from oabench_pipeline.inference.types import ChatResult
 
 T0 = dt.datetime(2026, 3, 3, 12, 0, tzinfo=dt.UTC)
 
