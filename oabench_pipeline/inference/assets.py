@@ -25,7 +25,7 @@ from dagster import (
 
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.inference.cell import api_cell_rows, baseline_cell_rows, plan_cell
-from oabench_pipeline.inference.client import ChatResult, FatalEndpointError, run_blocking, run_chat_requests
+from oabench_pipeline.inference.client import run_blocking, run_chat_requests
 from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
 from oabench_pipeline.inference.progress import CellProgress, publish
 from oabench_pipeline.inference.resources import (
@@ -35,6 +35,7 @@ from oabench_pipeline.inference.resources import (
     UnknownModelError,
 )
 from oabench_pipeline.inference.response_log import ResponseLog, cell_log_path, latest_by_hash, read_log
+from oabench_pipeline.inference.types import ChatResult, FatalEndpointError
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import model_edition_partitions
 from oabench_pipeline.resources import WarehouseResource
@@ -99,7 +100,9 @@ def inferences(
         rows = baseline_cell_rows(model, questions, run_id=context.run_id)
         sent = 0
     else:
-        rows, sent = _run_api_cell(context, model, edition, questions, store, model_client, config)
+        rows, sent = _run_api_cell(
+            context, model, edition, questions, store, model_client, config, models_registry
+        )
     frame = conform("inferences", pl.DataFrame(rows, infer_schema_length=None))
     return _finish(context, store, questions, frame, sent)
 
@@ -112,6 +115,7 @@ def _run_api_cell(
     store: Warehouse,
     model_client: ModelClientResource,
     config: InferenceConfig,
+    models_registry: ModelsRegistryResource,
 ) -> tuple[list[dict], int]:
     log_path = cell_log_path(store.root / "responses", model.key, edition)
     logged = latest_by_hash(read_log(log_path))
@@ -122,7 +126,9 @@ def _run_api_cell(
     )
     if plan.pending:
         _check_budget_before(model, plan.pending, store, logged)
-        _call_model(context, model, edition, plan, logged, log_path, model_client, config)
+        _call_model(
+            context, model, edition, plan, logged, log_path, model_client, config, models_registry.models()
+        )
         logged = latest_by_hash(read_log(log_path))
     rows = api_cell_rows(model, questions, plan, logged, run_id=context.run_id)
     return rows, len(plan.pending)
@@ -137,9 +143,10 @@ def _call_model(
     log_path: Path,
     model_client: ModelClientResource,
     config: InferenceConfig,
+    registry: dict[str, ModelConfig],
 ) -> None:
     try:
-        endpoint = model_client.endpoint(model)
+        endpoint = model_client.endpoint(model, registry.values())
     except MissingApiKeyError as error:
         raise Failure(description=str(error)) from None
     spent_before = sum(_paid(r) for r in logged.values())
@@ -152,6 +159,8 @@ def _call_model(
 
     def on_result(result: ChatResult) -> None:
         log.append(result)
+        if result.cost_note:
+            context.log.warning(f"{model.key} × {edition} {result.qid}: {result.cost_note}")
         progress.answered += result.ok
         progress.errors += not result.ok
         progress.cost_usd += _paid(result)
