@@ -49,3 +49,19 @@ def test_connection_pool_is_sized_to_the_models_sharing_the_base_url(monkeypatch
     assert endpoint.secret_headers == (("X-Token", "tok-secret"),)
     assert "tok-secret" not in repr(endpoint) and "sk-test" not in repr(endpoint)
     assert set(endpoint.secrets) == {"sk-test", "tok-secret"}
+
+
+def test_price_list_keeps_the_base_url_query_and_the_key_header() -> None:
+    from oabench_pipeline.inference.pricing import fetch_model_prices
+    from oabench_pipeline_tests.servers.openai_replay import ModelPricing, ReplayServer
+
+    with ReplayServer(
+        models={"gpt-4o": ModelPricing("0.000005", "0.00002")},
+        base_path="/openai/deployments/gpt-4o",
+        required_query="api-version=2024-10-21",
+    ) as server:
+        rows = fetch_model_prices(server.base_url, "azure-key", api_key_header="api-key")
+        stats = server.stats
+    assert [(r["model"], r["prompt_price_per_token"]) for r in rows] == [("gpt-4o", 0.000005)]
+    assert stats.request_targets == {"GET /openai/deployments/gpt-4o/models?api-version=2024-10-21"}
+    assert stats.header_values["api-key"] == {"azure-key"}
