@@ -287,6 +287,16 @@ def parse_completion(payload: bytes) -> _Parsed:
     )
 
 
+def _usage_cost_of(payload: bytes) -> Any:
+    """`usage.cost` of a JSON body that is not a usable completion (e.g. empty `choices`), if it has one."""
+    try:
+        data = json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    usage = data.get("usage") if isinstance(data, dict) else None
+    return usage.get("cost") if isinstance(usage, dict) else None
+
+
 def _model_from_error_body(text: str) -> str | None:
     """The model id the server complains about, if its error body names one."""
     try:
@@ -538,8 +548,8 @@ def _interpret(
         attempts.add_cost(*trusted_cost(None, reply.headers))
         raise _Retry("5xx", clean_error_text(str(exc), secrets)) from None
     except _MalformedBody as exc:
-        # Unreadable, but maybe billed: a gateway's cost header still counts towards the budget.
-        attempts.add_cost(*trusted_cost(None, reply.headers))
+        # Unusable, but maybe billed: whatever cost the body or a gateway header reports still counts.
+        attempts.add_cost(*trusted_cost(_usage_cost_of(reply.body), reply.headers))
         raise _Retry("malformed", clean_error_text(str(exc), secrets)) from None
     attempts.last_parsed = parsed
     attempts.add_cost(*trusted_cost(parsed.reported_cost, reply.headers))

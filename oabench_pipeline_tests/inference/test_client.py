@@ -539,6 +539,13 @@ def test_cost_of_unparseable_replies_counts_towards_the_paid_total() -> None:
         # check is on the pure function that reads it.
         (result,), _ = run(fast_endpoint(srv.base_url, max_malformed_retries=2), requests(1))
     assert result.ok and result.attempts == 3
+    # A body with usage but no choices (billed, unusable) counts its cost too.
+    billed_empty = {
+        (MODEL, prompt(0)): RecordedReply("", raw_body=b'{"choices": [], "usage": {"cost": 0.125}}')
+    }
+    with ReplayServer(replies=billed_empty) as srv:
+        (unusable,), _ = run(fast_endpoint(srv.base_url, max_malformed_retries=1), requests(1))
+    assert not unusable.ok and unusable.attempts == 2 and unusable.total_cost_usd == 0.25
     headers = httpx.Headers({"x-litellm-response-cost": "0.25"})
     assert trusted_cost(None, headers) == (0.25, None)
     assert trusted_cost(-1, headers)[0] == 0.25 and "negative" in (trusted_cost(-1, headers)[1] or "")
