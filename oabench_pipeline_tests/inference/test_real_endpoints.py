@@ -237,3 +237,24 @@ def test_litellm_cost_header_is_stored(fresh_env: PipelineEnv) -> None:
     answered = assert_all_answered(fresh_env)
     assert answered["cost_usd"].null_count() == 0
     assert answered["cost_usd"].sum() == pytest.approx(ACTIVE * 0.0005)
+
+
+def test_unresolvable_host_and_redirect_stop_the_cell_with_a_reason(fresh_env: PipelineEnv) -> None:
+    no_proxy_env(fresh_env)
+    use_models(fresh_env, "http://no-such-host.invalid/v1")
+    result = run_cell(fresh_env)
+    assert (
+        result.exit_code != 0
+        and "does not resolve" in result.output
+        and "no-such-host.invalid" in result.output
+    )
+
+    from oabench_pipeline_tests.servers.openai_replay import FaultProfile
+
+    with ReplayServer(api_key=TEST_KEY, faults=FaultProfile(fixed_status=301)) as server:
+        use_models(fresh_env, server.base_url)
+        result = run_cell(fresh_env)
+        asked = server.stats.total_requests
+    assert result.exit_code != 0 and "HTTP 301" in result.output
+    assert "https://moved.example/v1/chat/completions" in result.output
+    assert asked <= 20  # the first wave at most (concurrency 20): nothing retried
