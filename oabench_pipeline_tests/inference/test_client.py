@@ -94,8 +94,9 @@ def test_keeps_exactly_concurrency_in_flight_and_answers_each_prompt_once() -> N
     assert by_qid["q5"].cost_usd == pytest.approx(0.001)
     assert all(r.error is None and r.attempts == 1 and r.latency_ms >= 50 for r in results)
     assert stats.answered == 30 and stats.errors == 0 and stats.retries == 0
-    # 30 requests, 7 at a time, 50 ms each: 5 waves (0.25 s); one at a time would take 1.5 s.
-    assert 0.25 <= stats.elapsed_s < 1.2
+    # 30 requests, 7 at a time, 50 ms each: at least 5 waves. That 7 were really in flight at once is
+    # the server's count above, not a wall-clock bound (the machine is shared).
+    assert stats.elapsed_s >= 0.25
 
 
 def test_pool_refills_a_slot_as_soon_as_it_frees_not_by_batches() -> None:
@@ -143,10 +144,10 @@ def test_reads_reasoning_tokens_and_cost_including_vllm_reasoning_content() -> N
 )
 def test_each_fault_is_retried_and_ends_answered(fault: str, cause: str) -> None:
     faults = FaultProfile(
-        seed=7, retry_after_s=0.01, hang_s=0.6, max_faults_per_prompt=1, **{f"rate_{fault}": 1.0}
+        seed=7, retry_after_s=0.01, hang_s=2.0, max_faults_per_prompt=1, **{f"rate_{fault}": 1.0}
     )
     with ReplayServer(replies=replies(6), latency_s=0.01, faults=faults) as srv:
-        results, stats = run(fast_endpoint(srv.base_url, timeout_s=0.25), requests(6), concurrency=3)
+        results, stats = run(fast_endpoint(srv.base_url, timeout_s=1.0), requests(6), concurrency=3)
         server = srv.stats
     assert server.faults == {fault: 6}
     assert all(r.ok and r.attempts == 2 for r in results), [(r.qid, r.error) for r in results]
