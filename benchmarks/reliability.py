@@ -34,6 +34,7 @@ from oabench_pipeline_tests.inference.fault_profiles import (  # noqa: E402
     CLIENT_TIMEOUT_S,
     PROFILES,
     concurrency_for,
+    latency_for,
 )
 from oabench_pipeline_tests.inference.paid_calls import error_rows  # noqa: E402
 from oabench_pipeline_tests.inference.replay import (  # noqa: E402
@@ -92,7 +93,8 @@ def measure(name: str, profile: FaultProfile, template: Path, root: Path, latenc
     copy_ingested(template, warehouse.root)
     replies = published_replies(shared_oab_dir(), warehouse)
     args = ["run", "--models", ",".join(MODELS), "--concurrency", str(concurrency_for(profile))]
-    with ReplayServer(replies=replies, api_key=TEST_KEY, latency_s=latency_s, faults=profile) as server:
+    latency = latency_for(profile, latency_s)
+    with ReplayServer(replies=replies, api_key=TEST_KEY, latency_s=latency, faults=profile) as server:
         entries = [{"id": m, "base_url": server.base_url, "api_key_env": TEST_KEY_ENV} for m in MODELS]
         env["OABENCH_MODELS_FILE"] = str(write_models_file(root / "models.toml", entries))
         started = time.perf_counter()

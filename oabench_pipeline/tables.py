@@ -100,7 +100,12 @@ TABLES: dict[str, tuple[Column, ...]] = {
         ("prompt_tokens", pl.Int64, "Prompt tokens reported by the endpoint"),
         ("completion_tokens", pl.Int64, "Completion tokens reported (reasoning included)"),
         ("reasoning_tokens", pl.Int64, "Reasoning tokens reported"),
-        ("cost_usd", pl.Float64, "Cost reported by the endpoint (OpenRouter usage.cost), all attempts"),
+        (
+            "cost_usd",
+            pl.Float64,
+            "Cost reported by the endpoint, all attempts: usage.cost, else a gateway's cost header "
+            "(x-litellm-response-cost); NULL when unreported, negative or not finite",
+        ),
         ("error", pl.String, "Why there is no answer (after retries); NULL when answered"),
         ("skipped", pl.Boolean, "Annulled question: no call made, credited to everyone"),
         ("attempts", pl.Int32, "HTTP attempts made for this answer"),
@@ -118,6 +123,11 @@ TABLES: dict[str, tuple[Column, ...]] = {
             pl.String,
             "Dagster run that wrote the row (NULL for rows written before it existed)",
         ),
+        ("response_id", pl.String, "The reply's `id` (e.g. OpenRouter's generation id); NULL when absent"),
+        ("response_model", pl.String, "The reply's `model`: the model that actually answered"),
+        ("finish_reason", pl.String, "choices[0].finish_reason of the reply ('stop', 'length', ...)"),
+        ("response_provider", pl.String, "The reply's `provider` (OpenRouter: the upstream that served it)"),
+        ("system_fingerprint", pl.String, "The reply's `system_fingerprint` (backend configuration)"),
     ),
     "published_run_summaries": _columns(
         ("run_id", pl.String, "Published OABench run folder name (partition key)"),

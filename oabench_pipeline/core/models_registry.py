@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -32,6 +34,7 @@ ModelKind = Literal["api", "baseline"]
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 DEFAULT_API_KEY_ENV = "OPENROUTER_API_KEY"
 DEFAULT_CONCURRENCY = 20
+DEFAULT_API_KEY_HEADER = "Authorization"  # `Authorization: Bearer <key>`; another name carries the raw key
 
 # Dagster rejects these in multi-partition keys: "|" is its dimension delimiter, "," "[" "]" break
 # partition lists, "..." means a range, control characters are refused outright.
@@ -94,6 +97,74 @@ def key_problem(key: str) -> str | None:
     return None
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Endpoint fields: base_url, api_key_header, extra_headers (each check its own small function)
+# ---------------------------------------------------------------------------------------------------------
+
+_HTTP_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110 field-name characters
+# Headers the HTTP client owns: setting them by hand would break the framing of every request.
+_RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "content-type"})
+
+
+def base_url_problem(url: str) -> str | None:
+    """Why `url` cannot be an endpoint's base URL, or None. Checked at load, before anything is sent."""
+    if any(ch.isspace() for ch in url):
+        return f"{url!r} contains whitespace"
+    if not url.isprintable():
+        return f"{url!r} contains control characters"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as error:  # unbalanced IPv6 brackets, a port that is not a number
+        return f"{url!r} is not a valid URL ({error})"
+    if parts.scheme not in ("http", "https"):
+        return f"{url!r} must start with http:// or https://"
+    if not parts.hostname:
+        return f"{url!r} has no host"
+    if port == 0:
+        return f"{url!r} has port 0"
+    if parts.username is not None or parts.password is not None:
+        return f"{url!r} carries credentials; put the key in the environment variable named by api_key_env"
+    if parts.fragment:
+        return f"{url!r} has a #fragment, which is never sent"
+    return None
+
+
+def header_name_problem(name: str) -> str | None:
+    if not _HTTP_TOKEN.match(name):
+        return f"{name!r} is not a valid HTTP header name"
+    if name.lower() in _RESERVED_HEADERS:
+        return f"{name!r} is set by the HTTP client and cannot be overridden"
+    return None
+
+
+def header_value_problem(name: str, value: str) -> str | None:
+    if not value.isprintable():
+        return f"the value of header {name!r} contains control characters"
+    return None
+
+
+def extra_header_shape_problem(name: str, value: Any) -> str | None:
+    if isinstance(value, str):
+        return None
+    if (
+        isinstance(value, Mapping)
+        and set(value) == {"env"}
+        and isinstance(value["env"], str)
+        and value["env"]
+    ):
+        return None
+    return f'the value of header {name!r} must be a string or {{ env = "VAR" }}, got {value!r}'
+
+
+class EnvHeaderValue(BaseModel):
+    """`{ env = "VAR" }`: a header value read from the environment at call time, treated as a secret."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    env: str = Field(min_length=1)
+
+
 class ModelConfig(BaseModel):
     """One `[[models]]` table. Strict types: a quoted number or "yes" for a bool is an error, not a guess."""
 
@@ -107,6 +178,14 @@ class ModelConfig(BaseModel):
     web_search: bool = False
     base_url: str | None = Field(None, description="OpenAI-compatible endpoint; None for baselines")
     api_key_env: str | None = Field(None, description="Env var holding the API key; None: send no key")
+    api_key_header: str = Field(
+        DEFAULT_API_KEY_HEADER,
+        description="Header carrying the key: Authorization (as `Bearer <key>`) or e.g. `api-key` (raw key)",
+    )
+    extra_headers: dict[str, str | EnvHeaderValue] = Field(
+        default_factory=dict,
+        description='Static headers sent with every request; a value `{ env = "VAR" }` is a secret',
+    )
     concurrency: int = Field(DEFAULT_CONCURRENCY, ge=1)
     max_cost_usd: float | None = Field(None, gt=0)
     knowledge_cutoff: date | None = None
@@ -147,6 +226,52 @@ class ModelConfig(BaseModel):
         if problem:
             raise ValueError(f"{problem} (the key defaults to the id plus suffixes: set `key` explicitly)")
         return key
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_is_usable(cls, url: str | None) -> str | None:
+        problem = None if url is None else base_url_problem(url)
+        if problem:
+            raise ValueError(problem)
+        return url
+
+    @field_validator("api_key_header")
+    @classmethod
+    def _api_key_header_is_a_header(cls, name: str) -> str:
+        problem = header_name_problem(name) if name.lower() != "authorization" else None
+        if problem:
+            raise ValueError(problem)
+        return name
+
+    @field_validator("extra_headers", mode="before")
+    @classmethod
+    def _extra_header_values_have_a_known_shape(cls, headers: Any) -> Any:
+        """A clearer message than the union's: each value is a string or `{ env = "VAR" }`."""
+        if not isinstance(headers, Mapping):
+            return headers  # the type check says it needs a table
+        for name, value in headers.items():
+            problem = extra_header_shape_problem(str(name), value)
+            if problem:
+                raise ValueError(problem)
+        return headers
+
+    @field_validator("extra_headers")
+    @classmethod
+    def _extra_headers_are_headers(
+        cls, headers: Mapping[str, str | EnvHeaderValue], info: ValidationInfo
+    ) -> Mapping[str, str | EnvHeaderValue]:
+        key_header = str(info.data.get("api_key_header", DEFAULT_API_KEY_HEADER)).lower()
+        for name, value in headers.items():
+            problem = header_name_problem(name)
+            if problem is None and name.lower() == key_header:
+                problem = (
+                    f"{name!r} is the API key's header (api_key_header); it cannot also be an extra header"
+                )
+            if problem is None and isinstance(value, str):
+                problem = header_value_problem(name, value)
+            if problem:
+                raise ValueError(problem)
+        return headers
 
     @field_validator("kind")
     @classmethod

@@ -10,11 +10,13 @@ disagreement with the original tool stays visible instead of being overwritten.
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from oabench_pipeline.core.answer_parsing import PARSER_VERSION, parse_answer
 from oabench_pipeline.core.models_registry import derive_model_key
@@ -76,6 +78,19 @@ class _InferenceLine(BaseModel):
     cost: float | None = None
     error: str | None = None
     skipped: bool = False
+    # Provenance of the reply, read when a record carries it (the published runs here carry none;
+    # their `provider` is the gateway, "openrouter", not the upstream that answered).
+    response_id: str | None = Field(None, alias="responseId")
+    response_model: str | None = Field(None, alias="responseModel")
+    finish_reason: str | None = Field(None, alias="finishReason")
+    response_provider: str | None = Field(None, alias="responseProvider")
+    system_fingerprint: str | None = Field(None, alias="systemFingerprint")
+
+    @field_validator("cost")
+    @classmethod
+    def _cost_is_trustworthy(cls, cost: float | None) -> float | None:
+        """A negative or non-finite recorded cost is unknown, never summed."""
+        return cost if cost is not None and math.isfinite(cost) and cost >= 0 else None
 
 
 class ImportedRecord(BaseModel):
@@ -106,6 +121,11 @@ class ImportedRecord(BaseModel):
     skipped: bool = Field(description="Annulled question: OABench made no API call")
     timestamp: datetime
     run_id: str
+    response_id: str | None = None
+    response_model: str | None = None
+    finish_reason: str | None = None
+    response_provider: str | None = None
+    system_fingerprint: str | None = None
 
 
 def _read_config(run_dir: Path) -> _RunConfig:
@@ -143,6 +163,11 @@ def _to_record(line: _InferenceLine, config: _RunConfig, run_id: str) -> Importe
         skipped=line.skipped,
         timestamp=line.timestamp,
         run_id=run_id,
+        response_id=line.response_id,
+        response_model=line.response_model,
+        finish_reason=line.finish_reason,
+        response_provider=line.response_provider,
+        system_fingerprint=line.system_fingerprint,
     )
 
 

@@ -38,7 +38,7 @@ from oabench_pipeline.inference.cell import (
     complete_imported_runs,
     replicate_plans,
 )
-from oabench_pipeline.inference.client import ChatResult, FatalEndpointError, run_blocking, run_chat_requests
+from oabench_pipeline.inference.client import run_blocking, run_chat_requests
 from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
 from oabench_pipeline.inference.progress import CellProgress, publish
 from oabench_pipeline.inference.resources import (
@@ -48,6 +48,7 @@ from oabench_pipeline.inference.resources import (
     UnknownModelError,
 )
 from oabench_pipeline.inference.response_log import ResponseLog, cell_log_path, latest_by_hash, read_log
+from oabench_pipeline.inference.types import ChatResult, FatalEndpointError
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import model_edition_partitions
 from oabench_pipeline.resources import WarehouseResource
@@ -116,7 +117,7 @@ def inferences(
         built, sent = [baseline_run_id(model.key)], 0
     else:
         rows, built, sent = _run_api_cell(
-            context, model, edition, questions, store, existing, model_client, config
+            context, model, edition, questions, store, existing, model_client, config, models_registry
         )
     for row in rows:
         row.setdefault("dagster_run_id", context.run_id)
@@ -136,6 +137,7 @@ def _run_api_cell(
     existing: pl.DataFrame,
     model_client: ModelClientResource,
     config: InferenceConfig,
+    models_registry: ModelsRegistryResource,
 ) -> tuple[list[dict], list[str], int]:
     """Resume (or start) the live replicates the cell needs; returns their rows, run ids and requests sent."""
     log_path = cell_log_path(store.root / "responses", model.key, edition)
@@ -153,7 +155,9 @@ def _run_api_cell(
         )
         if plan.pending:
             _check_budget_before(model, plan.pending, store, logged)
-            _call_model(context, model, edition, plan, logged, log_path, model_client, config)
+            _call_model(
+                context, model, edition, plan, logged, log_path, model_client, config, models_registry.models()
+            )
             logged = latest_by_hash(read_log(log_path))
         rows += api_cell_rows(model, questions, plan, logged, run_id=run_id)
         sent += len(plan.pending)
@@ -169,9 +173,10 @@ def _call_model(
     log_path: Path,
     model_client: ModelClientResource,
     config: InferenceConfig,
+    registry: dict[str, ModelConfig],
 ) -> None:
     try:
-        endpoint = model_client.endpoint(model)
+        endpoint = model_client.endpoint(model, registry.values())
     except MissingApiKeyError as error:
         raise Failure(description=str(error)) from None
     spent_before = sum(_paid(r) for r in logged.values())
@@ -184,6 +189,8 @@ def _call_model(
 
     def on_result(result: ChatResult) -> None:
         log.append(result)
+        if result.cost_note:
+            context.log.warning(f"{model.key} × {edition} {result.qid}: {result.cost_note}")
         progress.answered += result.ok
         progress.errors += not result.ok
         progress.cost_usd += _paid(result)

@@ -16,7 +16,7 @@ from oabench_pipeline.core.baselines import baseline_answer
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.prompts import build_messages, build_request_body, request_hash
 from oabench_pipeline.core.runs import live_run_id
-from oabench_pipeline.inference.client import ChatRequest, ChatResult
+from oabench_pipeline.inference.types import ChatRequest, ChatResult
 
 ANSWERED = pl.col("error").is_null() & pl.col("raw_response").is_not_null() & (pl.col("raw_response") != "")
 
@@ -179,6 +179,11 @@ def _result_row(model: ModelConfig, q: dict, result: ChatResult, run_id: str) ->
         "source": "live",
         "created_at": result.finished_at,
         "run_id": run_id,
+        "response_id": result.response_id,
+        "response_model": result.response_model,
+        "finish_reason": result.finish_reason,
+        "response_provider": result.response_provider,
+        "system_fingerprint": result.system_fingerprint,
     }
 
 

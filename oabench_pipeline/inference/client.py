@@ -2,25 +2,32 @@
 
 Design choices worth knowing:
 
-- A pool of `concurrency` workers pulling from one queue, each owning one keep-alive connection: a
-  request starts the moment a worker frees up (no batches, so one slow answer never holds back the
-  others). The connection is `http_connection.KeepAliveConnection`, an asyncio protocol whose
-  responses llhttp parses: `httpx.AsyncClient` cost more CPU per request than everything else here
-  together, which at 64 in flight and 50 ms latency was most of the run (that module says more).
+- HTTP is httpx: one `httpx.AsyncClient` per endpoint, shared by every worker, whose pool (`httpx.Limits`)
+  is sized to the sum of `concurrency` of the models on that endpoint. httpx gives what real endpoints
+  need and a hand-written client kept getting wrong: proxies, `NO_PROXY`, `SSL_CERT_FILE`/`SSL_CERT_DIR`
+  from the environment (`trust_env=True`, and no `transport=`, which would turn env proxies off), gzip
+  and deflate replies (brotli and zstd too when their packages are installed), bracketed IPv6 `Host`
+  headers, keep-alive connections that a server closed while idle dropped before reuse.
+- A pool of `concurrency` workers pulling from one queue: a request starts the moment a worker frees up
+  (no batches, so one slow answer never holds back the others).
 - `on_result` is called synchronously as soon as each result is known, so the caller can persist it
   before anything else happens: a paid answer is never lost because a later request failed.
 - Transient failures (429, 5xx, timeouts, dropped connections) are retried with exponential backoff and
   full jitter, waiting at least `Retry-After` when the server sends one. Malformed bodies and empty
   answers get a separate, smaller retry budget. Whatever still fails becomes a `ChatResult` with
   `error` set and `raw_response=None`: it is reported, never dropped and never taken for an answer.
-- Authentication, billing and unknown-model errors are not per-question problems: they raise
-  `FatalEndpointError`, which cancels the whole pool at once.
-- Response size is capped (`EndpointConfig.max_response_bytes`, 8 MiB by default). A bigger body is
-  not read any further and becomes an error result WITHOUT retry: the call was already paid for, and
-  asking again would most likely pay for the same runaway answer. A truncated JSON body cannot be
-  parsed, so nothing of it is stored.
-- The API key only ever travels in the Authorization header; every error text goes through `redact`
-  before it reaches an exception, a result or a log line.
+- Errors no retry can fix raise `FatalEndpointError`, which cancels the whole pool at once: a rejected
+  key, no credits, an unknown model, a TLS certificate that fails verification, a host name that does
+  not resolve, a redirect (usually a wrong `base_url`), and a connection still refused after a few tries.
+- Cost: `usage.cost` when it is a finite number >= 0, else a gateway's cost header (LiteLLM's
+  `x-litellm-response-cost`), else NULL. A negative or non-finite cost is never summed: it is stored as
+  NULL with a `cost_note`. Every reply received counts towards the paid cost, even one that fails to parse.
+- Response size is capped (`EndpointConfig.max_response_bytes`, 8 MiB by default, after decoding). A
+  bigger body is not read any further and becomes an error result WITHOUT retry: the call was already
+  paid for, and asking again would most likely pay for the same runaway answer.
+- The API key travels only in its header (`Authorization: Bearer` or the registry's `api_key_header`);
+  it and the secret extra headers are redacted from every error text before it reaches an exception,
+  a result or a log line.
 """
 
 from __future__ import annotations
@@ -31,25 +38,49 @@ import json
 import logging
 import math
 import random
+import socket
+import ssl
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
 import httpx
 
-from oabench_pipeline.inference.http_connection import HttpReply, KeepAliveConnection, PostTarget
+from oabench_pipeline.inference.types import (
+    REDACTED,
+    ChatRequest,
+    ChatResult,
+    EndpointConfig,
+    FatalEndpointError,
+    RunStats,
+)
+
+__all__ = [
+    "ChatRequest",
+    "ChatResult",
+    "EndpointConfig",
+    "FatalEndpointError",
+    "RunStats",
+    "chat_url",
+    "clean_error_text",
+    "new_http_client",
+    "parse_retry_after",
+    "redact",
+    "run_blocking",
+    "run_chat_requests",
+]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-
-REDACTED = "***"
 ERROR_TEXT_LIMIT = 500
 CHAT_PATH = "/chat/completions"
+KEEPALIVE_EXPIRY_S = 5.0  # httpx's default: an idle connection older than this is not reused
+USER_AGENT = "oabench-pipeline"
 
 # Statuses that mean "the same request may well succeed later".
 TRANSIENT_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529})
@@ -60,6 +91,7 @@ FATAL_STATUSES: dict[int, str] = {
     403: "access forbidden (check the API key and its permissions)",
     404: "unknown model or endpoint",
 }
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # Phrases by which a 400 says the model id itself is wrong (OpenRouter, OpenAI, vLLM, Ollama).
 MODEL_NOT_FOUND_HINTS = (
     "not a valid model",
@@ -70,101 +102,10 @@ MODEL_NOT_FOUND_HINTS = (
     "unknown model",
     "invalid model",
 )
+# Headers by which gateways report what a reply cost, read when the body has no usable `usage.cost`.
+COST_HEADERS = ("x-litellm-response-cost",)
 
-RetryCause = Literal["429", "5xx", "timeout", "connection", "malformed", "empty"]
-
-
-# ---------------------------------------------------------------------------------------------- data
-
-
-@dataclass(frozen=True)
-class EndpointConfig:
-    """Where to send requests and how patient to be. `base_url` ends before `/chat/completions`."""
-
-    base_url: str
-    api_key: str | None = None
-    timeout_s: float = 120.0
-    connect_timeout_s: float = 10.0
-    max_retries: int = 6
-    max_malformed_retries: int = 2
-    backoff_base_s: float = 0.5
-    backoff_max_s: float = 30.0
-    # A Retry-After beyond this is clamped: a misconfigured proxy must not park a run for hours.
-    max_retry_after_s: float = 300.0
-    max_response_bytes: int = 8 * 1024 * 1024
-
-    def __repr__(self) -> str:
-        # Keep the key out of reprs, which end up in logs and tracebacks.
-        key = REDACTED if self.api_key else None
-        return f"EndpointConfig(base_url={self.base_url!r}, api_key={key!r}, timeout_s={self.timeout_s})"
-
-
-@dataclass(frozen=True)
-class ChatRequest:
-    """One question to ask: `body` is the full JSON payload (model, messages, parameters)."""
-
-    qid: str
-    body: dict[str, Any]
-    request_hash: str
-
-
-@dataclass(frozen=True)
-class ChatResult:
-    """The outcome of one `ChatRequest`, after all retries.
-
-    `raw_response` is set only for a real, non-empty answer; otherwise `error` says why.
-    Latency, tokens and `cost_usd` describe the final attempt (the one the answer came from);
-    `total_cost_usd` adds up the cost reported by every attempt, including discarded empty or
-    malformed answers, because those were paid for too and budgets must count them.
-    """
-
-    qid: str
-    request_hash: str
-    raw_response: str | None
-    reasoning: str | None
-    latency_ms: int
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    reasoning_tokens: int | None
-    cost_usd: float | None
-    error: str | None
-    attempts: int
-    finished_at: datetime
-    total_cost_usd: float | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.raw_response is not None
-
-
-@dataclass(frozen=True)
-class RunStats:
-    """What a `run_chat_requests` call did. Times are wall clock (UTC); `elapsed_s` is monotonic."""
-
-    requested: int
-    started: int
-    results: int
-    answered: int
-    errors: int
-    sent_requests: int
-    retries_by_cause: dict[str, int]
-    first_request_at: datetime | None
-    last_response_at: datetime | None
-    elapsed_s: float
-    stop_reason: str | None
-
-    @property
-    def retries(self) -> int:
-        return sum(self.retries_by_cause.values())
-
-
-class FatalEndpointError(RuntimeError):
-    """The endpoint refuses every request (bad key, no credits, unknown model): stop the run."""
-
-    def __init__(self, message: str, status: int | None = None, model: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.model = model
+RetryCause = Literal["429", "5xx", "timeout", "connection", "refused", "malformed", "empty"]
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -233,22 +174,64 @@ def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _float_or_none(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+def _number_or_none(value: Any) -> float | None:
+    """A JSON number, or a header's decimal text, as a float; None for anything else."""
+    if isinstance(value, bool):
         return None
-    return float(value)
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def trusted_cost(body_cost: Any, headers: httpx.Headers | None) -> tuple[float | None, str | None]:
+    """(cost, note): `usage.cost` if finite and >= 0, else a known cost header, else None.
+
+    The note says which reported value was refused and why; a refused value is never summed, so a
+    negative or NaN cost cannot defeat `max_cost_usd` or reach the warehouse.
+    """
+    candidates: list[tuple[str, Any]] = [("usage.cost", body_cost)]
+    if headers is not None:
+        candidates += [(f"header {name}", headers.get(name)) for name in COST_HEADERS]
+    refused: list[str] = []
+    for source, raw in candidates:
+        if raw is None:
+            continue
+        value = _number_or_none(raw)
+        if value is None:
+            refused.append(f"{source} {raw!r} is not a number")
+        elif not math.isfinite(value):
+            refused.append(f"{source} {raw!r} is not finite")
+        elif value < 0:
+            refused.append(f"{source} {raw!r} is negative")
+        else:
+            return value, ("; ".join(refused) + f"; used {source}") if refused else None
+    return None, ("; ".join(refused) + ": cost stored as NULL") if refused else None
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 @dataclass(frozen=True)
 class _Parsed:
-    """The useful parts of a 200 body that had `choices`."""
+    """The useful parts of a 200 body that had `choices`; `reported_cost` is `usage.cost` as sent."""
 
     text: str | None
     reasoning: str | None
     prompt_tokens: int | None
     completion_tokens: int | None
     reasoning_tokens: int | None
-    cost_usd: float | None
+    reported_cost: Any
+    response_id: str | None = None
+    response_model: str | None = None
+    finish_reason: str | None = None
+    response_provider: str | None = None
+    system_fingerprint: str | None = None
 
 
 class _MalformedBody(Exception):
@@ -294,8 +277,24 @@ def parse_completion(payload: bytes) -> _Parsed:
         prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
         completion_tokens=_int_or_none(usage.get("completion_tokens")),
         reasoning_tokens=_int_or_none(details.get("reasoning_tokens")),
-        cost_usd=_float_or_none(usage.get("cost")),
+        reported_cost=usage.get("cost"),
+        response_id=_str_or_none(data.get("id")),
+        response_model=_str_or_none(data.get("model")),
+        finish_reason=_str_or_none(first.get("finish_reason")),
+        # OpenRouter names the upstream provider that served the request.
+        response_provider=_str_or_none(data.get("provider")),
+        system_fingerprint=_str_or_none(data.get("system_fingerprint")),
     )
+
+
+def _usage_cost_of(payload: bytes) -> Any:
+    """`usage.cost` of a JSON body that is not a usable completion (e.g. empty `choices`), if it has one."""
+    try:
+        data = json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    usage = data.get("usage") if isinstance(data, dict) else None
+    return usage.get("cost") if isinstance(usage, dict) else None
 
 
 def _model_from_error_body(text: str) -> str | None:
@@ -318,6 +317,85 @@ def _model_from_error_body(text: str) -> str | None:
 def _is_model_not_found(status: int, body_text: str) -> bool:
     lowered = body_text.lower()
     return status == 400 and any(hint in lowered for hint in MODEL_NOT_FOUND_HINTS)
+
+
+# ------------------------------------------------------------------------------------------ attempts
+# --------------------------------------------------------------------------------------------- HTTP
+
+
+def chat_url(base_url: str) -> httpx.URL:
+    """`{base path}/chat/completions?{query}`: a path prefix and a query string (Azure) are kept."""
+    base = httpx.URL(base_url)
+    return base.copy_with(path=base.path.rstrip("/") + CHAT_PATH)
+
+
+def request_headers(endpoint: EndpointConfig) -> dict[str, str]:
+    """Static headers of every request: extra headers, then the key in its header (which wins)."""
+    headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
+    headers.update(dict(endpoint.extra_headers))
+    headers.update(dict(endpoint.secret_headers))
+    for value in (endpoint.api_key, *(v for _, v in endpoint.secret_headers)):
+        if value is not None and not value.isprintable():
+            # A CR/LF would smuggle extra headers into every request. The value itself is not echoed.
+            raise ValueError("the API key or a secret header value contains control characters")
+    if endpoint.api_key:
+        if endpoint.api_key_header.lower() == "authorization":
+            headers[endpoint.api_key_header] = f"Bearer {endpoint.api_key}"
+        else:  # Azure's `api-key`, and gateways alike, take the raw key
+            headers[endpoint.api_key_header] = endpoint.api_key
+    return headers
+
+
+def new_http_client(endpoint: EndpointConfig, concurrency: int) -> httpx.AsyncClient:
+    """The endpoint's client: a keep-alive pool big enough that no worker ever waits for a connection.
+
+    `trust_env=True` and no `transport=`: httpx then reads HTTP(S)_PROXY/ALL_PROXY/NO_PROXY and
+    SSL_CERT_FILE/SSL_CERT_DIR. Redirects are not followed: a POST redirected is a wrong `base_url`.
+    """
+    size = max(concurrency, endpoint.max_connections or 0)
+    return httpx.AsyncClient(
+        headers=request_headers(endpoint),
+        timeout=httpx.Timeout(endpoint.timeout_s, connect=endpoint.connect_timeout_s),
+        limits=httpx.Limits(
+            max_connections=size, max_keepalive_connections=size, keepalive_expiry=KEEPALIVE_EXPIRY_S
+        ),
+        trust_env=True,
+        follow_redirects=False,
+    )
+
+
+@dataclass(frozen=True)
+class _Reply:
+    status: int
+    headers: httpx.Headers
+    body: bytes  # decoded (gzip, deflate, ...)
+    latency_s: float
+    truncated: bool  # the body exceeded the cap: what is in `body` is incomplete
+
+
+async def _post(
+    client: httpx.AsyncClient, url: httpx.URL, content: bytes, endpoint: EndpointConfig
+) -> _Reply:
+    """One POST, read up to the size cap, all within `timeout_s` (connecting included)."""
+    started = time.perf_counter()
+    chunks: list[bytes] = []
+    size = 0
+    truncated = False
+    async with asyncio.timeout(endpoint.timeout_s):
+        async with client.stream("POST", url, content=content) as response:
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > endpoint.max_response_bytes:
+                    truncated = True  # leaving the block closes the connection, unread
+                    break
+                chunks.append(chunk)
+    return _Reply(
+        status=response.status_code,
+        headers=response.headers,
+        body=b"".join(chunks),
+        latency_s=time.perf_counter() - started,
+        truncated=truncated,
+    )
 
 
 # ------------------------------------------------------------------------------------------ attempts
@@ -371,11 +449,18 @@ class _Attempts:
     total: int = 0
     transient: int = 0
     malformed: int = 0
+    refused: int = 0
     paid_cost: float | None = None
     last_parsed: _Parsed | None = None
+    last_cost: float | None = None
+    cost_notes: list[str] = field(default_factory=list)
     last_latency_s: float = 0.0
 
-    def add_cost(self, cost: float | None) -> None:
+    def add_cost(self, cost: float | None, note: str | None) -> None:
+        """Count what one reply cost (every reply received, parsed or not)."""
+        self.last_cost = cost
+        if note:
+            self.cost_notes.append(note)
         if cost is not None:
             self.paid_cost = (self.paid_cost or 0.0) + cost
 
@@ -393,38 +478,54 @@ def _result(
         prompt_tokens=parsed.prompt_tokens if parsed else None,
         completion_tokens=parsed.completion_tokens if parsed else None,
         reasoning_tokens=parsed.reasoning_tokens if parsed else None,
-        cost_usd=parsed.cost_usd if parsed else None,
+        cost_usd=attempts.last_cost,
         error=error,
         attempts=attempts.total,
         finished_at=datetime.now(UTC),
         total_cost_usd=attempts.paid_cost,
+        response_id=parsed.response_id if parsed else None,
+        response_model=parsed.response_model if parsed else None,
+        finish_reason=parsed.finish_reason if parsed else None,
+        response_provider=parsed.response_provider if parsed else None,
+        system_fingerprint=parsed.system_fingerprint if parsed else None,
+        cost_note="; ".join(dict.fromkeys(attempts.cost_notes)) or None,
     )
 
 
-def _fatal(endpoint: EndpointConfig, reply: HttpReply, request: ChatRequest, body_text: str) -> None:
+def _fatal_status(
+    endpoint: EndpointConfig, url: httpx.URL, reply: _Reply, request: ChatRequest, body_text: str
+) -> None:
     """Raise `FatalEndpointError` if this reply means no request can succeed."""
     status = reply.status
+    secrets = endpoint.secrets
+    if status in REDIRECT_STATUSES:
+        location = reply.headers.get("location", "(no Location header)")
+        message = (
+            f"HTTP {status} redirect of POST {url.path} to {location}: the base_url is probably wrong "
+            f"(a POST is not followed); set base_url to where it points"
+        )
+        raise FatalEndpointError(clean_error_text(message, secrets), status=status)
     if status not in FATAL_STATUSES and not _is_model_not_found(status, body_text):
         return
     model = str(request.body.get("model", "?"))
     what = FATAL_STATUSES.get(status, "unknown model")
-    path = httpx.URL(endpoint.base_url.rstrip("/") + CHAT_PATH).path
     named = _model_from_error_body(body_text)
-    detail = clean_error_text(body_text, [endpoint.api_key], limit=300)
+    detail = clean_error_text(body_text, secrets, limit=300)
     message = f"HTTP {status} {what}: model {model!r}"
     if named and named != model:
         message += f" (server names {named!r})"
-    message += f", POST {path}: {detail}"
-    raise FatalEndpointError(redact(message, [endpoint.api_key]), status=status, model=model)
+    message += f", POST {url.path}: {detail}"
+    raise FatalEndpointError(redact(message, secrets), status=status, model=model)
 
 
 def _interpret(
-    endpoint: EndpointConfig, request: ChatRequest, reply: HttpReply, attempts: _Attempts
+    endpoint: EndpointConfig, url: httpx.URL, request: ChatRequest, reply: _Reply, attempts: _Attempts
 ) -> ChatResult:
     """Turn one HTTP reply into a final result, or raise `_Retry` / `FatalEndpointError`."""
-    secrets = [endpoint.api_key]
+    secrets = endpoint.secrets
     if reply.truncated:
         # Paid for but unreadable: don't retry into the same runaway answer (see module docstring).
+        attempts.add_cost(*trusted_cost(None, reply.headers))
         return _result(
             request,
             attempts,
@@ -433,51 +534,121 @@ def _interpret(
         )
     body_text = reply.body.decode("utf-8", errors="replace")
     if reply.status != 200:
-        _fatal(endpoint, reply, request, body_text)
+        attempts.add_cost(*trusted_cost(None, reply.headers))
+        _fatal_status(endpoint, url, reply, request, body_text)
         detail = f"HTTP {reply.status}: {clean_error_text(body_text, secrets)}"
         if reply.status in TRANSIENT_STATUSES:
             cause: RetryCause = "429" if reply.status == 429 else "5xx"
-            raise _Retry(cause, detail, parse_retry_after(reply.header(b"retry-after")))
+            raise _Retry(cause, detail, parse_retry_after(reply.headers.get("retry-after")))
         # Another 4xx (e.g. context too long): a problem with this prompt only, asking again won't help.
         return _result(request, attempts, error=detail)
     try:
         parsed = parse_completion(reply.body)
     except _InBodyTransientError as exc:
+        attempts.add_cost(*trusted_cost(None, reply.headers))
         raise _Retry("5xx", clean_error_text(str(exc), secrets)) from None
     except _MalformedBody as exc:
+        # Unusable, but maybe billed: whatever cost the body or a gateway header reports still counts.
+        attempts.add_cost(*trusted_cost(_usage_cost_of(reply.body), reply.headers))
         raise _Retry("malformed", clean_error_text(str(exc), secrets)) from None
     attempts.last_parsed = parsed
-    attempts.add_cost(parsed.cost_usd)
+    attempts.add_cost(*trusted_cost(parsed.reported_cost, reply.headers))
     if parsed.text is None or not parsed.text.strip():
         raise _Retry("empty", "empty answer text")
     return _result(request, attempts, text=parsed.text)
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """The exception, what caused it, and the members of exception groups, depth first."""
+    seen: set[int] = set()
+    stack = [exc]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(current.exceptions)
+        for linked in (current.__cause__, current.__context__):
+            if linked is not None:
+                stack.append(linked)
+
+
+def _fatal_transport_problem(exc: BaseException, url: httpx.URL) -> str | None:
+    """A one-line reason when a transport error cannot be fixed by retrying: certificate or DNS."""
+    causes = list(_causes(exc))
+    texts = " ".join(str(c) for c in causes)
+    host = url.host
+    if (
+        any(isinstance(c, ssl.SSLCertVerificationError) for c in causes)
+        or "CERTIFICATE_VERIFY_FAILED" in texts
+    ):
+        reason = next((c for c in causes if isinstance(c, ssl.SSLCertVerificationError)), None)
+        why = getattr(reason, "verify_message", None) or "verification failed"
+        return (
+            f"the TLS certificate of {host} failed verification ({why}); if a private CA or a "
+            f"TLS-inspecting proxy signs it, point SSL_CERT_FILE or SSL_CERT_DIR at its CA certificate"
+        )
+    if any(isinstance(c, socket.gaierror) for c in causes):
+        return f"the host name {host!r} does not resolve (DNS lookup failed): check the model's base_url"
+    return None
+
+
+def _is_refused(exc: BaseException) -> bool:
+    return any(
+        isinstance(c, ConnectionRefusedError) or "connection refused" in str(c).lower() for c in _causes(exc)
+    )
 
 
 def _classify_transport_error(exc: Exception) -> RetryCause | None:
     """Which retry bucket a transport exception falls into; None for bugs that must propagate."""
     if isinstance(exc, TimeoutError | httpx.TimeoutException):
         return "timeout"
-    # ConnectError, ReadError, WriteError, RemoteProtocolError, ...
+    if isinstance(exc, httpx.DecodingError):  # e.g. a body labelled gzip that is not
+        return "malformed"
+    if isinstance(exc, httpx.ConnectError) and _is_refused(exc):
+        return "refused"
+    # ConnectError, ReadError, WriteError, RemoteProtocolError, ProxyError, ...
     if isinstance(exc, httpx.TransportError):
         return "connection"
     return None
 
 
+def _budget(endpoint: EndpointConfig, attempts: _Attempts, cause: RetryCause) -> tuple[int, int]:
+    """(retries used, retries allowed) of the bucket `cause` draws on."""
+    if cause in ("malformed", "empty"):
+        return attempts.malformed, endpoint.max_malformed_retries
+    if cause == "refused":
+        return attempts.refused, endpoint.max_refused_retries
+    return attempts.transient, endpoint.max_retries
+
+
+def _spend(attempts: _Attempts, cause: RetryCause) -> None:
+    if cause in ("malformed", "empty"):
+        attempts.malformed += 1
+    elif cause == "refused":
+        attempts.refused += 1
+    else:
+        attempts.transient += 1
+
+
 async def _ask(
-    connection: KeepAliveConnection, endpoint: EndpointConfig, request: ChatRequest, tally: _Tally
+    client: httpx.AsyncClient, endpoint: EndpointConfig, request: ChatRequest, tally: _Tally
 ) -> ChatResult:
     """Send one request until it yields a result, retrying within the configured budgets."""
     attempts = _Attempts()
-    secrets = [endpoint.api_key]
+    secrets = endpoint.secrets
+    url = chat_url(endpoint.base_url)
     content = _encode_body(request.body)
     while True:
         attempts.total += 1
         tally.mark_sent()
         try:
-            reply = await connection.post(content, endpoint.max_response_bytes, endpoint.timeout_s)
+            reply = await _post(client, url, content, endpoint)
             tally.mark_response()
             attempts.last_latency_s = reply.latency_s
-            return _interpret(endpoint, request, reply, attempts)
+            return _interpret(endpoint, url, request, reply, attempts)
         except _Retry as retry:
             failure = retry
         except Exception as exc:
@@ -485,19 +656,25 @@ async def _ask(
             if cause is None:
                 raise
             tally.mark_response()
+            problem = _fatal_transport_problem(exc, url)
+            if problem is not None:
+                raise FatalEndpointError(clean_error_text(f"POST {url}: {problem}", secrets)) from None
             detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             failure = _Retry(cause, clean_error_text(detail, secrets))
-        malformed = failure.cause in ("malformed", "empty")
-        used = attempts.malformed if malformed else attempts.transient
-        budget = endpoint.max_malformed_retries if malformed else endpoint.max_retries
-        if used >= budget:
+        used, allowed = _budget(endpoint, attempts, failure.cause)
+        if used >= allowed:
+            if failure.cause == "refused":
+                raise FatalEndpointError(
+                    clean_error_text(
+                        f"POST {url}: connection refused by {url.host}:{url.port or 'default port'} "
+                        f"{attempts.total} times; is the server running and base_url right?",
+                        secrets,
+                    )
+                )
             return _result(
                 request, attempts, error=f"gave up after {attempts.total} attempts: {failure.detail}"
             )
-        if malformed:
-            attempts.malformed += 1
-        else:
-            attempts.transient += 1
+        _spend(attempts, failure.cause)
         tally.retries[failure.cause] += 1
         delay = backoff_delay(endpoint, used, failure.retry_after_s)
         logger.info("retrying %s in %.2fs (%s): %s", request.qid, delay, failure.cause, failure.detail)
@@ -508,16 +685,8 @@ async def _ask(
 
 
 def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
-    """Run `coro` on a fresh event loop: uvloop's when installed, else asyncio's.
-
-    Against a loopback server at 64 in flight, uvloop's cheaper loop turns and socket writes are worth
-    several points of throughput; with real providers (seconds per answer) either loop is fine.
-    """
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
+    """Run `coro` on a fresh asyncio event loop (the Dagster step is synchronous)."""
+    return asyncio.run(coro)
 
 
 async def run_chat_requests(
@@ -526,33 +695,39 @@ async def run_chat_requests(
     concurrency: int,
     on_result: Callable[[ChatResult], None],
     should_stop: Callable[[], str | None] | None = None,
+    client: httpx.AsyncClient | None = None,
 ) -> RunStats:
     """Send `requests` with exactly `concurrency` in flight, reporting each result as it arrives.
 
     `should_stop` is polled before each new request starts; once it returns a reason no new request
     is launched, in-flight ones finish and are reported. A `FatalEndpointError` (or an exception from
     `on_result`) cancels every in-flight request and propagates; results already delivered stay so.
+    `client`: the endpoint's shared `httpx.AsyncClient` when the caller runs several cells on one
+    loop; by default one is opened for this call (`new_http_client`) and closed at its end.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    if client is None:
+        async with new_http_client(endpoint, concurrency) as own_client:
+            return await _run_pool(own_client, endpoint, requests, concurrency, on_result, should_stop)
+    return await _run_pool(client, endpoint, requests, concurrency, on_result, should_stop)
+
+
+async def _run_pool(
+    client: httpx.AsyncClient,
+    endpoint: EndpointConfig,
+    requests: Sequence[ChatRequest],
+    concurrency: int,
+    on_result: Callable[[ChatResult], None],
+    should_stop: Callable[[], str | None] | None,
+) -> RunStats:
     tally = _Tally()
     queue: asyncio.Queue[ChatRequest] = asyncio.Queue()
     for request in requests:
         queue.put_nowait(request)
     stop_reason: list[str] = []
 
-    target = PostTarget(
-        endpoint.base_url.rstrip("/") + CHAT_PATH, endpoint.api_key, endpoint.connect_timeout_s
-    )
-
     async def worker() -> None:
-        connection = KeepAliveConnection(target)
-        try:
-            await work(connection)
-        finally:
-            connection.close()
-
-    async def work(connection: KeepAliveConnection) -> None:
         while not stop_reason:
             if should_stop is not None and (reason := should_stop()):
                 stop_reason.append(reason)
@@ -562,7 +737,7 @@ async def run_chat_requests(
             except asyncio.QueueEmpty:
                 return
             tally.started += 1
-            result = await _ask(connection, endpoint, request, tally)
+            result = await _ask(client, endpoint, request, tally)
             tally.results += 1
             if result.ok:
                 tally.answered += 1
@@ -575,10 +750,8 @@ async def run_chat_requests(
     try:
         for _ in range(workers):
             tasks.append(asyncio.create_task(worker()))
-            # One loop turn per worker start: the first workers' requests go out while later
-            # connections are still being opened, instead of every request waiting behind all C
-            # connection setups (~10 ms at C=64 on loopback). Against a remote endpoint a loop turn
-            # costs microseconds.
+            # One loop turn per worker start: the first requests go out while later connections are
+            # still being opened, instead of every request waiting behind all connection setups.
             await asyncio.sleep(0)
     except BaseException:
         await _cancel_all(tasks)  # cancelled while starting: take the started workers down too

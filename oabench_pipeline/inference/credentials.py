@@ -9,8 +9,11 @@ from oabench_pipeline.core.models_registry import ModelConfig
 
 def credentials_problem(model: ModelConfig) -> str | None:
     """Why this model cannot be called right now (for `oabench run` to skip it), or None."""
-    if model.kind != "api" or model.api_key_env is None:
+    if model.kind != "api":
         return None
-    if not os.environ.get(model.api_key_env):
+    if model.api_key_env is not None and not os.environ.get(model.api_key_env):
         return f"{model.api_key_env} is not set"
+    for name, value in model.extra_headers.items():
+        if not isinstance(value, str) and not os.environ.get(value.env):
+            return f"{value.env} (header {name}) is not set"
     return None

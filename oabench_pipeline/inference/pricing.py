@@ -11,10 +11,19 @@ class PricingFetchError(RuntimeError):
     pass
 
 
-def fetch_model_prices(base_url: str, api_key: str | None = None, timeout_s: float = 30.0) -> list[dict]:
-    """One row per listed model with a price: `model`, prompt and completion USD per token."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    url = base_url.rstrip("/") + "/models"
+def fetch_model_prices(
+    base_url: str, api_key: str | None = None, timeout_s: float = 30.0, api_key_header: str = "Authorization"
+) -> list[dict]:
+    """One row per listed model with a price: `model`, prompt and completion USD per token.
+
+    The key goes in the model's header, as for chat calls; `{base path}/models?{query}` keeps the query.
+    """
+    headers: dict[str, str] = {}
+    if api_key:
+        bearer = api_key_header.lower() == "authorization"
+        headers[api_key_header] = f"Bearer {api_key}" if bearer else api_key
+    base = httpx.URL(base_url)
+    url = base.copy_with(path=base.path.rstrip("/") + "/models")
     try:
         response = httpx.get(url, headers=headers, timeout=timeout_s)
         response.raise_for_status()

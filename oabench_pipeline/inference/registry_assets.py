@@ -85,7 +85,7 @@ def model_pricing(
     rows, skipped = [], []
     for base_url, model in endpoints.items():
         try:
-            rows += fetch_model_prices(base_url, api_key_for(model))
+            rows += fetch_model_prices(base_url, api_key_for(model), api_key_header=model.api_key_header)
         except PricingFetchError as error:
             skipped.append(str(error))
             context.log.warning(f"price list not fetched: {error}")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from dagster import ConfigurableResource, EnvVar
 
 from oabench_pipeline.core.models_registry import ModelConfig, load_models_registry
-from oabench_pipeline.inference.client import EndpointConfig
+from oabench_pipeline.inference.types import EndpointConfig
 
 
 class UnknownModelError(KeyError):
@@ -48,12 +49,18 @@ class ModelClientResource(ConfigurableResource):
     backoff_base_s: float = EndpointConfig.backoff_base_s
     backoff_max_s: float = EndpointConfig.backoff_max_s
 
-    def endpoint(self, model: ModelConfig) -> EndpointConfig:
+    def endpoint(self, model: ModelConfig, registry: Iterable[ModelConfig] = ()) -> EndpointConfig:
+        """The model's endpoint; `registry` (all models) sizes the connection pool shared on its base_url."""
         if model.base_url is None:
             raise ValueError(f"model {model.key!r} has no base_url")
+        static, secret = extra_headers_for(model)
         return EndpointConfig(
             base_url=model.base_url,
             api_key=api_key_for(model),
+            api_key_header=model.api_key_header,
+            extra_headers=static,
+            secret_headers=secret,
+            max_connections=connections_for(model, registry),
             timeout_s=self.timeout_s,
             connect_timeout_s=self.connect_timeout_s,
             max_retries=self.max_retries,
@@ -73,3 +80,27 @@ def api_key_for(model: ModelConfig) -> str | None:
             f"model {model.key!r} needs an API key in the environment variable {model.api_key_env}, which is not set"
         )
     return value
+
+
+def extra_headers_for(model: ModelConfig) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    """(static headers, secret headers): `{ env = "VAR" }` values are read now and kept apart as secrets."""
+    static: list[tuple[str, str]] = []
+    secret: list[tuple[str, str]] = []
+    for name, value in model.extra_headers.items():
+        if isinstance(value, str):
+            static.append((name, value))
+            continue
+        read = EnvVar(value.env).get_value()
+        if not read:
+            raise MissingApiKeyError(
+                f"model {model.key!r} sends header {name!r} from the environment variable {value.env}, "
+                "which is not set"
+            )
+        secret.append((name, read))
+    return tuple(static), tuple(secret)
+
+
+def connections_for(model: ModelConfig, registry: Iterable[ModelConfig]) -> int:
+    """Pool size of the model's endpoint: the sum of `concurrency` of the models sharing its base_url."""
+    sharing = sum(m.concurrency for m in registry if m.base_url == model.base_url and m.key != model.key)
+    return model.concurrency + sharing

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
-from oabench_pipeline.inference.client import ChatResult
+from oabench_pipeline.inference.types import ChatResult
 
 FSYNC_INTERVAL_S = 1.0
 
@@ -32,11 +32,15 @@ def _encode(result: ChatResult) -> str:
     return json.dumps(record, ensure_ascii=False)
 
 
+_FIELDS = frozenset(f.name for f in fields(ChatResult))
+
+
 def _decode(line: str) -> ChatResult | None:
+    """A log line as a result; lines written before a field existed read with its default."""
     try:
         record = json.loads(line)
         record["finished_at"] = datetime.fromisoformat(record["finished_at"])
-        return ChatResult(**record)
+        return ChatResult(**{name: value for name, value in record.items() if name in _FIELDS})
     except (ValueError, TypeError, KeyError):
         return None
 

@@ -11,6 +11,7 @@ from oabench_pipeline.core.baselines import BASELINE_IDS
 from oabench_pipeline.core.models_registry import (
     DEFAULT_API_KEY_ENV,
     DEFAULT_BASE_URL,
+    EnvHeaderValue,
     ModelsRegistryError,
     default_models_file,
     derive_model_key,
@@ -141,3 +142,62 @@ def test_keys_that_break_dagster_partitions_are_refused(tmp_path: Path, bad: str
 def test_missing_file_is_a_registry_error(tmp_path: Path) -> None:
     with pytest.raises(ModelsRegistryError, match=r"nope\.toml"):
         load_models_registry(tmp_path / "nope.toml")
+
+
+# ------------------------------------------------------------------ endpoint fields (base_url, headers)
+
+
+def test_azure_url_api_key_header_and_extra_headers(tmp_path: Path) -> None:
+    path = _registry(
+        tmp_path,
+        """
+[[models]]
+id = "gpt-4o"
+base_url = "https://acme.openai.azure.com/openai/deployments/gpt-4o?api-version=2024-10-21"
+api_key_env = "AZURE_OPENAI_API_KEY"
+api_key_header = "api-key"
+extra_headers = { "X-Title" = "OABench", "X-Gateway-Token" = { env = "GATEWAY_TOKEN" } }
+
+[[models]]
+id = "qwen3:8b"
+base_url = "http://[::1]:11434/v1"
+api_key_env = ""
+""",
+    )
+    azure, ollama = load_models_registry(path)
+    assert azure.base_url is not None and azure.base_url.endswith("?api-version=2024-10-21")
+    assert azure.api_key_header == "api-key"
+    assert azure.extra_headers["X-Title"] == "OABench"
+    assert azure.extra_headers["X-Gateway-Token"] == EnvHeaderValue(env="GATEWAY_TOKEN")
+    assert ollama.api_key_header == "Authorization" and ollama.extra_headers == {}
+    assert ollama.base_url == "http://[::1]:11434/v1"
+
+
+ENDPOINT_BROKEN = [
+    # (the line after `id`, words the message must contain); the error is always on line 3
+    ('base_url = "ftp://host/v1"', "base_url", "http:// or https://"),
+    ('base_url = "https://host/v1 "', "base_url", "whitespace"),
+    ('base_url = "https://ho st/v1"', "base_url", "whitespace"),
+    ('base_url = "https://host/v1\\u0007"', "base_url", "control characters"),
+    ('base_url = "http://[::1/v1"', "base_url", "not a valid URL"),
+    ('base_url = "https:///v1"', "base_url", "no host"),
+    ('base_url = "https://user:pw@host/v1"', "base_url", "credentials"),
+    ('api_key_header = "api key"', "api_key_header", "not a valid HTTP header name"),
+    ('api_key_header = "Content-Length"', "api_key_header", "set by the HTTP client"),
+    ('extra_headers = { "Bad Name" = "x" }', "extra_headers", "not a valid HTTP header name"),
+    ('extra_headers = { "X-A" = "a\\nb" }', "extra_headers", "control characters"),
+    ('extra_headers = { "X-A" = 3 }', "extra_headers", '{ env = "VAR" }'),
+    ('extra_headers = { "X-A" = { env = "" } }', "extra_headers", '{ env = "VAR" }'),
+    ('extra_headers = { "Authorization" = "Bearer x" }', "extra_headers", "api_key_header"),
+]
+
+
+@pytest.mark.parametrize(("line", "field", "words"), ENDPOINT_BROKEN)
+def test_bad_endpoint_fields_name_file_line_and_field(
+    tmp_path: Path, line: str, field: str, words: str
+) -> None:
+    path = _registry(tmp_path, f'[[models]]\nid = "a/b"\n{line}\n')
+    with pytest.raises(ModelsRegistryError) as caught:
+        load_models_registry(path)
+    assert (caught.value.line, caught.value.field) == (3, field)
+    assert f"{path}:3: field '{field}':" in str(caught.value) and words in str(caught.value)

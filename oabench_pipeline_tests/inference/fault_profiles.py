@@ -16,6 +16,10 @@ HANG_S = 1.0
 STORM_LIMIT = 8
 # Concurrency of the runs under a storm: well above the limit, so the storm really happens.
 STORM_CONCURRENCY = 16
+# Latency of the replayed answers under a storm: long enough that 16 requests are really in flight at
+# once whatever the client's CPU per request (with 5 ms answers a client needing ~1 ms of CPU per
+# request on a loaded machine never has more than ~8 in flight, and the storm would not happen).
+STORM_LATENCY_S = 0.05
 
 PROFILES: dict[str, FaultProfile] = {
     "none": FaultProfile(),
@@ -44,3 +48,8 @@ ERRORS_THEN_CLEARED = FaultProfile(seed=7, rate_malformed_json=0.6, max_faults_p
 def concurrency_for(profile: FaultProfile) -> int:
     """The `--concurrency` to run a profile with: above the storm limit when there is one."""
     return STORM_CONCURRENCY if profile.max_in_flight_before_429 is not None else 8
+
+
+def latency_for(profile: FaultProfile, latency_s: float) -> float:
+    """The replay latency to run a profile with: at least `STORM_LATENCY_S` under a storm."""
+    return max(latency_s, STORM_LATENCY_S) if profile.max_in_flight_before_429 is not None else latency_s

@@ -18,7 +18,7 @@ from oabench_pipeline.inference.cell import (
     plan_cell,
     replicate_plans,
 )
-from oabench_pipeline.inference.client import ChatRequest, ChatResult
+from oabench_pipeline.inference.types import ChatRequest, ChatResult
 from oabench_pipeline.tables import conform, empty_frame
 
 T0 = dt.datetime(2026, 3, 3, 12, 0, tzinfo=dt.UTC)

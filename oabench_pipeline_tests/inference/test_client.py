@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
 
+import httpx
 import pytest
 
-from oabench_pipeline.inference import http_connection
 from oabench_pipeline.inference.client import (
     ChatRequest,
     ChatResult,
@@ -24,6 +23,7 @@ from oabench_pipeline.inference.client import (
     redact,
     run_blocking,
     run_chat_requests,
+    trusted_cost,
 )
 from oabench_pipeline_tests.servers.openai_replay import FaultProfile, RecordedReply, ReplayServer
 
@@ -94,8 +94,9 @@ def test_keeps_exactly_concurrency_in_flight_and_answers_each_prompt_once() -> N
     assert by_qid["q5"].cost_usd == pytest.approx(0.001)
     assert all(r.error is None and r.attempts == 1 and r.latency_ms >= 50 for r in results)
     assert stats.answered == 30 and stats.errors == 0 and stats.retries == 0
-    # 30 requests, 7 at a time, 50 ms each: 5 waves (0.25 s); one at a time would take 1.5 s.
-    assert 0.25 <= stats.elapsed_s < 1.2
+    # 30 requests, 7 at a time, 50 ms each: at least 5 waves. That 7 were really in flight at once is
+    # the server's count above, not a wall-clock bound (the machine is shared).
+    assert stats.elapsed_s >= 0.25
 
 
 def test_pool_refills_a_slot_as_soon_as_it_frees_not_by_batches() -> None:
@@ -143,10 +144,10 @@ def test_reads_reasoning_tokens_and_cost_including_vllm_reasoning_content() -> N
 )
 def test_each_fault_is_retried_and_ends_answered(fault: str, cause: str) -> None:
     faults = FaultProfile(
-        seed=7, retry_after_s=0.01, hang_s=0.6, max_faults_per_prompt=1, **{f"rate_{fault}": 1.0}
+        seed=7, retry_after_s=0.01, hang_s=2.0, max_faults_per_prompt=1, **{f"rate_{fault}": 1.0}
     )
     with ReplayServer(replies=replies(6), latency_s=0.01, faults=faults) as srv:
-        results, stats = run(fast_endpoint(srv.base_url, timeout_s=0.25), requests(6), concurrency=3)
+        results, stats = run(fast_endpoint(srv.base_url, timeout_s=1.0), requests(6), concurrency=3)
         server = srv.stats
     assert server.faults == {fault: 6}
     assert all(r.ok and r.attempts == 2 for r in results), [(r.qid, r.error) for r in results]
@@ -396,35 +397,160 @@ def test_rejects_nonsense_concurrency() -> None:
         )
 
 
-def test_unreachable_endpoint_is_an_error_row_after_retries() -> None:
+def test_refused_connection_is_retried_a_few_times_then_fatal() -> None:
     with ReplayServer() as srv:
         dead_url = srv.base_url  # nothing listens there once the server is closed
-    (result,), stats = run(fast_endpoint(dead_url, max_retries=2), requests(1))
-    assert result.raw_response is None and "ConnectError" in (result.error or "")
-    assert result.attempts == 3 and stats.retries_by_cause == {"connection": 2}
+    delivered: list[ChatResult] = []
+    with pytest.raises(FatalEndpointError, match="connection refused") as caught:
+        asyncio.run(
+            run_chat_requests(
+                fast_endpoint(dead_url, max_refused_retries=2), requests(3), 1, delivered.append
+            )
+        )
+    assert "4 times" not in str(caught.value) and "3 times" in str(caught.value)  # 1 try + 2 retries
+    assert delivered == []
 
 
 # ---------------------------------------------------------------------------------- connections
 
 
-def test_each_worker_keeps_one_keep_alive_connection_with_nodelay(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Connections are opened once per worker and reused; small writes are never held back by Nagle."""
-    opened: list[int] = []
-    real_connect = http_connection._connect
-
-    async def counting_connect(target: http_connection.PostTarget, timeout_s: float):  # type: ignore[no-untyped-def]
-        reader = await real_connect(target, timeout_s)
-        sock = reader.transport.get_extra_info("socket")
-        opened.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
-        return reader
-
-    monkeypatch.setattr(http_connection, "_connect", counting_connect)
+def test_workers_share_one_keep_alive_pool_of_concurrency_connections() -> None:
     with ReplayServer(replies=replies(30), latency_s=0.01) as srv:
-        # On uvloop too (what `run_blocking` picks when installed): its transports are not asyncio's.
         stats = run_blocking(run_chat_requests(fast_endpoint(srv.base_url), requests(30), 4, lambda r: None))
         server = srv.stats
     assert stats.answered == 30 and server.total_requests == 30
-    assert len(opened) == 4 and all(opened)  # one connection per worker, each with TCP_NODELAY
+    assert server.connections_opened == 4  # opened once per worker slot, then reused
+
+
+def test_server_closing_idle_keep_alive_connections_costs_no_retry() -> None:
+    """A server whose keep-alive timeout is shorter than the gaps between requests (nginx, gateways)."""
+    paused: list[ChatResult] = []
+
+    def slow_consumer(result: ChatResult) -> None:
+        paused.append(result)
+        time.sleep(0.1)  # blocks the loop: every connection sits idle past the server's 30 ms
+
+    with ReplayServer(replies=replies(8), idle_close_s=0.03) as srv:
+        stats = asyncio.run(run_chat_requests(fast_endpoint(srv.base_url), requests(8), 2, slow_consumer))
+        server = srv.stats
+    assert stats.answered == 8 and stats.retries == 0
+    assert server.total_requests == 8 and server.connections_opened >= 4  # they were closed, and reopened
+
+
+def test_gzip_always_replies_are_decoded() -> None:
+    with ReplayServer(replies=replies(6), gzip_always=True) as srv:
+        results, stats = run(fast_endpoint(srv.base_url), requests(6), concurrency=3)
+        server = srv.stats
+    assert sorted((r.qid, r.raw_response) for r in results) == [(f"q{i}", "ABCD"[i % 4]) for i in range(6)]
+    assert stats.retries == 0 and server.total_requests == 6
+
+
+def test_ipv6_literal_endpoint_gets_a_bracketed_host_header() -> None:
+    with ReplayServer(replies=replies(3), host="::1") as srv:
+        assert srv.base_url.startswith("http://[::1]:")
+        results, _ = run(fast_endpoint(srv.base_url), requests(3))
+        server = srv.stats
+    assert all(r.ok for r in results)
+    assert server.host_headers == {srv.base_url.split("/")[2]}  # "[::1]:PORT"
+
+
+def test_azure_url_keeps_path_prefix_and_query_and_sends_api_key_header() -> None:
+    with ReplayServer(
+        replies=replies(3),
+        base_path="/openai/deployments/gpt-4o",
+        required_query="api-version=2024-10-21",
+        api_key=KEY,
+        api_key_header="api-key",
+    ) as srv:
+        results, _ = run(fast_endpoint(srv.base_url, api_key_header="api-key"), requests(3))
+        server = srv.stats
+    assert all(r.ok for r in results), [r.error for r in results]
+    assert server.request_targets == {
+        "POST /openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21"
+    }
+    assert server.authorization_headers == {KEY}  # the raw key, in `api-key`
+    assert "authorization" not in server.header_values
+
+
+def test_extra_headers_are_sent_and_secret_ones_redacted_from_errors() -> None:
+    secret = "referer-secret-42"
+    faults = FaultProfile(rate_5xx=1.0)
+    with ReplayServer(replies=replies(1), faults=faults) as srv:
+        endpoint = fast_endpoint(
+            srv.base_url,
+            max_retries=0,
+            extra_headers=(("X-Title", "OABench"),),
+            secret_headers=(("X-Gateway-Token", secret),),
+        )
+        run(endpoint, requests(1))
+        server = srv.stats
+    assert server.header_values["x-title"] == {"OABench"}
+    assert server.header_values["x-gateway-token"] == {secret}
+    assert secret not in repr(endpoint)
+    assert redact(f"token {secret}", endpoint.secrets) == "token ***"
+
+
+def test_redirect_is_fatal_and_names_where_it_points() -> None:
+    with ReplayServer(replies=replies(4), faults=FaultProfile(fixed_status=308)) as srv:
+        with pytest.raises(FatalEndpointError) as caught:
+            run(fast_endpoint(srv.base_url), requests(4), concurrency=1)
+        server = srv.stats
+    assert "HTTP 308" in str(caught.value) and "https://moved.example/v1/chat/completions" in str(
+        caught.value
+    )
+    assert server.total_requests == 1
+
+
+def test_unresolvable_host_is_fatal_at_once() -> None:
+    with pytest.raises(FatalEndpointError, match="does not resolve"):
+        run(fast_endpoint("http://no-such-host.invalid/v1"), requests(3), concurrency=1)
+
+
+# -------------------------------------------------------------------------------- cost, provenance
+
+
+def test_provenance_fields_come_from_the_reply() -> None:
+    with ReplayServer(replies=replies(1)) as srv:
+        (result,), _ = run(fast_endpoint(srv.base_url), requests(1))
+    assert result.response_id is not None and result.response_id.startswith("gen-replay-")
+    assert (result.response_model, result.finish_reason) == (MODEL, "stop")
+    assert (result.response_provider, result.system_fingerprint) == ("replay", "fp_replay")
+
+
+@pytest.mark.parametrize("bad", [-5.0, float("nan"), float("inf")])
+def test_negative_or_non_finite_cost_is_null_with_a_note_and_never_summed(bad: float) -> None:
+    recorded = {(MODEL, prompt(0)): RecordedReply("A", cost=bad)}
+    with ReplayServer(replies=recorded) as srv:
+        (result,), _ = run(fast_endpoint(srv.base_url), requests(1))
+    assert result.ok and result.cost_usd is None and result.total_cost_usd is None
+    assert result.cost_note is not None and "usage.cost" in result.cost_note
+
+
+def test_cost_header_is_used_when_the_body_has_no_cost() -> None:
+    with ReplayServer(replies=replies(2), cost_header="x-litellm-response-cost") as srv:
+        results, _ = run(fast_endpoint(srv.base_url), requests(2))
+    assert all(r.cost_usd == pytest.approx(0.001) and r.cost_note is None for r in results)
+
+
+def test_cost_of_unparseable_replies_counts_towards_the_paid_total() -> None:
+    """A gateway bills a reply whose body is broken: the budget must see that cost."""
+    faults = FaultProfile(rate_malformed_json=1.0, max_faults_per_prompt=2)
+    with ReplayServer(replies=replies(1), faults=faults, cost_header="x-litellm-response-cost") as srv:
+        # The broken bodies carry no cost header in the server (they are not completions), so the
+        # check is on the pure function that reads it.
+        (result,), _ = run(fast_endpoint(srv.base_url, max_malformed_retries=2), requests(1))
+    assert result.ok and result.attempts == 3
+    # A body with usage but no choices (billed, unusable) counts its cost too.
+    billed_empty = {
+        (MODEL, prompt(0)): RecordedReply("", raw_body=b'{"choices": [], "usage": {"cost": 0.125}}')
+    }
+    with ReplayServer(replies=billed_empty) as srv:
+        (unusable,), _ = run(fast_endpoint(srv.base_url, max_malformed_retries=1), requests(1))
+    assert not unusable.ok and unusable.attempts == 2 and unusable.total_cost_usd == 0.25
+    headers = httpx.Headers({"x-litellm-response-cost": "0.25"})
+    assert trusted_cost(None, headers) == (0.25, None)
+    assert trusted_cost(-1, headers)[0] == 0.25 and "negative" in (trusted_cost(-1, headers)[1] or "")
+    assert trusted_cost("NaN", None) == (None, "usage.cost 'NaN' is not finite: cost stored as NULL")
 
 
 def _self_signed_localhost(folder: Path) -> tuple[Path, Path]:
@@ -477,8 +603,8 @@ def test_https_endpoint_with_verified_certificate(tmp_path: Path, monkeypatch: p
     assert all(r.error is None for r in results)
 
 
-def test_https_endpoint_with_untrusted_certificate_is_an_error_not_a_crash(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_https_endpoint_with_untrusted_certificate_is_fatal_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     import ssl
 
@@ -486,9 +612,11 @@ def test_https_endpoint_with_untrusted_certificate_is_an_error_not_a_crash(
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_context.load_cert_chain(cert, key)
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
-    with ReplayServer(replies=replies(1), ssl_context=server_context) as server:
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    with ReplayServer(replies=replies(4), ssl_context=server_context) as server:
         results: list[ChatResult] = []
-        asyncio.run(
-            run_chat_requests(fast_endpoint(server.base_url, max_retries=1), requests(1), 1, results.append)
-        )
-    assert len(results) == 1 and results[0].raw_response is None and results[0].error
+        with caplog.at_level("INFO"), pytest.raises(FatalEndpointError, match="certificate") as caught:
+            asyncio.run(run_chat_requests(fast_endpoint(server.base_url), requests(4), 1, results.append))
+    assert results == []
+    assert not [r for r in caplog.records if "retrying" in r.getMessage()]  # fatal at the first attempt
+    assert "SSL_CERT_FILE" in str(caught.value)

@@ -17,6 +17,7 @@ from oabench_pipeline_tests.inference.fault_profiles import (
     ERRORS_THEN_CLEARED,
     PROFILES,
     concurrency_for,
+    latency_for,
 )
 from oabench_pipeline_tests.inference.paid_calls import active_prompt_keys, cell_rows, error_rows
 from oabench_pipeline_tests.inference.replay import TEST_KEY, published_replies, use_replay_models
@@ -35,7 +36,8 @@ def run_cell(env: PipelineEnv, concurrency: int) -> int:
 
 def replay_server(env: PipelineEnv, shared_oab: Path, profile: FaultProfile) -> ReplayServer:
     replies = published_replies(shared_oab, env.warehouse)
-    return ReplayServer(replies=replies, api_key=TEST_KEY, latency_s=LATENCY_S, faults=profile)
+    latency = latency_for(profile, LATENCY_S)
+    return ReplayServer(replies=replies, api_key=TEST_KEY, latency_s=latency, faults=profile)
 
 
 def assert_every_question_answered_once(env: PipelineEnv, server: ReplayServer) -> None:

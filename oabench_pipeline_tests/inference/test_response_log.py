@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from oabench_pipeline.inference.client import ChatResult
 from oabench_pipeline.inference.response_log import ResponseLog, cell_log_path, latest_by_hash, read_log
+from oabench_pipeline.inference.types import ChatResult
 
 T0 = dt.datetime(2026, 3, 3, 12, 0, tzinfo=dt.UTC)
 
@@ -101,3 +101,30 @@ def test_latest_wins_among_equals() -> None:
 def test_requests_are_kept_apart() -> None:
     best = latest_by_hash([result("h1"), result("h2", answer=None, error="x")])
     assert best["h1"].ok and not best["h2"].ok
+
+
+def test_lines_from_before_provenance_and_from_newer_versions_both_read(tmp_path: Path) -> None:
+    """A log written before the provenance fields existed still resumes; unknown fields are ignored."""
+    path = tmp_path / "cell.jsonl"
+    old = (
+        '{"qid": "q1", "request_hash": "h1", "raw_response": "B", "reasoning": null, "latency_ms": 9, '
+        '"prompt_tokens": 1, "completion_tokens": 1, "reasoning_tokens": 0, "cost_usd": 0.1, "error": null, '
+        '"attempts": 1, "finished_at": "2026-03-03T12:00:00+00:00", "total_cost_usd": 0.1}'
+    )
+    newer = old.replace('"h1"', '"h2"').replace("}", ', "a_field_from_the_future": 1}')
+    path.write_text(old + "\n" + newer + "\n", encoding="utf-8")
+    first, second = read_log(path)
+    assert (first.request_hash, first.raw_response, first.response_id, first.finish_reason) == (
+        "h1",
+        "B",
+        None,
+        None,
+    )
+    assert second.request_hash == "h2" and second.ok
+    with ResponseLog(path) as log:
+        log.append(
+            ChatResult(
+                **{**first.__dict__, "request_hash": "h3", "response_id": "gen-1", "finish_reason": "stop"}
+            )
+        )
+    assert read_log(path)[-1].response_id == "gen-1" and read_log(path)[-1].finish_reason == "stop"

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import email.utils
 import functools
+import gzip
 import hashlib
 import json
 import math
@@ -159,6 +161,10 @@ class ServerStats:
     last_response_at: float | None
     faults: dict[str, int]
     authorization_headers: frozenset[str]
+    connections_opened: int = 0
+    host_headers: frozenset[str] = frozenset()
+    request_targets: frozenset[str] = frozenset()  # "POST /path?query" as received
+    header_values: dict[str, frozenset[str]] = field(default_factory=dict)  # name (lower) -> values
 
     def to_json(self) -> dict[str, Any]:
         """The counters a benchmark needs, JSON-friendly (per-prompt maps summarised)."""
@@ -191,12 +197,17 @@ class _MutableStats:
     last_response_at: float | None = None
     faults: Counter[str] = field(default_factory=Counter)
     authorization_headers: set[str] = field(default_factory=set)
+    connections_opened: int = 0
+    host_headers: set[str] = field(default_factory=set)
+    request_targets: set[str] = field(default_factory=set)
+    header_values: dict[str, set[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class _HttpRequest:
     method: str
     path: str
+    query: str
     headers: dict[str, str]  # names in lower case
     body: bytes
     keep_alive: bool
@@ -284,17 +295,23 @@ class _ReplayProtocol(asyncio.Protocol):
         self._headers: dict[str, str] = {}
         self._body: list[bytes] = []
         self._body_size = 0
+        self._idle_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's are not asyncio classes
         self._writer = _ResponseWriter(self._transport)  # type: ignore[arg-type]
         self._server._transports.add(transport)
+        with self._server._lock:
+            self._server._stats.connections_opened += 1
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._server._transports.discard(self._transport)  # type: ignore[arg-type]
 
     def data_received(self, data: bytes) -> None:
         assert self._transport is not None
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
         try:
             self._parser.feed_data(data)
         except (httptools.HttpParserError, httptools.HttpParserUpgrade):
@@ -326,9 +343,11 @@ class _ReplayProtocol(asyncio.Protocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
+        path, _, query = self._url.partition(b"?")
         request = _HttpRequest(
             method=self._parser.get_method().decode("latin-1").upper(),
-            path=self._url.split(b"?", 1)[0].decode("latin-1"),
+            path=path.decode("latin-1"),
+            query=query.decode("latin-1"),
             headers=self._headers,
             body=b"".join(self._body),
             keep_alive=self._parser.should_keep_alive(),
@@ -358,6 +377,10 @@ class _ReplayProtocol(asyncio.Protocol):
             self._transport.close()
         elif self._pending:
             self._start(self._pending.popleft())
+        elif self._server.idle_close_s is not None:
+            # Like nginx's keepalive_timeout: an idle keep-alive connection is closed by the server.
+            loop = asyncio.get_running_loop()
+            self._idle_timer = loop.call_later(self._server.idle_close_s, self._transport.close)
 
 
 class _ResponseWriter:
@@ -374,18 +397,29 @@ class _ResponseWriter:
         return None  # the transport buffers whatever the socket did not take yet
 
 
-async def _write_response(writer: _ResponseWriter, response: _HttpResponse, keep_alive: bool) -> None:
+async def _write_response(
+    writer: _ResponseWriter, response: _HttpResponse, keep_alive: bool, gzip_body: bool = False
+) -> None:
+    body = response.body
+    if gzip_body:  # whatever the request's Accept-Encoding said, as some gateways do (RFC 9110 allows it)
+        body = gzip.compress(body, compresslevel=1)
+        response = _HttpResponse(
+            response.status,
+            body,
+            response.content_type,
+            (*response.extra_headers, ("Content-Encoding", "gzip")),
+        )
     head = b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: %s\r\n" % (
         response.status,
         _REASONS.get(response.status, "Status").encode(),
         response.content_type.encode(),
-        len(response.body),
+        len(body),
         b"keep-alive" if keep_alive else b"close",
     )
     extra = b"".join(
         b"%s: %s\r\n" % (name.encode(), value.encode("latin-1")) for name, value in response.extra_headers
     )
-    writer.write(head + extra + b"\r\n" + response.body)
+    writer.write(head + extra + b"\r\n" + body)
     await writer.drain()
 
 
@@ -405,8 +439,21 @@ class ReplayServer:
         reasoning_field: Literal["reasoning", "reasoning_content"] = "reasoning",
         unknown_model_status: int | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        host: str = "127.0.0.1",
+        base_path: str = "/v1",
+        required_query: str | None = None,
+        api_key_header: str = "authorization",
+        gzip_always: bool = False,
+        idle_close_s: float | None = None,
+        cost_header: str | None = None,
     ) -> None:
         """`api_key` set → requests without `Authorization: Bearer <api_key>` get 401.
+
+        Endpoint shapes: `host="::1"` serves IPv6 (`http://[::1]:PORT/v1`); `base_path` and
+        `required_query` give Azure's `/openai/deployments/NAME/chat/completions?api-version=...` (a
+        request without the query gets 404); `api_key_header="api-key"` expects the raw key there.
+        `gzip_always` gzips every reply unasked; `idle_close_s` closes keep-alive connections idle that
+        long; `cost_header` (e.g. `x-litellm-response-cost`) moves `usage.cost` into that header.
 
         `unknown_model_status` set (e.g. 404, as OpenRouter) → a model in neither `models` nor `replies`
         gets that status; otherwise it gets the fallback answer.
@@ -430,15 +477,24 @@ class ReplayServer:
         self._encoded_completions: dict[tuple[str, RecordedReply, str], bytes] = {}
         self._port: int | None = None
         self.ssl_context = ssl_context  # set: serve HTTPS (base_url names `localhost`)
+        self.host = host
+        self.base_path = base_path.rstrip("/")
+        self.required_query = required_query
+        self.api_key_header = api_key_header.lower()
+        self.gzip_always = gzip_always
+        self.idle_close_s = idle_close_s
+        self.cost_header = cost_header
 
     # -- lifecycle
 
     @property
     def base_url(self) -> str:
         assert self._port is not None, "server not started"
+        query = f"?{self.required_query}" if self.required_query else ""
         if self.ssl_context is not None:  # certificates name hosts, not addresses
-            return f"https://localhost:{self._port}/v1"
-        return f"http://127.0.0.1:{self._port}/v1"
+            return f"https://localhost:{self._port}{self.base_path}{query}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self._port}{self.base_path}{query}"
 
     def __enter__(self) -> ReplayServer:
         self._loop = _new_event_loop()
@@ -467,7 +523,7 @@ class ReplayServer:
         asyncio.set_event_loop(loop)
         self._server = loop.run_until_complete(
             loop.create_server(
-                lambda: _ReplayProtocol(self), "127.0.0.1", 0, backlog=1024, ssl=self.ssl_context
+                lambda: _ReplayProtocol(self), self.host, 0, backlog=1024, ssl=self.ssl_context
             )
         )
         self._port = self._server.sockets[0].getsockname()[1]
@@ -500,6 +556,10 @@ class ReplayServer:
                 last_response_at=s.last_response_at,
                 faults=dict(s.faults),
                 authorization_headers=frozenset(s.authorization_headers),
+                connections_opened=s.connections_opened,
+                host_headers=frozenset(s.host_headers),
+                request_targets=frozenset(s.request_targets),
+                header_values={name: frozenset(values) for name, values in s.header_values.items()},
             )
 
     def reset_stats(self) -> None:
@@ -511,18 +571,34 @@ class ReplayServer:
 
     async def _dispatch(self, request: _HttpRequest, writer: _ResponseWriter) -> bool:
         """Answer one request; False when the connection must be closed."""
-        if request.method == "GET" and request.path.rstrip("/") == "/v1/models":
+        with self._lock:
+            self._stats.host_headers.add(request.headers.get("host", ""))
+            self._stats.request_targets.add(
+                f"{request.method} {request.path}" + (f"?{request.query}" if request.query else "")
+            )
+            for name, value in request.headers.items():
+                self._stats.header_values.setdefault(name, set()).add(value)
+        if request.method == "GET" and request.path.rstrip("/") == f"{self.base_path}/models":
             with self._lock:
                 self._stats.model_list_requests += 1
-            await _write_response(writer, self._models_response(), request.keep_alive)
+            await self._write(writer, self._models_response(), request.keep_alive)
             return request.keep_alive
-        if request.method == "POST" and request.path.rstrip("/") == "/v1/chat/completions":
+        if request.method == "POST" and request.path.rstrip("/") == f"{self.base_path}/chat/completions":
+            if self.required_query is not None and request.query != self.required_query:
+                missing = _error_response(
+                    404, f"expected query {self.required_query!r}, got {request.query!r}"
+                )
+                await self._write(writer, missing, request.keep_alive)
+                return request.keep_alive
             return await self._chat(request, writer)
         if request.method == "GET" and request.path == STATS_PATH:
-            await _write_response(writer, _json_response(200, self.stats.to_json()), request.keep_alive)
+            await self._write(writer, _json_response(200, self.stats.to_json()), request.keep_alive)
             return request.keep_alive
-        await _write_response(writer, _error_response(404, f"no route {request.path}"), request.keep_alive)
+        await self._write(writer, _error_response(404, f"no route {request.path}"), request.keep_alive)
         return request.keep_alive
+
+    async def _write(self, writer: _ResponseWriter, response: _HttpResponse, keep_alive: bool) -> None:
+        await _write_response(writer, response, keep_alive, gzip_body=self.gzip_always)
 
     def _models_response(self) -> _HttpResponse:
         names = dict.fromkeys([*self.models, *(model for model, _ in self.replies)])
@@ -560,14 +636,12 @@ class ReplayServer:
         try:
             payload = json.loads(request.body)
         except (json.JSONDecodeError, UnicodeDecodeError):
-            await _write_response(
-                writer, _error_response(400, "request body is not JSON"), request.keep_alive
-            )
+            await self._write(writer, _error_response(400, "request body is not JSON"), request.keep_alive)
             return request.keep_alive
         model = str(payload.get("model", ""))
         text = _user_text(payload)
         key = prompt_key(model, text)
-        auth = request.headers.get("authorization", "")
+        auth = request.headers.get(self.api_key_header, "")
         with self._lock:
             counter = self._counter
             self._counter += 1
@@ -577,7 +651,7 @@ class ReplayServer:
                 self._stats.authorization_headers.add(auth)
         early = self._refusal(model, auth, in_flight)
         if early is not None:
-            await _write_response(writer, early, request.keep_alive)
+            await self._write(writer, early, request.keep_alive)
             return request.keep_alive
         fault, rng = self._fault_for(counter, key)
         if fault == "drop":
@@ -586,13 +660,13 @@ class ReplayServer:
             await asyncio.sleep(self.faults.hang_s)
             return False
         if fault in ("5xx", "429"):
-            await _write_response(writer, self._status_fault(fault, rng, auth), request.keep_alive)
+            await self._write(writer, self._status_fault(fault, rng, auth), request.keep_alive)
             return request.keep_alive
         reply = self.replies.get((model, text))
         latency = reply.latency_s if reply is not None and reply.latency_s is not None else self.latency_s
         await _sleep_at_least(latency)
         response = self._answer(model, text, key, reply) if fault is None else self._bad_200(fault, model)
-        await _write_response(writer, response, request.keep_alive)
+        await self._write(writer, response, request.keep_alive)
         return request.keep_alive
 
     def _refusal(self, model: str, auth: str, in_flight: int) -> _HttpResponse | None:
@@ -602,8 +676,18 @@ class ReplayServer:
         if faults.fixed_status is not None:
             self._count_fault(f"fixed_{faults.fixed_status}")
             message = faults.fixed_status_message or f"{model} is not a valid model ID"
-            return _error_response(faults.fixed_status, message + echo, metadata={"model": model})
-        if self.api_key is not None and auth != f"Bearer {self.api_key}":
+            moved: tuple[tuple[str, str], ...] = ()
+            if faults.fixed_status in (
+                301,
+                302,
+                303,
+                307,
+                308,
+            ):  # a moved endpoint, as behind a wrong base_url
+                moved = (("Location", f"https://moved.example{self.base_path}/chat/completions"),)
+            return _error_response(faults.fixed_status, message + echo, moved, metadata={"model": model})
+        expected = f"Bearer {self.api_key}" if self.api_key_header == "authorization" else self.api_key
+        if self.api_key is not None and auth != expected:
             self._count_fault("401")
             return _error_response(401, "No auth credentials found or invalid key" + echo)
         if self.unknown_model_status is not None and model not in self._known_models:
@@ -671,6 +755,10 @@ class ReplayServer:
             reply = RecordedReply(FALLBACK_ANSWER, prompt_tokens=max(1, len(text) // 4), completion_tokens=1)
         if reply.raw_body is not None:
             return _HttpResponse(200, reply.raw_body, content_type=reply.content_type)
+        if self.cost_header is not None and reply.cost is not None:  # a gateway reporting cost out of band
+            body_reply = dataclasses.replace(reply, cost=None)
+            headers = ((self.cost_header, repr(reply.cost)),)
+            return _HttpResponse(200, self._completion_body(model, body_reply), extra_headers=headers)
         return _HttpResponse(200, self._completion_body(model, reply))
 
     def _completion_body(self, model: str, reply: RecordedReply) -> bytes:
@@ -706,6 +794,7 @@ class ReplayServer:
             "created": int(time.time()),
             "model": model,
             "provider": "replay",
+            "system_fingerprint": "fp_replay",
             "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
             "usage": usage,
         }

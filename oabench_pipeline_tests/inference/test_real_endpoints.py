@@ -1,0 +1,260 @@
+"""`oabench run` end to end against endpoints as they exist: a third-party server (LLMock), a real
+forward proxy (proxy.py), and our loopback server in the shapes users meet — gzip-always, IPv6,
+Azure's URL and `api-key` header, a certificate nobody trusts, costs that are negative or NaN, cost
+in LiteLLM's header. Edition 43 has 80 questions, 2 annulled: every live cell must end 78/78 answered.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from oabench_pipeline.inference.response_log import cell_log_path, read_log
+from oabench_pipeline.partitions import cell_partition_key
+from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
+from oabench_pipeline_tests.inference.test_client import _self_signed_localhost
+from oabench_pipeline_tests.pipeline_env import PipelineEnv
+from oabench_pipeline_tests.servers.openai_replay import RecordedReply, ReplayServer
+from oabench_pipeline_tests.servers.third_party import ForwardProxy, LLMock
+
+EDITION = "43"
+ACTIVE = 78
+MODEL = "acme/oab-model"
+PROVENANCE = ("response_id", "response_model", "finish_reason", "response_provider", "system_fingerprint")
+
+
+def toml_value(value: object) -> str:
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def use_models(env: PipelineEnv, base_url: str, **extra: object) -> None:
+    """A private registry with MODEL on `base_url`, the test key in the environment."""
+    env.set(TEST_KEY_ENV, TEST_KEY)
+    entry = {"id": MODEL, "base_url": base_url, "api_key_env": TEST_KEY_ENV, **extra}
+    text = "[[models]]\n" + "".join(f"{name} = {toml_value(value)}\n" for name, value in entry.items())
+    path = env.root / "models.toml"
+    path.write_text(text, encoding="utf-8")
+    env.set("OABENCH_MODELS_FILE", path)
+
+
+def run_cell(env: PipelineEnv):  # type: ignore[no-untyped-def]
+    return env.cli("run", "--models", MODEL, "--editions", EDITION)
+
+
+def cell_rows(env: PipelineEnv) -> pl.DataFrame:
+    return env.warehouse.read("inferences", str(cell_partition_key(MODEL, EDITION)))
+
+
+def assert_all_answered(env: PipelineEnv) -> pl.DataFrame:
+    rows = cell_rows(env).filter(~pl.col("skipped"))
+    answered = rows.filter(pl.col("error").is_null() & pl.col("raw_response").is_not_null())
+    assert (answered.height, rows.height) == (ACTIVE, ACTIVE), rows.filter(pl.col("error").is_not_null())
+    return answered
+
+
+def no_proxy_env(env: PipelineEnv) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        env.monkeypatch.delenv(name, raising=False)
+        env.monkeypatch.delenv(name.lower(), raising=False)
+
+
+# ------------------------------------------------------------------------------- third-party servers
+
+
+def test_llmock_third_party_server_answers_every_question_and_grades_the_client_resilient(
+    fresh_env: PipelineEnv, tmp_path: Path
+) -> None:
+    """LLMock (PyPI) with three 429s (Retry-After 0.2 s) and two 503s queued: all 78 answered, once each."""
+    no_proxy_env(fresh_env)
+    with LLMock(tmp_path) as llmock:
+        llmock.admin(
+            "scenario",
+            {
+                "behaviors": [
+                    {"type": "fail", "status": 429, "retry_after": 0.2, "times": 3},
+                    {"type": "fail", "status": 503, "times": 2},
+                ]
+            },
+        )
+        use_models(fresh_env, llmock.base_url, concurrency=4)
+        result = run_cell(fresh_env)
+        assert result.exit_code == 0, result.output
+        verdict = llmock.admin("verdict")
+        seen = llmock.admin("requests")
+    answered = assert_all_answered(fresh_env)
+    assert set(answered["response_model"]) == {MODEL} and set(answered["finish_reason"]) == {"stop"}
+    assert answered["response_id"].null_count() == 0 and answered["response_id"].n_unique() == ACTIVE
+    # LLMock's own grading of our client: Retry-After honoured, no retry storm, nothing non-retryable retried.
+    assert "findings" in verdict, verdict
+    assert [f for f in verdict["findings"] if f["severity"] == "error"] == [], verdict
+    requests = seen if isinstance(seen, list) else seen.get("requests", [])
+    assert len(requests) == ACTIVE + 5  # 78 answers + the 5 queued faults, each retried once
+
+
+def test_http_proxy_is_honoured(fresh_env: PipelineEnv, tmp_path: Path) -> None:
+    """Behind a corporate proxy: every model call goes through HTTP_PROXY (proxy.py from PyPI)."""
+    no_proxy_env(fresh_env)
+    with ReplayServer(api_key=TEST_KEY) as server, ForwardProxy(tmp_path) as proxy:
+        fresh_env.set("HTTP_PROXY", proxy.url)
+        use_models(fresh_env, server.base_url, concurrency=8)
+        result = run_cell(fresh_env)
+        assert result.exit_code == 0, result.output
+        assert server.stats.total_requests == ACTIVE
+        connections = server.stats.connections_opened
+    assert_all_answered(fresh_env)
+    # proxy.py logs one access line per relayed keep-alive connection: every connection the server
+    # accepted came from the proxy.
+    port = server.base_url.split(":")[2].split("/")[0]
+    relayed = proxy.relayed(f"POST 127.0.0.1:{port}/v1/chat/completions")
+    assert 0 < relayed == connections, proxy.log_text()[-2000:]
+
+
+# ----------------------------------------------------------------------------- our loopback server
+
+
+def test_gateway_that_always_gzips(fresh_env: PipelineEnv) -> None:
+    no_proxy_env(fresh_env)
+    with ReplayServer(api_key=TEST_KEY, gzip_always=True) as server:
+        use_models(fresh_env, server.base_url)
+        result = run_cell(fresh_env)
+        assert result.exit_code == 0, result.output
+        assert server.stats.total_requests == ACTIVE  # each question asked once: nothing paid twice
+    answered = assert_all_answered(fresh_env)
+    for column in PROVENANCE:
+        assert answered[column].null_count() == 0, column
+    assert set(answered["response_provider"]) == {"replay"}
+    assert set(answered["system_fingerprint"]) == {"fp_replay"}
+
+
+def test_ipv6_literal_base_url(fresh_env: PipelineEnv) -> None:
+    no_proxy_env(fresh_env)
+    with ReplayServer(api_key=TEST_KEY, host="::1") as server:
+        assert server.base_url.startswith("http://[::1]:")
+        use_models(fresh_env, server.base_url)
+        result = run_cell(fresh_env)
+        assert result.exit_code == 0, result.output
+        hosts = server.stats.host_headers
+    assert_all_answered(fresh_env)
+    assert hosts == {server.base_url.split("/")[2]}  # "[::1]:PORT", brackets kept
+
+
+def test_azure_style_url_with_api_key_header_and_secret_extra_header(fresh_env: PipelineEnv) -> None:
+    no_proxy_env(fresh_env)
+    token = "gw-token-5f1e9a7c3b"
+    fresh_env.set("OABENCH_TEST_GATEWAY_TOKEN", token)
+    with ReplayServer(
+        api_key=TEST_KEY,
+        api_key_header="api-key",
+        base_path="/openai/deployments/oab-gpt",
+        required_query="api-version=2024-10-21",
+    ) as server:
+        use_models(
+            fresh_env,
+            server.base_url,
+            api_key_header="api-key",
+            extra_headers={"X-Title": "OABench", "X-Gateway-Token": {"env": "OABENCH_TEST_GATEWAY_TOKEN"}},
+        )
+        result = run_cell(fresh_env)
+        assert result.exit_code == 0, result.output
+        stats = server.stats
+    assert_all_answered(fresh_env)
+    assert stats.request_targets == {
+        "POST /openai/deployments/oab-gpt/chat/completions?api-version=2024-10-21"
+    }
+    assert stats.header_values["api-key"] == {TEST_KEY} and "authorization" not in stats.header_values
+    assert stats.header_values["x-title"] == {"OABench"} and stats.header_values["x-gateway-token"] == {token}
+    for root in (fresh_env.settings.warehouse_path.parent, fresh_env.root / "dagster_home"):
+        for path in root.rglob("*"):
+            if path.is_file():
+                data = path.read_bytes()
+                assert token.encode() not in data and TEST_KEY.encode() not in data, path
+
+
+def test_unverifiable_certificate_stops_at_once_with_certificate_in_the_message(
+    fresh_env: PipelineEnv, tmp_path: Path
+) -> None:
+    no_proxy_env(fresh_env)
+    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
+        fresh_env.monkeypatch.delenv(name, raising=False)
+    cert, key = _self_signed_localhost(tmp_path)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    with ReplayServer(api_key=TEST_KEY, ssl_context=context) as server:
+        use_models(fresh_env, server.base_url, concurrency=4)
+        result = run_cell(fresh_env)
+        assert server.stats.total_requests == 0
+    assert result.exit_code != 0
+    assert "certificate" in result.output and "SSL_CERT_FILE" in result.output
+    assert not fresh_env.warehouse.partition_path(
+        "inferences", str(cell_partition_key(MODEL, EDITION))
+    ).exists()
+    log = cell_log_path(fresh_env.settings.warehouse_path.parent / "responses", MODEL, EDITION)
+    assert read_log(log) == []  # not retried into error rows: stopped before any result
+
+
+def test_negative_nan_and_header_costs(fresh_env: PipelineEnv) -> None:
+    """-5 and NaN in usage.cost are stored as NULL with a warning; nothing negative or NaN anywhere."""
+    no_proxy_env(fresh_env)
+    from oabench_pipeline_tests.inference.replay import question_texts
+
+    texts = sorted(
+        t for q, t in question_texts(fresh_env.warehouse).items() if q.startswith(f"oab-{EDITION}-")
+    )
+    costs = [-5.0, float("nan"), 0.002]
+    replies = {(MODEL, text): RecordedReply("B", cost=costs[i % 3]) for i, text in enumerate(texts)}
+    with ReplayServer(replies=replies, api_key=TEST_KEY) as server:
+        use_models(fresh_env, server.base_url, max_cost_usd=1.0)
+        result = run_cell(fresh_env)
+        assert result.exit_code == 0, result.output
+    answered = assert_all_answered(fresh_env)
+    trusted = answered["cost_usd"].drop_nulls()
+    assert 0 < trusted.len() < ACTIVE and trusted.min() >= 0 and not trusted.is_nan().any()
+    assert "usage.cost" in result.output  # the warning reached the run's log
+    everywhere = fresh_env.warehouse.query(
+        "select count(*) from inferences where cost_usd < 0 or isnan(cost_usd)"
+    ).item()
+    assert everywhere == 0
+    leaderboard = fresh_env.warehouse.read("leaderboard").filter(pl.col("model_key") == MODEL)
+    assert leaderboard["cost_usd"].min() >= 0
+
+
+def test_litellm_cost_header_is_stored(fresh_env: PipelineEnv) -> None:
+    no_proxy_env(fresh_env)
+    from oabench_pipeline_tests.inference.replay import question_texts
+
+    texts = [t for q, t in question_texts(fresh_env.warehouse).items() if q.startswith(f"oab-{EDITION}-")]
+    replies = {(MODEL, text): RecordedReply("C", cost=0.0005) for text in texts}
+    with ReplayServer(replies=replies, api_key=TEST_KEY, cost_header="x-litellm-response-cost") as server:
+        use_models(fresh_env, server.base_url)
+        result = run_cell(fresh_env)
+        assert result.exit_code == 0, result.output
+    answered = assert_all_answered(fresh_env)
+    assert answered["cost_usd"].null_count() == 0
+    assert answered["cost_usd"].sum() == pytest.approx(ACTIVE * 0.0005)
+
+
+def test_unresolvable_host_and_redirect_stop_the_cell_with_a_reason(fresh_env: PipelineEnv) -> None:
+    no_proxy_env(fresh_env)
+    use_models(fresh_env, "http://no-such-host.invalid/v1")
+    result = run_cell(fresh_env)
+    assert (
+        result.exit_code != 0
+        and "does not resolve" in result.output
+        and "no-such-host.invalid" in result.output
+    )
+
+    from oabench_pipeline_tests.servers.openai_replay import FaultProfile
+
+    with ReplayServer(api_key=TEST_KEY, faults=FaultProfile(fixed_status=301)) as server:
+        use_models(fresh_env, server.base_url)
+        result = run_cell(fresh_env)
+        asked = server.stats.total_requests
+    assert result.exit_code != 0 and "HTTP 301" in result.output
+    assert "https://moved.example/v1/chat/completions" in result.output
+    assert asked <= 20  # the first wave at most (concurrency 20): nothing retried
