@@ -28,7 +28,7 @@ from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
 from oabench_pipeline.settings import Settings
-from oabench_pipeline.warehouse import Warehouse
+from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse, WarehouseError
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance, Definitions
@@ -73,9 +73,42 @@ def run_assets(
     return run(defs, instance, selection, **kwargs)
 
 
-@click.group()
+class _OabenchGroup(click.Group):
+    """Warehouse problems (a damaged partition, a held lock, a full disk) end in their one-line message."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except WarehouseError as error:
+            raise click.ClickException(str(error)) from None
+
+
+@click.group(cls=_OabenchGroup)
 def main() -> None:
     """OABench Pipeline: LLMs on the Brazilian Bar Exam (OAB, 1st phase)."""
+    _heal_catalogue(Settings.from_env())
+
+
+def _heal_catalogue(settings: Settings) -> None:
+    """Every command first makes sure the DuckDB catalogue holds today's views (warehouse.ensure_views).
+
+    Quietly: a rebuild is routine (the first command of a new warehouse makes the file).
+    """
+    try:
+        Warehouse(settings.warehouse_path).ensure_views()
+    except OSError as error:  # a read-only warehouse can still be read
+        click.echo(f"warning: catalogue {settings.warehouse_path} not checked: {error}", err=True)
+
+
+def _set_aside_damaged(warehouse: Warehouse, table: str, partition_keys: list[str], rebuilt_by: str) -> int:
+    """Move unreadable partition files out of the way, so this command rebuilds them like missing ones."""
+    damaged = warehouse.damaged_partitions(table, partition_keys)
+    for path in damaged:
+        aside = warehouse.set_aside(path)
+        click.echo(
+            f"table {table}, file {path}: unreadable, set aside as {aside.name}; {rebuilt_by}", err=True
+        )
+    return len(damaged)
 
 
 @main.command()
@@ -94,6 +127,9 @@ def ingest(editions_opt: str | None, force: bool) -> None:
             f"unknown edition(s) {', '.join(unknown)}; the registry has {', '.join(known)}"
         )
     warehouse = Warehouse(settings.warehouse_path)
+    for table in ("source_files", "answer_keys", "questions"):
+        _set_aside_damaged(warehouse, table, wanted, "rebuilding it from the stored PDFs")
+    _set_aside_damaged(warehouse, "editions", [UNPARTITIONED], "rebuilding it from the registry")
     store = RawStore(settings.raw_dir)
     stale = [key for key in wanted if force or not edition_is_current(warehouse, store, known[key])]
     for key in wanted:
@@ -162,11 +198,19 @@ def run(
     chosen = _choose_models(settings, _split(models_opt))
     editions = _choose_editions(warehouse, _split(editions_opt))
     cells = [(model, edition) for model in chosen for edition in editions]
+    names = [cell_name(model.key, edition) for model, edition in cells]
+    _set_aside_damaged(warehouse, "inferences", names, "rebuilding it from the response log (no request)")
+    _set_aside_damaged(warehouse, "scores", names, "re-scoring it")
+    board_damaged = sum(
+        _set_aside_damaged(warehouse, table, [UNPARTITIONED], "rebuilding the leaderboard")
+        for table in warehouse.tables()
+        if table != "editions"
+    )
     if dry_run:
         _print_dry_run(warehouse, cells)
         return
     todo = cells if force else [(m, e) for m, e in cells if not _cell_is_current(warehouse, m, e)]
-    if not todo and leaderboard_is_current(warehouse):
+    if not todo and not board_damaged and leaderboard_is_current(warehouse):
         click.echo(
             f"up to date: {len(cells)} cell(s) answered and scored, leaderboard current (--force to redo)"
         )
