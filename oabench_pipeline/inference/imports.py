@@ -23,6 +23,7 @@ from oabench_pipeline.core.published_runs import (
     PublishedRunError,
     merge_published_records,
     read_published_runs,
+    validate_published_runs,
 )
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import cell_partition_key
@@ -84,13 +85,14 @@ def published_runs(
     context: AssetExecutionContext, config: ImportConfig, warehouse: WarehouseResource
 ) -> MaterializeResult:
     """Published OABench runs, imported into the `inferences` table as `source = 'imported'`."""
+    store = warehouse.warehouse()
     try:
+        validate_published_runs(Path(config.path), store.partitions("questions"))
         records = merge_published_records(read_published_runs(Path(config.path)))
     except (OSError, PublishedRunError) as error:
         raise Failure(description=f"cannot import {config.path}: {error}") from None
     if not records:
         raise Failure(description=f"no OABench run folders (with config.json) under {config.path}")
-    store = warehouse.warehouse()
     frame = pl.DataFrame([imported_row(r) for r in records], infer_schema_length=None)
     keys = sorted(frame["model_key"].unique())
     editions = sorted(str(e) for e in frame["edition"].unique())
