@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import io
 import json
 import logging
 import os
@@ -103,9 +104,14 @@ class Warehouse:
         target = self.partition_path(table, partition_key)
         target.parent.mkdir(parents=True, exist_ok=True)
         staged = target.with_name(f".{uuid.uuid4().hex}.tmp")
+        # Encoded in memory first: polars reports a full disk as "Invalid thrift: transport error",
+        # while a plain file write says ENOSPC, which the user can act on.
+        encoded = io.BytesIO()
+        frame.write_parquet(encoded)
         try:
-            frame.write_parquet(staged)
-            with staged.open("rb") as handle:
+            with staged.open("wb") as handle:
+                handle.write(encoded.getbuffer())
+                handle.flush()
                 os.fsync(handle.fileno())
             os.replace(staged, target)
         except OSError as error:
