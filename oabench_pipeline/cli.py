@@ -198,6 +198,9 @@ def run(
     chosen = _choose_models(settings, _split(models_opt))
     editions = _choose_editions(warehouse, _split(editions_opt))
     cells = [(model, edition) for model in chosen for edition in editions]
+    for table in ("questions", "answer_keys"):  # run cannot rebuild these: say so before any work
+        for path in warehouse.damaged_partitions(table, editions):
+            warehouse.raise_damaged(table, path)
     names = [cell_name(model.key, edition) for model, edition in cells]
     _set_aside_damaged(warehouse, "inferences", names, "rebuilding it from the response log (no request)")
     _set_aside_damaged(warehouse, "scores", names, "re-scoring it")

@@ -167,6 +167,10 @@ class Warehouse:
         os.replace(path, aside)
         return aside
 
+    def raise_damaged(self, table: str, path: Path) -> None:
+        """Raise the one-line `DamagedPartitionError` for a file `damaged_partitions` returned."""
+        raise DamagedPartitionError(self, table, path, _unreadable(path) or "unreadable")
+
     def _raise_if_damaged(self, tables: Iterable[str]) -> None:
         for table in tables:
             for path in sorted(self.table_dir(table).glob("*.parquet")):
@@ -270,13 +274,14 @@ class Warehouse:
         lock = FileLock(str(self.db_path) + ".lock", timeout=self.lock_timeout_s)
         try:
             with lock:
-                self._rebuild_catalogue(statements, fingerprint)
+                complete = self._rebuild_catalogue(statements, fingerprint)
         except FileLockTimeout:
             raise CatalogueLockedError(
                 f"another oabench process kept the catalogue lock {self.db_path}.lock for more than "
                 f"{self.lock_timeout_s:.0f} s; rerun when it has finished"
             ) from None
-        self._write_marker(fingerprint)
+        if complete:
+            self._write_marker(fingerprint)
         return True
 
     def _catalogue_fingerprint(self) -> str | None:
@@ -300,7 +305,7 @@ class Warehouse:
             return None
         return found[0]
 
-    def _rebuild_catalogue(self, statements: dict[str, str], fingerprint: str) -> None:
+    def _rebuild_catalogue(self, statements: dict[str, str], fingerprint: str) -> bool:
         """Write a fresh catalogue beside the old one and rename it over it (readers see old or new).
 
         A fresh file, rather than views replaced in place, also upgrades the storage format: the file is
@@ -316,8 +321,9 @@ class Warehouse:
                     str(staged), config={"storage_compatibility_version": CATALOGUE_STORAGE_VERSION}
                 )
             ) as con:
-                for statement in statements.values():
-                    con.execute(statement)
+                skipped = self._create_views(con, statements)
+                if skipped:  # recorded as unfinished, so the next check tries again once they are rebuilt
+                    fingerprint = "incomplete: " + ", ".join(skipped)
                 con.execute(
                     "CREATE VIEW _oabench_catalogue AS SELECT "
                     f"{CATALOGUE_VERSION} AS version, {_sql_literal(fingerprint)} AS fingerprint, "
@@ -328,9 +334,29 @@ class Warehouse:
                 os.fsync(handle.fileno())
             os.replace(staged, self.db_path)
             Path(str(self.db_path) + ".wal").unlink(missing_ok=True)
+            return not skipped
         finally:
             staged.unlink(missing_ok=True)
             Path(str(staged) + ".wal").unlink(missing_ok=True)
+
+    def _create_views(self, con: duckdb.DuckDBPyConnection, statements: dict[str, str]) -> list[str]:
+        """Create each view; a table with a damaged file gets none (DuckDB reads files to bind a view).
+
+        Returns the tables left out, each announced with its one-line `DamagedPartitionError` message.
+        """
+        skipped = []
+        for table, statement in statements.items():
+            try:
+                con.execute(statement)
+            except duckdb.Error:
+                try:
+                    self._raise_if_damaged([table])
+                except DamagedPartitionError as damage:
+                    log.warning("no view for %s: %s", table, damage)
+                    skipped.append(table)
+                    continue
+                raise
+        return skipped
 
     def _wait_for_duckdb_lock(self) -> None:
         """Wait (bounded) until no other process holds the catalogue's DuckDB lock."""
