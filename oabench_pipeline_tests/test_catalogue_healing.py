@@ -19,6 +19,7 @@ import polars as pl
 import pytest
 
 from oabench_pipeline.warehouse import CatalogueLockedError, DamagedPartitionError, Warehouse
+from oabench_pipeline_tests.pipeline_env import PipelineEnv
 
 DUCKDB_CLI = Path(sys.executable).with_name("duckdb")
 
@@ -106,8 +107,7 @@ def test_moved_warehouse_is_rebuilt_for_its_new_place(warehouse: Warehouse, tmp_
 
 def test_catalogue_opens_in_the_duckdb_command_line(warehouse: Warehouse) -> None:
     """The README's `duckdb warehouse/oabench.duckdb "..."`: the PyPI duckdb-cli (1.5) reads our file."""
-    if not DUCKDB_CLI.is_file():
-        pytest.skip(f"no duckdb command line at {DUCKDB_CLI} (pip install duckdb-cli)")
+    assert DUCKDB_CLI.is_file(), f"no duckdb command line at {DUCKDB_CLI}: the dev extras install duckdb-cli"
     done = subprocess.run(
         [str(DUCKDB_CLI), "-csv", "-noheader", str(warehouse.db_path), "select count(*) from things"],
         capture_output=True,
@@ -184,3 +184,20 @@ def test_damaged_partition_is_one_line_naming_table_partition_file_and_remedy(wa
         assert "`oabench run --models acme/model --editions 43` rebuilds it from the response log" in message
     assert warehouse.damaged_partitions("inferences") == [path]
     assert warehouse.damaged_partitions("things") == []
+
+
+def test_every_oabench_command_heals_the_catalogue(fresh_env: PipelineEnv) -> None:
+    """Even a command that reads no table through DuckDB (here one that finds no leaderboard) heals it."""
+    path = fresh_env.settings.warehouse_path
+    assert not path.exists(), "the ingested template is copied without its catalogue"
+    assert fresh_env.cli("leaderboard").exit_code == 1  # nothing ranked yet, but the views are back
+    assert count(path, "questions") == 240
+    before = path.read_bytes(), path.stat().st_mtime_ns
+    assert fresh_env.cli("leaderboard").exit_code == 1
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before, "a healthy catalogue is not rewritten"
+    path.unlink()
+    duckdb.connect(
+        str(path)
+    ).close()  # `duckdb warehouse/oabench.duckdb` on a missing file makes an empty one
+    assert fresh_env.cli("leaderboard").exit_code == 1
+    assert count(path, "questions") == 240
