@@ -8,8 +8,8 @@ Layout under the warehouse folder (default `warehouse/`, beside `oabench.duckdb`
 
 Why: DuckDB allows one writing process, while Dagster backfills run many steps at once. Steps therefore
 never write the DuckDB file to store data: each writes its own partition file, which needs no lock and
-replaces exactly that partition's rows. The DuckDB file only holds views; it is opened for writing (under
-a file lock, with retries) just when a table appears for the first time or the warehouse moved. Readers
+replaces exactly that partition's rows. The DuckDB file only holds views, derived from the files: it is
+rebuilt whenever it is missing, emptied, outdated or copied from elsewhere (see `ensure_views`). Readers
 use an in-memory DuckDB over the same Parquet files, so they never contend for the file lock either.
 """
 
