@@ -100,9 +100,11 @@ def _heal_catalogue(settings: Settings) -> None:
         click.echo(f"warning: catalogue {settings.warehouse_path} not checked: {error}", err=True)
 
 
-def _set_aside_damaged(warehouse: Warehouse, table: str, partition_keys: list[str], rebuilt_by: str) -> int:
+def _set_aside_damaged(
+    warehouse: Warehouse, table: str, partition_keys: list[str], rebuilt_by: str, thorough: bool = True
+) -> int:
     """Move unreadable partition files out of the way, so this command rebuilds them like missing ones."""
-    damaged = warehouse.damaged_partitions(table, partition_keys)
+    damaged = warehouse.damaged_partitions(table, partition_keys, thorough)
     for path in damaged:
         aside = warehouse.set_aside(path)
         click.echo(
@@ -205,7 +207,7 @@ def run(
     _set_aside_damaged(warehouse, "inferences", names, "rebuilding it from the response log (no request)")
     _set_aside_damaged(warehouse, "scores", names, "re-scoring it")
     board_damaged = sum(
-        _set_aside_damaged(warehouse, table, [UNPARTITIONED], "rebuilding the leaderboard")
+        _set_aside_damaged(warehouse, table, [UNPARTITIONED], "rebuilding the leaderboard", thorough=False)
         for table in warehouse.tables()
         if table != "editions"
     )

@@ -150,13 +150,19 @@ class Warehouse:
             self._raise_if_damaged([table])
             raise error
 
-    def damaged_partitions(self, table: str, partition_keys: Iterable[str] | None = None) -> list[Path]:
-        """The files of `table` (or of the given partitions) that cannot be read in full."""
+    def damaged_partitions(
+        self, table: str, partition_keys: Iterable[str] | None = None, thorough: bool = True
+    ) -> list[Path]:
+        """The files of `table` (or of the given partitions) that cannot be read in full.
+
+        `thorough=False` reads only each file's footer: enough for a truncated file (the common damage),
+        and cheap enough for a large table checked on every command.
+        """
         if partition_keys is None:
             paths = sorted(self.table_dir(table).glob("*.parquet"))
         else:
             paths = [p for k in partition_keys if (p := self.partition_path(table, k)).is_file()]
-        return [path for path in paths if _unreadable(path) is not None]
+        return [path for path in paths if _unreadable(path, thorough) is not None]
 
     def set_aside(self, path: Path) -> Path:
         """Move a damaged partition file out of its table (kept for inspection as `.<name>.damaged`).
@@ -274,6 +280,10 @@ class Warehouse:
         lock = FileLock(str(self.db_path) + ".lock", timeout=self.lock_timeout_s)
         try:
             with lock:
+                # Another process may have rebuilt it while this one waited for the lock.
+                if self._catalogue_fingerprint() == fingerprint:
+                    self._write_marker(fingerprint)
+                    return False
                 complete = self._rebuild_catalogue(statements, fingerprint)
         except FileLockTimeout:
             raise CatalogueLockedError(
@@ -437,10 +447,13 @@ def repair_hint(table: str, partition_key: str) -> str:
     return "`oabench run` rebuilds it"
 
 
-def _unreadable(path: Path) -> str | None:
-    """Why a Parquet file cannot be read in full (None: it can)."""
+def _unreadable(path: Path, thorough: bool = True) -> str | None:
+    """Why a Parquet file cannot be read in full, or (not `thorough`) its footer (None: it can)."""
     try:
-        pq.read_table(path)
+        if thorough:
+            pq.read_table(path)
+        else:
+            pq.read_metadata(path)
     except (pa.ArrowException, OSError) as error:
         return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     return None
