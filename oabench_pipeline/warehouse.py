@@ -279,6 +279,16 @@ class Warehouse:
         self.tables_dir.mkdir(exist_ok=True)
         lock = FileLock(str(self.db_path) + ".lock", timeout=self.lock_timeout_s)
         try:
+            lock.acquire(timeout=0)
+        except FileLockTimeout:
+            log.warning(
+                "waiting for another oabench process refreshing the catalogue (%s.lock), up to %.0f s",
+                self.db_path,
+                self.lock_timeout_s,
+            )
+        else:
+            lock.release()
+        try:
             with lock:
                 # Another process may have rebuilt it while this one waited for the lock.
                 if self._catalogue_fingerprint() == fingerprint:

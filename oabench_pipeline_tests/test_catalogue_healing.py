@@ -201,3 +201,32 @@ def test_every_oabench_command_heals_the_catalogue(fresh_env: PipelineEnv) -> No
     ).close()  # `duckdb warehouse/oabench.duckdb` on a missing file makes an empty one
     assert fresh_env.cli("leaderboard").exit_code == 1
     assert count(path, "questions") == 240
+
+
+HOLD_FILELOCK = """
+import sys, time
+from filelock import FileLock
+with FileLock(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_another_oabench_refreshing_the_catalogue_is_waited_for_then_named(
+    warehouse: Warehouse, caplog: pytest.LogCaptureFixture
+) -> None:
+    lock_file = f"{warehouse.db_path}.lock"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_FILELOCK, lock_file], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        store = Warehouse(warehouse.db_path, lock_timeout_s=1.0)
+        with caplog.at_level(logging.WARNING), pytest.raises(CatalogueLockedError) as raised:
+            store.write_partition("newtable", things(1), "x")
+        assert f"another oabench process kept the catalogue lock {lock_file}" in str(raised.value)
+        assert "waiting for another oabench process refreshing the catalogue" in caplog.text
+    finally:
+        holder.kill()
+        holder.wait()
+    assert Warehouse(warehouse.db_path).ensure_views() is True
