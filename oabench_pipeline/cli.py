@@ -28,7 +28,7 @@ from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
 from oabench_pipeline.settings import Settings
-from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse, WarehouseError
+from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse, WarehouseError, partition_key_of
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance, Definitions
@@ -203,17 +203,16 @@ def run(
     for table in ("questions", "answer_keys"):  # run cannot rebuild these: say so before any work
         for path in warehouse.damaged_partitions(table, editions):
             warehouse.raise_damaged(table, path)
-    names = [cell_name(model.key, edition) for model, edition in cells]
-    _set_aside_damaged(warehouse, "inferences", names, "rebuilding it from the response log (no request)")
-    _set_aside_damaged(warehouse, "scores", names, "re-scoring it")
+    if dry_run:
+        _print_dry_run(warehouse, cells)
+        return
+    cells = _set_aside_damaged_cells(warehouse, cells)
+    _set_aside_damaged(warehouse, "scores", [cell_name(m.key, e) for m, e in cells], "re-scoring it")
     board_damaged = sum(
         _set_aside_damaged(warehouse, table, [UNPARTITIONED], "rebuilding the leaderboard", thorough=False)
         for table in warehouse.tables()
         if table != "editions"
     )
-    if dry_run:
-        _print_dry_run(warehouse, cells)
-        return
     todo = cells if force else [(m, e) for m, e in cells if not _cell_is_current(warehouse, m, e)]
     if not todo and not board_damaged and leaderboard_is_current(warehouse):
         click.echo(
@@ -232,6 +231,50 @@ def run(
         "`oabench leaderboard` prints it"
     )
     sys.exit(1 if failures else 0)
+
+
+def _set_aside_damaged_cells(
+    warehouse: Warehouse, cells: list[tuple[ModelConfig, str]]
+) -> list[tuple[ModelConfig, str]]:
+    """Set unreadable `inferences` partitions aside; the cells that can be rebuilt without paying again.
+
+    A live cell is rebuilt from its response log, a baseline recomputed. A cell with no log at all (an
+    imported run) would be asked anew, so it is skipped, its file left as is, with a line saying how to
+    restore it.
+    """
+    kept = []
+    for model, edition in cells:
+        name = cell_name(model.key, edition)
+        log_path = cell_log_path(warehouse.root / "responses", model.key, edition)
+        if not warehouse.damaged_partitions("inferences", [name]):
+            kept.append((model, edition))
+        elif model.kind == "baseline" or log_path.is_file():
+            _set_aside_damaged(
+                warehouse, "inferences", [name], "rebuilding it from the response log (no request)"
+            )
+            kept.append((model, edition))
+        else:  # left in place: set aside, the next run would find the cell missing and pay for it
+            click.echo(
+                f"table inferences, file {warehouse.partition_path('inferences', name)}: unreadable and no "
+                f"response log {log_path} (an imported run?): skipped, nothing asked; `oabench import` "
+                "of its run folder restores it",
+                err=True,
+            )
+    return kept
+
+
+def _set_aside_damaged_imports(warehouse: Warehouse) -> None:
+    """Set aside unreadable `inferences` partitions with no response log (imported cells): the import
+    merges into a cell's partition, so it needs a readable one or none (footers only: cheap)."""
+    for path in warehouse.damaged_partitions("inferences", thorough=False):
+        edition, _, model_key = partition_key_of(path).partition("|")
+        if not cell_log_path(warehouse.root / "responses", model_key, edition).is_file():
+            aside = warehouse.set_aside(path)
+            click.echo(
+                f"table inferences, file {path}: unreadable, set aside as {aside.name}; this import rebuilds "
+                "it if the folder holds its run",
+                err=True,
+            )
 
 
 def _cell_is_current(warehouse: Warehouse, model: ModelConfig, edition: str) -> bool:
@@ -363,6 +406,7 @@ def _must(outcome: RunOutcome, what: str) -> None:
 def import_runs(path: str) -> None:
     """Import published OABench run folders into `inferences` (source 'imported'), then score them."""
     settings = Settings.from_env()
+    _set_aside_damaged_imports(Warehouse(settings.warehouse_path))
     defs, instance = _dagster(settings)
     config = {"ops": {"published_runs": {"config": {"path": str(Path(path).resolve())}}}}
     from oabench_pipeline.partitions import cell_partition_key

@@ -108,3 +108,35 @@ def test_unreadable_exam_tables_are_named_then_rebuilt_by_ingest_without_downloa
 
     ran = fresh_env.cli("run", "--models", BASELINE, "--editions", EDITION)
     assert ran.exit_code == 0, ran.output
+
+
+def test_unreadable_imported_cell_is_never_asked_and_a_reimport_restores_it(
+    fresh_env: PipelineEnv, shared_oab: Path
+) -> None:
+    """An imported cell has no response log: rebuilding it by asking the model would pay for it again."""
+    run = shared_oab / "published-runs" / "2026-03-03T16-55-22-893Z_deepseek--deepseek-v3.2_direto"
+    folder = fresh_env.root / "runs"
+    folder.mkdir()
+    (folder / run.name).symlink_to(run)
+    model = "deepseek/deepseek-v3.2"
+    with ReplayServer(api_key=TEST_KEY) as server:
+        fresh_env.set(TEST_KEY_ENV, TEST_KEY)
+        entry = {"id": model, "base_url": server.base_url, "api_key_env": TEST_KEY_ENV}
+        fresh_env.set("OABENCH_MODELS_FILE", write_models_file(fresh_env.root / "models.toml", [entry]))
+        imported = fresh_env.cli("import", str(folder))
+        assert imported.exit_code == 0, imported.output
+        cell = fresh_env.warehouse.partition_path("inferences", f"{EDITION}|{model}")
+        truncate(cell)
+
+        skipped = fresh_env.cli("run", "--models", model, "--editions", EDITION)
+        assert (
+            "unreadable and no response log" in skipped.output and "skipped, nothing asked" in skipped.output
+        )
+        assert server.stats.total_requests == 0
+        assert cell.is_file(), "left in place, so the next run does not take the cell for missing"
+
+        restored = fresh_env.cli("import", str(folder))
+        assert restored.exit_code == 0, restored.output
+        assert "unreadable, set aside" in restored.output
+        assert fresh_env.warehouse.read("inferences", f"{EDITION}|{model}").height == 80
+        assert server.stats.total_requests == 0
