@@ -117,7 +117,9 @@ def server_in_thread(latency_s: float) -> Iterator[tuple[str, Callable[[], dict]
 RESPONSE_LOG_MODES = ("none", "inline-fsync", "log")
 
 
-def run_once(base_url: str, concurrency: int, runner: Callable, response_log: str = "none") -> RunStats:
+def run_once(
+    base_url: str, concurrency: int, runner: Callable, response_log: str = "none", log_dir: str | None = None
+) -> RunStats:
     """One pass; `response_log` says where each result goes: a list (`none`), a file written and fsynced
     on the event loop (`inline-fsync`, what an fsync per answer would cost there), or the pipeline's
     `ResponseLog` (`log`: written at once, fsynced on its syncing thread)."""
@@ -128,7 +130,7 @@ def run_once(base_url: str, concurrency: int, runner: Callable, response_log: st
         return runner(run_chat_requests(endpoint, requests, concurrency, results.append))
     from oabench_pipeline.inference.response_log import ResponseLog
 
-    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_LOG_DIR")) as tmp:
+    with tempfile.TemporaryDirectory(dir=log_dir) as tmp:
         path = Path(tmp) / "cell.jsonl"
         if response_log == "log":
             with ResponseLog(path) as log:
@@ -150,10 +152,11 @@ def measure(
     in_process: bool,
     runner: Callable,
     response_log: str = "none",
+    log_dir: str | None = None,
 ) -> Measurement:
     serve = server_in_thread if in_process else server_in_subprocess
     with serve(latency_s) as (base_url, stats):
-        run = run_once(base_url, concurrency, runner, response_log)
+        run = run_once(base_url, concurrency, runner, response_log, log_dir)
         server = stats()
     return Measurement(
         concurrency=concurrency,
@@ -282,6 +285,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="log",
         help="where results go: the pipeline's ResponseLog (default), fsync on the loop, or nowhere",
     )
+    parser.add_argument(
+        "--log-dir", help="folder for the response log (default: the temp dir; /tmp may be a RAM disk)"
+    )
     parser.add_argument("--only", help="run only the scenario with this concurrency (e.g. 20)")
     args = parser.parse_args(argv)
     runner: Callable = asyncio.run if args.asyncio else run_blocking
@@ -290,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.only and str(concurrency) != args.only:
             continue
         runs = [
-            measure(concurrency, latency_s, target, args.in_process, runner, args.response_log)
+            measure(concurrency, latency_s, target, args.in_process, runner, args.response_log, args.log_dir)
             for _ in range(args.repeat)
         ]
         for m in runs:
