@@ -95,8 +95,8 @@ def _display_rows(tables: dict[str, pl.DataFrame]) -> tuple[list[str], list[list
     rows = []
     for r in tables["leaderboard"].iter_rows(named=True):  # one row per key, for people to read
         rank = "–" if r["rank"] is None else str(r["rank"])
-        cost = r["cost_usd"] if r["cost_usd"] is not None else r["estimated_cost_usd"]
-        cost_text = _fmt_cost(cost) + (" (est.)" if r["cost_usd"] is None and cost is not None else "")
+        cost = r["effective_cost_usd"]
+        cost_text = _fmt_cost(cost) + (" (est.)" if r["cost_source"] == "estimated" else "")
         rows.append(
             [
                 rank + ("" if r["complete"] else " (incomplete)"),
@@ -128,8 +128,9 @@ def leaderboard_markdown(tables: dict[str, pl.DataFrame]) -> str:
     ]
     note = (
         "Official accuracy credits annulled questions to every model (as the OAB does); technical "
-        "accuracy counts active questions only. Intervals: 95% bootstrap over questions. "
-        "Rank: dense by official score among keys that answered every active question."
+        "accuracy counts active questions only. Intervals: 95% Wilson (annulled questions credited with "
+        "certainty). Rank: dense by official score among keys whose counted run of every edition is "
+        "complete (the newest complete run). Cost marked (est.): tokens x a price snapshot."
     )
     return "\n".join(lines) + "\n\n" + note + "\n"
 
@@ -249,15 +250,19 @@ def _html_page(tables: dict[str, pl.DataFrame], pngs: dict[str, bytes], caption:
         f"<style>{_CSS}</style></head><body><h1>OABench leaderboard</h1>"
         f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
         "<p class='caption'>Official accuracy credits annulled questions to everyone; technical accuracy "
-        "counts active questions only; 95% bootstrap intervals.</p>"
+        "counts active questions only; 95% Wilson intervals.</p>"
         f"{images}{cap}</body></html>"
     )
 
 
 def _csv_ready(frame: pl.DataFrame) -> pl.DataFrame:
-    """CSV has no nested types: encode struct columns as JSON text."""
+    """CSV has no nested types: encode struct columns as JSON text, lists as comma-separated values."""
     nested = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.Struct)]
-    return frame.with_columns(pl.col(nested).struct.json_encode()) if nested else frame
+    lists = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.List)]
+    return frame.with_columns(
+        *(pl.col(name).struct.json_encode() for name in nested),
+        *(pl.col(name).cast(pl.List(pl.String)).list.join(",") for name in lists),
+    )
 
 
 def _frame_bytes(frame: pl.DataFrame, kind: str) -> bytes:

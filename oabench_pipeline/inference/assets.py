@@ -1,5 +1,10 @@
 """The `inferences` asset: one partition per benchmark cell (model key × edition).
 
+A partition holds one row per question per run of the cell: live replicates (`live:<key>:r<k>`),
+imported folders, the baseline run (`core/runs.py`). A step resumes (or starts) only the live
+replicates the cell still needs (`InferenceConfig.replicates` complete runs) and keeps every other
+run's rows as they are.
+
 Every response is appended to the cell's response log the moment it arrives (`response_log.py`); the
 partition is then rebuilt from the log, so a crash loses nothing paid for and a rerun sends only what has
 no answer yet. The partition file is written only when the cell completes: on a fatal endpoint error or an
@@ -24,7 +29,15 @@ from dagster import (
 )
 
 from oabench_pipeline.core.models_registry import ModelConfig
-from oabench_pipeline.inference.cell import api_cell_rows, baseline_cell_rows, plan_cell
+from oabench_pipeline.core.runs import baseline_run_id, live_run_id, with_logical_run_ids
+from oabench_pipeline.freshness import summary_editions
+from oabench_pipeline.inference.cell import (
+    CellPlan,
+    api_cell_rows,
+    baseline_cell_rows,
+    complete_imported_runs,
+    replicate_plans,
+)
 from oabench_pipeline.inference.client import ChatResult, FatalEndpointError, run_blocking, run_chat_requests
 from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
 from oabench_pipeline.inference.progress import CellProgress, publish
@@ -54,9 +67,11 @@ INFERENCE_CHECKS = ["every_active_question_has_a_row", "one_row_per_question", "
 
 
 class InferenceConfig(Config):
-    """Per-run settings; the CLI's `--concurrency` lands here."""
+    """Per-run settings; the CLI's `--concurrency` and `--replicates` land here."""
 
     concurrency: int | None = None
+    replicates: int = 1
+    """Complete runs the cell must end with (any source); live replicates are resumed or started."""
 
 
 def cell_keys(context: AssetExecutionContext) -> tuple[str, str]:
@@ -101,13 +116,21 @@ def inferences(
         raise Failure(
             description=f"edition {edition} has no questions yet: run `oabench ingest --editions {edition}`"
         )
+    existing = with_logical_run_ids(store.read("inferences", context.partition_key), model.key)
     if model.kind == "baseline":
-        rows = baseline_cell_rows(model, questions, run_id=context.run_id)
-        sent = 0
+        rows = baseline_cell_rows(model, questions, run_id=baseline_run_id(model.key))
+        built, sent = [baseline_run_id(model.key)], 0
     else:
-        rows, sent = _run_api_cell(context, model, edition, questions, store, model_client, config)
-    frame = conform("inferences", pl.DataFrame(rows, infer_schema_length=None))
-    return _finish(context, store, questions, frame, sent)
+        rows, built, sent = _run_api_cell(
+            context, model, edition, questions, store, existing, model_client, config
+        )
+    for row in rows:
+        row.setdefault("dagster_run_id", context.run_id)
+    new = conform("inferences", pl.DataFrame(rows, infer_schema_length=None)) if rows else None
+    others = existing.filter(~pl.col("run_id").is_in(built)) if not existing.is_empty() else existing
+    parts = [conform("inferences", f) for f in (others, new) if f is not None and not f.is_empty()]
+    frame = pl.concat(parts) if parts else conform("inferences", pl.DataFrame())
+    return _finish(context, store, questions, frame, built, sent)
 
 
 def _run_api_cell(
@@ -116,29 +139,38 @@ def _run_api_cell(
     edition: str,
     questions: pl.DataFrame,
     store: Warehouse,
+    existing: pl.DataFrame,
     model_client: ModelClientResource,
     config: InferenceConfig,
-) -> tuple[list[dict], int]:
+) -> tuple[list[dict], list[str], int]:
+    """Resume (or start) the live replicates the cell needs; returns their rows, run ids and requests sent."""
     log_path = cell_log_path(store.root / "responses", model.key, edition)
     logged = latest_by_hash(read_log(log_path))
-    plan = plan_cell(model, questions, logged, store.read("inferences", context.partition_key))
-    context.log.info(
-        f"{model.key} × edition {edition}: {len(plan.requests)} active questions, "
-        f"{len(plan.requests) - len(plan.pending)} already answered, {len(plan.pending)} to send"
-    )
-    if plan.pending:
-        _check_budget_before(model, plan.pending, store, logged)
-        _call_model(context, model, edition, plan, logged, log_path, model_client, config)
-        logged = latest_by_hash(read_log(log_path))
-    rows = api_cell_rows(model, questions, plan, logged, run_id=context.run_id)
-    return rows, len(plan.pending)
+    summaries = summary_editions(store, existing)
+    elsewhere = complete_imported_runs(existing, int(edition), summaries)
+    plans = replicate_plans(model, questions, logged, existing, config.replicates, elsewhere)
+    rows: list[dict] = []
+    sent = 0
+    for plan in plans:
+        run_id = live_run_id(model.key, plan.replicate)
+        context.log.info(
+            f"{model.key} × edition {edition}, replicate {plan.replicate}: {len(plan.requests)} active "
+            f"questions, {len(plan.requests) - len(plan.pending)} already answered, {len(plan.pending)} to send"
+        )
+        if plan.pending:
+            _check_budget_before(model, plan.pending, store, logged)
+            _call_model(context, model, edition, plan, logged, log_path, model_client, config)
+            logged = latest_by_hash(read_log(log_path))
+        rows += api_cell_rows(model, questions, plan, logged, run_id=run_id)
+        sent += len(plan.pending)
+    return rows, [live_run_id(model.key, p.replicate) for p in plans], sent
 
 
 def _call_model(
     context: AssetExecutionContext,
     model: ModelConfig,
     edition: str,
-    plan,
+    plan: CellPlan,
     logged: dict[str, ChatResult],
     log_path: Path,
     model_client: ModelClientResource,
@@ -250,16 +282,28 @@ def _check_budget_before(
 
 
 def _finish(
-    context: AssetExecutionContext, store: Warehouse, questions: pl.DataFrame, frame: pl.DataFrame, sent: int
+    context: AssetExecutionContext,
+    store: Warehouse,
+    questions: pl.DataFrame,
+    frame: pl.DataFrame,
+    built: list[str],
+    sent: int,
 ) -> MaterializeResult:
+    """Check the partition (one row per question per run) and the runs this step built (no active
+    question unaccounted), then write every run's rows."""
+    partition = frame
+    duplicates = partition.height - partition.select("run_id", "qid").n_unique() if partition.height else 0
+    frame = partition.filter(pl.col("run_id").is_in(built))
     active = frame.filter(~pl.col("skipped"))
-    accounted = set(
-        active.filter(pl.col("raw_response").is_not_null() | pl.col("error").is_not_null())["qid"]
+    expected = set(questions.filter(pl.col("status") == "active")["qid"])
+    replied = active.filter(pl.col("raw_response").is_not_null() | pl.col("error").is_not_null())
+    unaccounted = sorted(
+        f"{run_id}: {qid}" if len(built) > 1 else qid
+        for run_id in built
+        for qid in expected - set(replied.filter(pl.col("run_id") == run_id)["qid"])
     )
-    unaccounted = sorted(set(questions.filter(pl.col("status") == "active")["qid"]) - accounted)
     errors = active.filter(pl.col("error").is_not_null()).height
     error_rate = errors / active.height if active.height else 0.0
-    duplicates = frame.height - frame["qid"].n_unique()
     strict = (
         active.filter(pl.col("answer_strict").is_not_null()).height / active.height if active.height else 0.0
     )
@@ -267,10 +311,12 @@ def _finish(
         AssetCheckResult(
             check_name="every_active_question_has_a_row",
             passed=not unaccounted,
-            metadata={"rows": frame.height, "unaccounted": ", ".join(unaccounted) or "none"},
+            metadata={"rows": frame.height, "unaccounted": ", ".join(unaccounted)[:2000] or "none"},
         ),
         AssetCheckResult(
-            check_name="one_row_per_question", passed=duplicates == 0, metadata={"duplicates": duplicates}
+            check_name="one_row_per_question",  # per run: several runs of a cell live in its partition
+            passed=duplicates == 0,
+            metadata={"duplicates": duplicates},
         ),
         AssetCheckResult(
             check_name="error_rate_at_most_2_percent",
@@ -284,10 +330,12 @@ def _finish(
             description=f"{context.partition_key}: {duplicates} duplicate rows; active questions with neither "
             f"an answer nor an error row: {unaccounted or 'none'}; nothing written"
         )
-    store.write_partition("inferences", frame, str(context.partition_key))
+    store.write_partition("inferences", partition, str(context.partition_key))
     return MaterializeResult(
         metadata={
-            "rows": frame.height,
+            "rows": partition.height,
+            "runs": MetadataValue.text(", ".join(sorted(partition["run_id"].drop_nulls().unique()))),
+            "runs_built": MetadataValue.text(", ".join(built) or "none"),
             "requests_sent": sent,
             "errors": errors,
             "error_rate": MetadataValue.float(error_rate),

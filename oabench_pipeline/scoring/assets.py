@@ -10,6 +10,7 @@ from dagster import (
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
+    Config,
     Failure,
     MaterializeResult,
     MetadataValue,
@@ -40,6 +41,8 @@ LEADERBOARD_TABLES = (
     "pareto_frontier",
     "latency_accuracy_correlation",
     "contamination_by_cutoff",
+    "runs",
+    "run_variance",
 )
 
 
@@ -65,16 +68,45 @@ def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> Mate
     with store.reader() as con:
         frame = score_inferences(con, model_key=model_key, edition=int(edition))
     store.write_partition("scores", frame, str(context.partition_key))
-    active = frame.filter(pl.col("status") == "active")
+    # One line per run of the cell (a partition holds every run): summing across runs would mean nothing.
+    per_run = (
+        frame.group_by("run_id")
+        .agg(
+            official=pl.col("is_correct_official").sum(),
+            technical=pl.col("is_correct_technical").sum(),
+            active=(pl.col("status") == "active").sum(),
+            invalid=((pl.col("status") == "active") & ~pl.col("is_valid")).sum(),
+        )
+        .sort("run_id")
+    )
     return MaterializeResult(
         metadata={
             "rows": frame.height,
-            "official_score": int(frame["is_correct_official"].sum()),
-            "technical_score": int(active["is_correct_technical"].sum()),
-            "active": active.height,
-            "invalid": int((~active["is_valid"]).sum()),
+            "runs": per_run.height,
+            "scores_by_run": MetadataValue.md(
+                "\n".join(
+                    f"- `{r['run_id']}`: official {r['official']}, technical {r['technical']}/{r['active']}, "
+                    f"invalid {r['invalid']}"
+                    for r in per_run.iter_rows(named=True)
+                )
+            ),
         }
     )
+
+
+class LeaderboardConfig(Config):
+    """Shared by `leaderboard` and `leaderboard_report`: which runs count."""
+
+    as_of: str | None = None
+    """YYYY-MM-DD: count only runs completed before the end of that day (UTC); default: the newest."""
+
+    def as_of_date(self) -> dt.date | None:
+        if self.as_of is None:
+            return None
+        try:
+            return dt.date.fromisoformat(self.as_of)
+        except ValueError:
+            raise Failure(description=f"as_of {self.as_of!r}: not a date (YYYY-MM-DD)") from None
 
 
 @asset(
@@ -97,19 +129,21 @@ def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> Mate
         ),
     ],
 )
-def leaderboard(warehouse: WarehouseResource) -> MaterializeResult:
+def leaderboard(config: LeaderboardConfig, warehouse: WarehouseResource) -> MaterializeResult:
     """Every leaderboard and analysis table, rebuilt from all scored cells in one DuckDB pass.
 
-    Writes `leaderboard`, `leaderboard_by_edition`, `leaderboard_by_area`, `pairwise_comparison`,
-    `item_analysis`, `provider_summary`, `edition_deltas`, `pareto_frontier`,
-    `latency_accuracy_correlation` and `contamination_by_cutoff`.
+    Each cell counts through its canonical run: the newest complete run (completed before the end of
+    `as_of`, UTC, when set). Writes `leaderboard`, `leaderboard_by_edition`, `leaderboard_by_area`,
+    `pairwise_comparison`, `item_analysis`, `provider_summary`, `edition_deltas`, `pareto_frontier`,
+    `latency_accuracy_correlation`, `contamination_by_cutoff`, `runs` and `run_variance`.
     """
     store = warehouse.warehouse()
     if not store.has_table("scores"):
         raise Failure(description="nothing is scored yet: materialize inferences and scores first")
+    as_of = config.as_of_date()
     with store.reader() as con:
-        tables = build_leaderboard_tables(con)
-        row_counts = con.sql("select model_key, edition, count(*) as n from scores group by all").pl()
+        tables = build_leaderboard_tables(con, as_of=as_of)
+        row_counts = con.sql("select model_key, edition, run_id, count(*) as n from scores group by all").pl()
         answered_at = con.sql(
             "select model_key, min(created_at) as first_answer from inferences where source = 'live' group by all"
         ).pl()
@@ -128,6 +162,7 @@ def leaderboard(warehouse: WarehouseResource) -> MaterializeResult:
     board = tables["leaderboard"]
     return MaterializeResult(
         metadata={
+            "as_of": as_of.isoformat() if as_of else "newest",
             "model_keys": board.height,
             "complete": int(board["complete"].sum()),
             "tables": MetadataValue.md(
@@ -183,9 +218,17 @@ def leaderboard_checks(tables: dict[str, pl.DataFrame], row_counts: pl.DataFrame
     out_of_range = board.filter(
         pl.any_horizontal([(pl.col(c) < 0) | (pl.col(c) > 1) for c in accuracy_columns])
     )["model_key"].to_list()
-    complete = set(board.filter(pl.col("complete"))["model_key"].to_list())
+    # Rows of the canonical run of each cell of a complete key (other runs of the cell are not counted).
+    canonical = by_edition.filter(
+        pl.col("model_key").is_in(board.filter(pl.col("complete"))["model_key"].implode())
+    )
     short = (
-        row_counts.filter(pl.col("model_key").is_in(list(complete)) & (pl.col("n") != 80))
+        row_counts.join(
+            canonical.select("model_key", "edition", "run_id"),
+            on=["model_key", "edition", "run_id"],
+            how="semi",
+            nulls_equal=True,
+        ).filter(pl.col("n") != 80)
         if not row_counts.is_empty()
         else row_counts
     )
@@ -213,14 +256,20 @@ def _check(name: str, problems: list[str]) -> AssetCheckResult:
     automation_condition=REPORT_CONDITION,
     metadata={"dagster/column_schema": table_schema("leaderboard").value},  # leaderboard.csv / .parquet
 )
-def leaderboard_report(warehouse: WarehouseResource) -> MaterializeResult:
+def leaderboard_report(config: LeaderboardConfig, warehouse: WarehouseResource) -> MaterializeResult:
     """The leaderboard for people: HTML, Markdown, CSV/Parquet exports and two charts in `warehouse/reports/`.
 
     `cost_vs_accuracy.png` puts cost on a log axis with the Pareto frontier drawn; `accuracy_by_area.png`
     is a model × legal-area heatmap. The Markdown table and both charts also show here in the UI.
+    With `as_of` set, the tables are rebuilt in memory for that day (the stored ones are left as they are).
     """
     store = warehouse.warehouse()
-    tables = {name: store.read(name) for name in LEADERBOARD_TABLES}
+    as_of = config.as_of_date()
+    if as_of is None:
+        tables = {name: store.read(name) for name in LEADERBOARD_TABLES}
+    else:
+        with store.reader() as con:
+            tables = build_leaderboard_tables(con, as_of=as_of)
     if tables["leaderboard"].is_empty():
         raise Failure(description="the leaderboard is empty: score some inferences first")
     files = write_reports(tables, store.root / "reports")
@@ -229,6 +278,7 @@ def leaderboard_report(warehouse: WarehouseResource) -> MaterializeResult:
             "leaderboard": MetadataValue.md(leaderboard_markdown(tables)),
             "cost_vs_accuracy": MetadataValue.md(_inline_png(files.cost_plot, "cost vs accuracy")),
             "accuracy_by_area": MetadataValue.md(_inline_png(files.area_plot, "accuracy by area")),
+            "as_of": as_of.isoformat() if as_of else "newest",
             "html": MetadataValue.path(str(files.html)),
             "folder": MetadataValue.path(str(files.html.parent)),
         }

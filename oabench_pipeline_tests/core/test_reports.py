@@ -20,7 +20,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def tables() -> dict[str, pl.DataFrame]:
     warehouse = make_synthetic_warehouse(n_models=8, n_editions=2, seed=5)  # last key: no cost data
-    return build_leaderboard_tables(register(duckdb.connect(), warehouse), bootstrap_samples=200)
+    return build_leaderboard_tables(register(duckdb.connect(), warehouse))
 
 
 def test_write_reports_files_and_content(tables: dict[str, pl.DataFrame], tmp_path: Path) -> None:
