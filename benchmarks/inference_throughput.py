@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import math
 import os
@@ -109,18 +110,49 @@ def server_in_thread(latency_s: float) -> Iterator[tuple[str, Callable[[], dict]
         yield server.base_url, lambda: server.stats.to_json()
 
 
-def run_once(base_url: str, concurrency: int, runner: Callable) -> RunStats:
-    results: list[ChatResult] = []
+RESPONSE_LOG_MODES = ("none", "inline-fsync", "log")
+
+
+def run_once(
+    base_url: str, concurrency: int, runner: Callable, response_log: str = "none", log_dir: str | None = None
+) -> RunStats:
+    """One pass; `response_log` says where each result goes: a list (`none`), a file written and fsynced
+    on the event loop (`inline-fsync`, what an fsync per answer would cost there), or the pipeline's
+    `ResponseLog` (`log`: written at once, fsynced on its syncing thread)."""
     endpoint = EndpointConfig(base_url=base_url, api_key="bench-key")
-    return runner(run_chat_requests(endpoint, synthetic_requests(N_REQUESTS), concurrency, results.append))
+    requests = synthetic_requests(N_REQUESTS)
+    if response_log == "none":
+        results: list[ChatResult] = []
+        return runner(run_chat_requests(endpoint, requests, concurrency, results.append))
+    from oabench_pipeline.inference.response_log import ResponseLog
+
+    with tempfile.TemporaryDirectory(dir=log_dir) as tmp:
+        path = Path(tmp) / "cell.jsonl"
+        if response_log == "log":
+            with ResponseLog(path) as log:
+                return runner(run_chat_requests(endpoint, requests, concurrency, log.append))
+        with path.open("a", encoding="utf-8") as handle:
+
+            def append_and_fsync(result: ChatResult) -> None:
+                handle.write(json.dumps(dataclasses.asdict(result), default=str) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+
+            return runner(run_chat_requests(endpoint, requests, concurrency, append_and_fsync))
 
 
 def measure(
-    concurrency: int, latency_s: float, target: float, in_process: bool, runner: Callable
+    concurrency: int,
+    latency_s: float,
+    target: float,
+    in_process: bool,
+    runner: Callable,
+    response_log: str = "none",
+    log_dir: str | None = None,
 ) -> Measurement:
     serve = server_in_thread if in_process else server_in_subprocess
     with serve(latency_s) as (base_url, stats):
-        run = run_once(base_url, concurrency, runner)
+        run = run_once(base_url, concurrency, runner, response_log, log_dir)
         server = stats()
     return Measurement(
         concurrency=concurrency,
@@ -240,11 +272,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--repeat", type=int, default=5, help="runs per scenario; the best one is judged")
     parser.add_argument("--baseline", action="store_true", help="also time a bare asyncio socket client")
+    parser.add_argument(
+        "--response-log",
+        choices=RESPONSE_LOG_MODES,
+        default="log",
+        help="where results go: the pipeline's ResponseLog (default), fsync on the loop, or nowhere",
+    )
+    parser.add_argument(
+        "--log-dir", help="folder for the response log (default: the temp dir; /tmp may be a RAM disk)"
+    )
+    parser.add_argument("--only", help="run only the scenario with this concurrency (e.g. 20)")
     args = parser.parse_args(argv)
     runner: Callable = run_blocking
     below = 0
     for concurrency, latency_s, target in SCENARIOS:
-        runs = [measure(concurrency, latency_s, target, args.in_process, runner) for _ in range(args.repeat)]
+        if args.only and str(concurrency) != args.only:
+            continue
+        runs = [
+            measure(concurrency, latency_s, target, args.in_process, runner, args.response_log, args.log_dir)
+            for _ in range(args.repeat)
+        ]
         for m in runs:
             print(report(m), flush=True)
         if args.baseline:

@@ -31,7 +31,7 @@ from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
 from oabench_pipeline.settings import Settings
-from oabench_pipeline.warehouse import Warehouse
+from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse, WarehouseError, partition_key_of
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance, Definitions
@@ -76,9 +76,44 @@ def run_assets(
     return run(defs, instance, selection, **kwargs)
 
 
-@click.group()
+class _OabenchGroup(click.Group):
+    """Warehouse problems (a damaged partition, a held lock, a full disk) end in their one-line message."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except WarehouseError as error:
+            raise click.ClickException(str(error)) from None
+
+
+@click.group(cls=_OabenchGroup)
 def main() -> None:
     """OABench Pipeline: LLMs on the Brazilian Bar Exam (OAB, 1st phase)."""
+    _heal_catalogue(Settings.from_env())
+
+
+def _heal_catalogue(settings: Settings) -> None:
+    """Every command first makes sure the DuckDB catalogue holds today's views (warehouse.ensure_views).
+
+    Quietly: a rebuild is routine (the first command of a new warehouse makes the file).
+    """
+    try:
+        Warehouse(settings.warehouse_path).ensure_views()
+    except OSError as error:  # a read-only warehouse can still be read
+        click.echo(f"warning: catalogue {settings.warehouse_path} not checked: {error}", err=True)
+
+
+def _set_aside_damaged(
+    warehouse: Warehouse, table: str, partition_keys: list[str], rebuilt_by: str, thorough: bool = True
+) -> int:
+    """Move unreadable partition files out of the way, so this command rebuilds them like missing ones."""
+    damaged = warehouse.damaged_partitions(table, partition_keys, thorough)
+    for path in damaged:
+        aside = warehouse.set_aside(path)
+        click.echo(
+            f"table {table}, file {path}: unreadable, set aside as {aside.name}; {rebuilt_by}", err=True
+        )
+    return len(damaged)
 
 
 @main.command()
@@ -97,6 +132,9 @@ def ingest(editions_opt: str | None, force: bool) -> None:
             f"unknown edition(s) {', '.join(unknown)}; the registry has {', '.join(known)}"
         )
     warehouse = Warehouse(settings.warehouse_path)
+    for table in ("source_files", "answer_keys", "questions"):
+        _set_aside_damaged(warehouse, table, wanted, "rebuilding it from the stored PDFs")
+    _set_aside_damaged(warehouse, "editions", [UNPARTITIONED], "rebuilding it from the registry")
     store = RawStore(settings.raw_dir)
     stale = [key for key in wanted if force or not edition_is_current(warehouse, store, known[key])]
     for key in wanted:
@@ -181,11 +219,21 @@ def run(
     chosen = _choose_models(settings, _split(models_opt))
     editions = _choose_editions(warehouse, _split(editions_opt))
     cells = [(model, edition) for model in chosen for edition in editions]
+    for table in ("questions", "answer_keys"):  # run cannot rebuild these: say so before any work
+        for path in warehouse.damaged_partitions(table, editions):
+            warehouse.raise_damaged(table, path)
     if dry_run:
         _print_dry_run(warehouse, cells, replicates)
         return
+    cells = _set_aside_damaged_cells(warehouse, cells)
+    _set_aside_damaged(warehouse, "scores", [cell_name(m.key, e) for m, e in cells], "re-scoring it")
+    board_damaged = sum(
+        _set_aside_damaged(warehouse, table, [UNPARTITIONED], "rebuilding the leaderboard", thorough=False)
+        for table in warehouse.tables()
+        if table != "editions"
+    )
     todo = cells if force else [(m, e) for m, e in cells if not _cell_is_current(warehouse, m, e, replicates)]
-    if not todo and leaderboard_is_current(warehouse):
+    if not todo and not board_damaged and leaderboard_is_current(warehouse):
         click.echo(
             f"up to date: {len(cells)} cell(s) answered and scored, leaderboard current (--force to redo)"
         )
@@ -202,6 +250,50 @@ def run(
         "`oabench leaderboard` prints it"
     )
     sys.exit(1 if failures else 0)
+
+
+def _set_aside_damaged_cells(
+    warehouse: Warehouse, cells: list[tuple[ModelConfig, str]]
+) -> list[tuple[ModelConfig, str]]:
+    """Set unreadable `inferences` partitions aside; the cells that can be rebuilt without paying again.
+
+    A live cell is rebuilt from its response log, a baseline recomputed. A cell with no log at all (an
+    imported run) would be asked anew, so it is skipped, its file left as is, with a line saying how to
+    restore it.
+    """
+    kept = []
+    for model, edition in cells:
+        name = cell_name(model.key, edition)
+        log_path = cell_log_path(warehouse.root / "responses", model.key, edition)
+        if not warehouse.damaged_partitions("inferences", [name]):
+            kept.append((model, edition))
+        elif model.kind == "baseline" or log_path.is_file():
+            _set_aside_damaged(
+                warehouse, "inferences", [name], "rebuilding it from the response log (no request)"
+            )
+            kept.append((model, edition))
+        else:  # left in place: set aside, the next run would find the cell missing and pay for it
+            click.echo(
+                f"table inferences, file {warehouse.partition_path('inferences', name)}: unreadable and no "
+                f"response log {log_path} (an imported run?): skipped, nothing asked; `oabench import` "
+                "of its run folder restores it",
+                err=True,
+            )
+    return kept
+
+
+def _set_aside_damaged_imports(warehouse: Warehouse) -> None:
+    """Set aside unreadable `inferences` partitions with no response log (imported cells): the import
+    merges into a cell's partition, so it needs a readable one or none (footers only: cheap)."""
+    for path in warehouse.damaged_partitions("inferences", thorough=False):
+        edition, _, model_key = partition_key_of(path).partition("|")
+        if not cell_log_path(warehouse.root / "responses", model_key, edition).is_file():
+            aside = warehouse.set_aside(path)
+            click.echo(
+                f"table inferences, file {path}: unreadable, set aside as {aside.name}; this import rebuilds "
+                "it if the folder holds its run",
+                err=True,
+            )
 
 
 def _cell_is_current(warehouse: Warehouse, model: ModelConfig, edition: str, replicates: int = 1) -> bool:
@@ -341,6 +433,7 @@ def _must(outcome: RunOutcome, what: str) -> None:
 def import_runs(path: str) -> None:
     """Import published OABench run folders into `inferences` (source 'imported'), then score them."""
     settings = Settings.from_env()
+    _set_aside_damaged_imports(Warehouse(settings.warehouse_path))
     defs, instance = _dagster(settings)
     config = {"ops": {"published_runs": {"config": {"path": str(Path(path).resolve())}}}}
     from oabench_pipeline.partitions import cell_partition_key

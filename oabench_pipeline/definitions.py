@@ -39,6 +39,7 @@ def build_resources(settings: Settings) -> dict[str, object]:
             editions_file=str(settings.editions_file),
             discovered_file=str(settings.discovered_editions_file),
             source_base_url=settings.source_base_url,
+            download_timeout_s=settings.download_timeout_s,
         ),
         "models_registry": ModelsRegistryResource(path=str(settings.models_file)),
         "model_client": ModelClientResource(timeout_s=settings.model_timeout_s),

@@ -7,7 +7,7 @@ from pathlib import Path
 from dagster import ConfigurableResource
 
 from oabench_pipeline.core.editions import Edition, known_editions
-from oabench_pipeline.exams.downloads import PdfDownloader
+from oabench_pipeline.exams.downloads import DownloadPolicy, PdfDownloader
 from oabench_pipeline.exams.raw_store import RawStore
 from oabench_pipeline.warehouse import Warehouse
 
@@ -31,6 +31,7 @@ class ExamSourcesResource(ConfigurableResource):
     editions_file: str
     discovered_file: str | None = None
     source_base_url: str | None = None
+    download_timeout_s: float = DownloadPolicy.deadline_s
 
     def editions(self) -> dict[str, Edition]:
         """The registry's editions, plus those the portal sensor discovered (a registry entry wins)."""
@@ -45,4 +46,8 @@ class ExamSourcesResource(ConfigurableResource):
         return editions[partition_key]
 
     def downloader(self, store: RawStore) -> PdfDownloader:
-        return PdfDownloader(store, base_override=self.source_base_url)
+        return PdfDownloader(
+            store,
+            base_override=self.source_base_url,
+            policy=DownloadPolicy(deadline_s=self.download_timeout_s),
+        )

@@ -9,6 +9,7 @@
 | OABENCH_MODELS_FILE      | the packaged registry/models.toml         | models registry                        |
 | OABENCH_AUTOMATION       | on                                        | `off`: downstream_automation starts STOPPED |
 | OABENCH_MODEL_TIMEOUT_S  | 120                                       | overall deadline of one model request  |
+| OABENCH_DOWNLOAD_TIMEOUT_S | 300                                     | overall deadline of one PDF download   |
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ class Settings:
     portal_url: str
     # Seconds one model request may take before it is abandoned and retried (ModelClientResource.timeout_s).
     model_timeout_s: float = 120.0
+    # Seconds one official PDF may take to download, retries included (ExamSourcesResource).
+    download_timeout_s: float = 300.0
     # False (`OABENCH_AUTOMATION=off`): the downstream_automation sensor starts STOPPED (automation/downstream.py).
     automation: bool = True
 
@@ -55,5 +58,6 @@ class Settings:
             models_file=Path(os.environ.get("OABENCH_MODELS_FILE") or DEFAULT_MODELS_FILE).resolve(),
             portal_url=portal_base_url(os.environ),
             model_timeout_s=float(os.environ.get("OABENCH_MODEL_TIMEOUT_S") or 120.0),
+            download_timeout_s=float(os.environ.get("OABENCH_DOWNLOAD_TIMEOUT_S") or 300.0),
             automation=(os.environ.get("OABENCH_AUTOMATION") or "on").strip().lower() not in OFF_VALUES,
         )

@@ -36,7 +36,7 @@ from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prom
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
 from oabench_pipeline.partitions import cell_partition_key, model_edition_partitions
 from oabench_pipeline.settings import Settings
-from oabench_pipeline.warehouse import Warehouse
+from oabench_pipeline.warehouse import DamagedPartitionError, Warehouse
 
 CellState = Literal["complete", "missing", "failed", "stale", "running"]
 STATES: tuple[CellState, ...] = ("complete", "missing", "failed", "stale", "running")
@@ -246,7 +246,11 @@ def cell_status(
 ) -> tuple[CellStatus, bool]:
     """The status of one cell of an ingested edition, and whether its cost is unknown for want of a price."""
     cell_key = str(cell_partition_key(model_key, edition))
-    rows = with_logical_run_ids(store.read("inferences", cell_key), model_key)
+    try:
+        rows = with_logical_run_ids(store.read("inferences", cell_key), model_key)
+    except DamagedPartitionError as error:
+        # Status reports, it does not repair: `oabench run` sets the file aside and rebuilds it.
+        return CellStatus(edition, model_key, "failed", None, None, None, None, None, str(error)), False
     plans = (
         _plans(store, model, edition, questions, rows)
         if model is not None and model.kind != "baseline"

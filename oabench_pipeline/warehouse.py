@@ -8,32 +8,48 @@ Layout under the warehouse folder (default `warehouse/`, beside `oabench.duckdb`
 
 Why: DuckDB allows one writing process, while Dagster backfills run many steps at once. Steps therefore
 never write the DuckDB file to store data: each writes its own partition file, which needs no lock and
-replaces exactly that partition's rows. The DuckDB file only holds views; it is opened for writing (under
-a file lock, with retries) just when a table appears for the first time or the warehouse moved. Readers
+replaces exactly that partition's rows. The DuckDB file only holds views, derived from the files: it is
+rebuilt whenever it is missing, emptied, outdated or copied from elsewhere (see `ensure_views`). Readers
 use an in-memory DuckDB over the same Parquet files, so they never contend for the file lock either.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
+import io
 import json
+import logging
 import os
+import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote, unquote
 
 import duckdb
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 from filelock import FileLock
+from filelock import Timeout as FileLockTimeout
 
 from oabench_pipeline.tables import TABLES, conform, empty_frame
 
 UNPARTITIONED = "all"
 STALE_TEMPORARY_S = 3600.0  # a write takes seconds; an older temporary was left by a killed process
-VIEW_LOCK_TIMEOUT_S = 60.0
+CATALOGUE_LOCK_TIMEOUT_S = 60.0  # a user's DuckDB session holding the catalogue: wait this long, then fail
+LOCK_POLL_S = 0.25
+# Bump when the catalogue's views change shape: an older catalogue is then rebuilt by the next command.
+CATALOGUE_VERSION = 2
+# The storage format of the catalogue file: one the `duckdb` command line from PyPI (duckdb-cli 1.5) reads;
+# the python package's default (2.0) is not readable by it.
+CATALOGUE_STORAGE_VERSION = "v1.4.0"
+
+log = logging.getLogger(__name__)
 
 
 def partition_file_name(partition_key: str) -> str:
@@ -61,8 +77,10 @@ def _sql_literal(text: str) -> str:
 class Warehouse:
     """Partitioned Parquet tables with a DuckDB catalogue of views over them."""
 
-    def __init__(self, db_path: Path) -> None:
+    def __init__(self, db_path: Path, lock_timeout_s: float = CATALOGUE_LOCK_TIMEOUT_S) -> None:
+        self._given_path = db_path
         self.db_path = db_path.resolve()
+        self.lock_timeout_s = lock_timeout_s
         self.root = self.db_path.parent
         self.tables_dir = self.root / "tables"
 
@@ -86,11 +104,23 @@ class Warehouse:
         target = self.partition_path(table, partition_key)
         target.parent.mkdir(parents=True, exist_ok=True)
         staged = target.with_name(f".{uuid.uuid4().hex}.tmp")
+        # Encoded in memory first: polars reports a full disk as "Invalid thrift: transport error",
+        # while a plain file write says ENOSPC, which the user can act on.
+        encoded = io.BytesIO()
+        frame.write_parquet(encoded)
         try:
-            frame.write_parquet(staged)
-            with staged.open("rb") as handle:
+            with staged.open("wb") as handle:
+                handle.write(encoded.getbuffer())
+                handle.flush()
                 os.fsync(handle.fileno())
             os.replace(staged, target)
+        except OSError as error:
+            if error.errno == errno.ENOSPC:
+                raise DiskFullError(
+                    f"disk full writing {target}: free space on that disk and rerun "
+                    f"(table {table}, partition {partition_key} keeps its previous rows)"
+                ) from None
+            raise
         finally:
             staged.unlink(missing_ok=True)
         _remove_stale_temporaries(target.parent)
@@ -100,29 +130,79 @@ class Warehouse:
     # -- reading ---------------------------------------------------------------------------------------
 
     def read(self, table: str, partition_key: str | None = None) -> pl.DataFrame:
-        """One partition, or the whole table; an empty frame when nothing was written yet."""
+        """One partition, or the whole table; an empty frame when nothing was written yet.
+
+        An unreadable file raises `DamagedPartitionError`, whose message names the file and the remedy.
+        """
         if partition_key is not None:
             path = self.partition_path(table, partition_key)
-            return pl.read_parquet(path) if path.is_file() else pl.DataFrame()
+            if not path.is_file():
+                return pl.DataFrame()
+            try:
+                return pl.read_parquet(path)
+            except (pl.exceptions.PolarsError, OSError) as error:
+                raise DamagedPartitionError(self, table, path, error) from None
         if not self.has_table(table):
             return pl.DataFrame()
-        return pl.read_parquet(self.table_dir(table) / "*.parquet", missing_columns="insert")
+        try:
+            return pl.read_parquet(self.table_dir(table) / "*.parquet", missing_columns="insert")
+        except (pl.exceptions.PolarsError, OSError) as error:
+            self._raise_if_damaged([table])
+            raise error
+
+    def damaged_partitions(
+        self, table: str, partition_keys: Iterable[str] | None = None, thorough: bool = True
+    ) -> list[Path]:
+        """The files of `table` (or of the given partitions) that cannot be read in full.
+
+        `thorough=False` reads only each file's footer: enough for a truncated file (the common damage),
+        and cheap enough for a large table checked on every command.
+        """
+        if partition_keys is None:
+            paths = sorted(self.table_dir(table).glob("*.parquet"))
+        else:
+            paths = [p for k in partition_keys if (p := self.partition_path(table, k)).is_file()]
+        return [path for path in paths if _unreadable(path, thorough) is not None]
+
+    def set_aside(self, path: Path) -> Path:
+        """Move a damaged partition file out of its table (kept for inspection as `.<name>.damaged`).
+
+        The table then reads as if the partition was never written, so the step that owns it rebuilds it.
+        """
+        aside = path.with_name(f".{path.name}.damaged")
+        os.replace(path, aside)
+        return aside
+
+    def raise_damaged(self, table: str, path: Path) -> None:
+        """Raise the one-line `DamagedPartitionError` for a file `damaged_partitions` returned."""
+        raise DamagedPartitionError(self, table, path, _unreadable(path) or "unreadable")
+
+    def _raise_if_damaged(self, tables: Iterable[str]) -> None:
+        for table in tables:
+            for path in sorted(self.table_dir(table).glob("*.parquet")):
+                if (problem := _unreadable(path)) is not None:
+                    raise DamagedPartitionError(self, table, path, problem)
 
     @contextmanager
     def reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """An in-memory DuckDB with every table as a view: no lock on the warehouse file.
 
         A contracted table with no file yet appears empty (with its columns), so queries need not care
-        whether, say, a price snapshot was ever taken.
+        whether, say, a price snapshot was ever taken. A query that fails on a damaged partition raises
+        `DamagedPartitionError` naming it instead of DuckDB's message.
         """
         con = duckdb.connect()
         try:
-            statements = self._view_statements()
-            for statement in statements.values():
-                con.execute(statement)
-            for table in TABLES.keys() - statements.keys():
-                con.register(table, empty_frame(table))
-            yield con
+            statements = self._view_statements(guarded=False)
+            try:
+                for statement in statements.values():
+                    con.execute(statement)
+                for table in TABLES.keys() - statements.keys():
+                    con.register(table, empty_frame(table))
+                yield con
+            except duckdb.Error:
+                self._raise_if_damaged(statements)
+                raise
         finally:
             con.close()
 
@@ -131,37 +211,202 @@ class Warehouse:
             return con.sql(sql, params=params).pl()
 
     # -- the DuckDB catalogue ----------------------------------------------------------------------------
+    #
+    # The catalogue is derived from the files, so it heals: `ensure_views()` (run by every `oabench`
+    # command and every table write) rebuilds it when it is missing, emptied, from an older version or
+    # built for another folder, and leaves a healthy file untouched (not even opened when its size and
+    # time match what the last check recorded in `tables/.views.json`).
 
-    def _tables(self) -> list[str]:
+    def tables(self) -> list[str]:
+        """The tables that have at least one partition file."""
         if not self.tables_dir.is_dir():
             return []
         return sorted(p.name for p in self.tables_dir.iterdir() if p.is_dir() and any(p.glob("*.parquet")))
 
-    def _view_statements(self) -> dict[str, str]:
+    def _view_statements(self, guarded: bool = True) -> dict[str, str]:
+        """`CREATE VIEW` per table; `guarded` views fail in a copy of the catalogue (see `_place_guard`)."""
+        guard = f" WHERE {self._place_guard()}" if guarded else ""
         return {
             table: (
                 f'CREATE OR REPLACE VIEW "{table}" AS SELECT * FROM read_parquet('
-                f"{_sql_literal(str(self.table_dir(table) / '*.parquet'))}, union_by_name = true)"
+                f"{_sql_literal(str(self.table_dir(table) / '*.parquet'))}, union_by_name = true){guard}"
             )
-            for table in self._tables()
+            for table in self.tables()
         }
+
+    def _place_guard(self) -> str:
+        """A condition true only when the catalogue this view lives in is the file it was built as.
+
+        Views hold absolute paths (DuckDB resolves relative ones against the reader's working directory,
+        not the catalogue's folder), so a copied catalogue would silently read the original's files. The
+        guard compares the paths DuckDB reports for the attached databases with this file's path and
+        otherwise fails with `error(...)`; DuckDB evaluates it once per query, so an empty table fails too.
+        """
+        places = sorted({str(self.db_path), os.path.abspath(self._given_path)})
+        message = (
+            f"this DuckDB catalogue was built for {self.db_path}: the warehouse was copied or moved. "
+            "Run an `oabench` command (e.g. `oabench status`) with OABENCH_WAREHOUSE set to the new "
+            "catalogue to rebuild its views for the new place"
+        )
+        return (
+            "EXISTS (SELECT 1 FROM duckdb_databases() WHERE path IN ("
+            + ", ".join(_sql_literal(p) for p in places)
+            + f")) OR error({_sql_literal(message)})"
+        )
 
     @property
     def _catalogue_marker(self) -> Path:
         return self.tables_dir / ".views.json"
 
-    def ensure_views(self) -> None:
-        """Create the DuckDB views for any table that has none yet (a no-op most of the time)."""
+    def _fingerprint(self, statements: dict[str, str]) -> str:
+        text = json.dumps([CATALOGUE_VERSION, CATALOGUE_STORAGE_VERSION, sorted(statements.items())])
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def ensure_views(self) -> bool:
+        """Make the catalogue hold exactly the views of today's tables; True when it had to be rebuilt."""
         statements = self._view_statements()
-        wanted = {"root": str(self.root), "tables": sorted(statements)}
-        if self._read_marker() == wanted and self.db_path.exists():
-            return
+        fingerprint = self._fingerprint(statements)
+        marker = self._read_marker()
+        if marker is not None and marker == {
+            "fingerprint": fingerprint,
+            "file": _file_identity(self.db_path),
+        }:
+            return False
+        if self._catalogue_fingerprint() == fingerprint:
+            self._write_marker(fingerprint)  # healthy, touched by someone else (say a DuckDB session)
+            return False
         self.root.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(self.db_path) + ".lock", timeout=VIEW_LOCK_TIMEOUT_S):
-            with _connect_with_retry(self.db_path) as con:
-                for statement in statements.values():
-                    con.execute(statement)
-            self._catalogue_marker.write_text(json.dumps(wanted), encoding="utf-8")
+        self.tables_dir.mkdir(exist_ok=True)
+        lock = FileLock(str(self.db_path) + ".lock", timeout=self.lock_timeout_s)
+        try:
+            lock.acquire(timeout=0)
+        except FileLockTimeout:
+            log.warning(
+                "waiting for another oabench process refreshing the catalogue (%s.lock), up to %.0f s",
+                self.db_path,
+                self.lock_timeout_s,
+            )
+        else:
+            lock.release()
+        try:
+            with lock:
+                # Another process may have rebuilt it while this one waited for the lock.
+                if self._catalogue_fingerprint() == fingerprint:
+                    self._write_marker(fingerprint)
+                    return False
+                complete = self._rebuild_catalogue(statements, fingerprint)
+        except FileLockTimeout:
+            raise CatalogueLockedError(
+                f"another oabench process kept the catalogue lock {self.db_path}.lock for more than "
+                f"{self.lock_timeout_s:.0f} s; rerun when it has finished"
+            ) from None
+        if complete:
+            self._write_marker(fingerprint)
+        return True
+
+    def _catalogue_fingerprint(self) -> str | None:
+        """The fingerprint recorded inside the catalogue file; None when absent, unreadable or locked."""
+        if not self.db_path.is_file() or self.db_path.stat().st_size == 0:
+            return None
+        try:
+            with contextlib.closing(duckdb.connect(str(self.db_path), read_only=True)) as con:
+                found = con.execute(
+                    "SELECT fingerprint FROM main._oabench_catalogue WHERE version = ?", [CATALOGUE_VERSION]
+                ).fetchone()
+                views = {
+                    row[0]
+                    for row in con.execute(
+                        "SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = 'main'"
+                    ).fetchall()
+                }
+        except duckdb.Error:
+            return None
+        if found is None or views != {*self.tables(), "_oabench_catalogue"}:
+            return None
+        return found[0]
+
+    def _rebuild_catalogue(self, statements: dict[str, str], fingerprint: str) -> bool:
+        """Write a fresh catalogue beside the old one and rename it over it (readers see old or new).
+
+        A fresh file, rather than views replaced in place, also upgrades the storage format: the file is
+        written in a format the `duckdb` command line (PyPI `duckdb-cli`, 1.5) reads too. The old file's
+        DuckDB lock is taken first, so a session still holding it (a user's `duckdb` shell) is waited for
+        (bounded, with a message naming its process) instead of being pulled from under it.
+        """
+        self._wait_for_duckdb_lock()
+        staged = self.db_path.with_name(f".{self.db_path.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            with contextlib.closing(
+                duckdb.connect(
+                    str(staged), config={"storage_compatibility_version": CATALOGUE_STORAGE_VERSION}
+                )
+            ) as con:
+                skipped = self._create_views(con, statements)
+                if skipped:  # recorded as unfinished, so the next check tries again once they are rebuilt
+                    fingerprint = "incomplete: " + ", ".join(skipped)
+                con.execute(
+                    "CREATE VIEW _oabench_catalogue AS SELECT "
+                    f"{CATALOGUE_VERSION} AS version, {_sql_literal(fingerprint)} AS fingerprint, "
+                    f"{_sql_literal(str(self.root))} AS warehouse"
+                )
+                con.execute("CHECKPOINT")
+            with staged.open("rb") as handle:
+                os.fsync(handle.fileno())
+            os.replace(staged, self.db_path)
+            Path(str(self.db_path) + ".wal").unlink(missing_ok=True)
+            return not skipped
+        finally:
+            staged.unlink(missing_ok=True)
+            Path(str(staged) + ".wal").unlink(missing_ok=True)
+
+    def _create_views(self, con: duckdb.DuckDBPyConnection, statements: dict[str, str]) -> list[str]:
+        """Create each view; a table with a damaged file gets none (DuckDB reads files to bind a view).
+
+        Returns the tables left out, each announced with its one-line `DamagedPartitionError` message.
+        """
+        skipped = []
+        for table, statement in statements.items():
+            try:
+                con.execute(statement)
+            except duckdb.Error:
+                try:
+                    self._raise_if_damaged([table])
+                except DamagedPartitionError as damage:
+                    log.warning("no view for %s: %s", table, damage)
+                    skipped.append(table)
+                    continue
+                raise
+        return skipped
+
+    def _wait_for_duckdb_lock(self) -> None:
+        """Wait (bounded) until no other process holds the catalogue's DuckDB lock."""
+        if not self.db_path.is_file():
+            return
+        deadline = time.monotonic() + self.lock_timeout_s
+        announced = False
+        while True:
+            try:
+                duckdb.connect(str(self.db_path)).close()
+                return
+            except duckdb.Error as error:
+                text = str(error)
+                if "lock" not in text.lower():
+                    return  # not a DuckDB file we can open (emptied, damaged, newer): it is replaced
+                holder = _lock_holder(text)
+                if time.monotonic() >= deadline:
+                    raise CatalogueLockedError(
+                        f"the DuckDB catalogue {self.db_path} is still locked by {holder} after "
+                        f"{self.lock_timeout_s:.0f} s: close that DuckDB session and rerun"
+                    ) from None
+                if not announced:
+                    log.warning(
+                        "waiting for the DuckDB catalogue lock held by %s on %s (up to %.0f s)",
+                        holder,
+                        self.db_path,
+                        self.lock_timeout_s,
+                    )
+                    announced = True
+                time.sleep(LOCK_POLL_S)
 
     def _read_marker(self) -> dict | None:
         try:
@@ -169,21 +414,74 @@ class Warehouse:
         except (OSError, ValueError):
             return None
 
+    def _write_marker(self, fingerprint: str) -> None:
+        marker = {"fingerprint": fingerprint, "file": _file_identity(self.db_path)}
+        staged = self._catalogue_marker.with_name(f".views.{uuid.uuid4().hex}.tmp")
+        staged.write_text(json.dumps(marker), encoding="utf-8")
+        os.replace(staged, self._catalogue_marker)
 
-@contextmanager
-def _connect_with_retry(
-    db_path: Path, attempts: int = 40, pause_s: float = 0.25
-) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Open the DuckDB file for writing, waiting while another process (say, a user's shell) holds it."""
-    for attempt in range(attempts):
-        try:
-            con = duckdb.connect(str(db_path))
-            break
-        except duckdb.IOException as error:
-            if "lock" not in str(error).lower() or attempt == attempts - 1:
-                raise
-            time.sleep(min(pause_s * 2**attempt, 2.0))
+
+class WarehouseError(Exception):
+    """A problem with the warehouse whose message (one line) says what, where and what to do."""
+
+
+class DamagedPartitionError(WarehouseError):
+    def __init__(self, warehouse: Warehouse, table: str, path: Path, problem: object) -> None:
+        self.table, self.path = table, path
+        self.partition_key = partition_key_of(path)
+        detail = str(problem).strip().splitlines()[0] if str(problem).strip() else type(problem).__name__
+        super().__init__(
+            f"table {table}, partition {self.partition_key}: {path} is unreadable ({detail}); "
+            f"{repair_hint(table, self.partition_key)}"
+        )
+
+
+class CatalogueLockedError(WarehouseError):
+    pass
+
+
+class DiskFullError(WarehouseError):
+    pass
+
+
+def repair_hint(table: str, partition_key: str) -> str:
+    """What rebuilds a table's partition (the damaged file is set aside by that command)."""
+    if table in ("questions", "answer_keys", "source_files"):
+        return f"`oabench ingest --editions {partition_key}` rebuilds it from the stored PDFs"
+    if table in ("inferences", "scores"):
+        edition, _, model = partition_key.partition("|")
+        return (
+            f"`oabench run --models {model} --editions {edition}` rebuilds it from the response log "
+            "(no request is sent)"
+        )
+    return "`oabench run` rebuilds it"
+
+
+def _unreadable(path: Path, thorough: bool = True) -> str | None:
+    """Why a Parquet file cannot be read in full, or (not `thorough`) its footer (None: it can)."""
     try:
-        yield con
-    finally:
-        con.close()
+        if thorough:
+            pq.read_table(path)
+        else:
+            pq.read_metadata(path)
+    except (pa.ArrowException, OSError) as error:
+        return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return None
+
+
+def _file_identity(path: Path) -> list[int] | None:
+    """What changes when a file is replaced, emptied or rewritten (inode, size, mtime)."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return [stat.st_ino, stat.st_size, stat.st_mtime_ns]
+
+
+def _lock_holder(message: str) -> str:
+    """`PID 1234 (/usr/bin/duckdb)` from DuckDB's lock error, when it names the holder."""
+    found = re.search(r"Conflicting lock is held in (.+?) \(PID (\d+)\)", message)
+    if found:
+        return f"PID {found.group(2)} ({found.group(1)})"
+    found = re.search(r"PID (\d+)", message)
+    return f"PID {found.group(1)}" if found else "another process"

@@ -87,10 +87,33 @@ def derive_model_key(
     return key
 
 
-def key_problem(key: str) -> str | None:
-    """Why `key` cannot be a Dagster partition key, or None when it can."""
-    if not key:
+# Model ids and keys become file names (response logs, partition files) and partition keys, so they are
+# limited to a safe alphabet: letters, digits and `/ : . _ -`, at most 200 characters, `/`-separated
+# segments that are neither empty nor `.` / `..` (a key of `..` would put its response log outside
+# `responses/`). Every public model id (OpenRouter, Hugging Face, Ollama tags) fits.
+SAFE_NAME_MAX_LENGTH = 200
+_SAFE_NAME = re.compile(r"[A-Za-z0-9/:._-]+")
+
+
+def safe_name_problem(name: str) -> str | None:
+    """Why `name` is not a safe model id or key (see `_SAFE_NAME`), or None when it is."""
+    if not name:
         return "must not be empty"
+    if len(name) > SAFE_NAME_MAX_LENGTH:
+        return f"is {len(name)} characters long; at most {SAFE_NAME_MAX_LENGTH} are allowed"
+    if not _SAFE_NAME.fullmatch(name):
+        bad = sorted({c for c in name if not _SAFE_NAME.fullmatch(c)})
+        shown = ", ".join(repr(c) for c in bad)
+        return f"{name!r} contains {shown}: only letters, digits and / : . _ - are allowed"
+    if any(segment in ("", ".", "..") for segment in name.split("/")):
+        return f"{name!r} has an empty, '.' or '..' segment between slashes"
+    return None
+
+
+def key_problem(key: str) -> str | None:
+    """Why `key` cannot be a model key (unsafe, or refused by Dagster partition keys), or None when it can."""
+    if problem := safe_name_problem(key):
+        return problem
     bad = [s for s in FORBIDDEN_KEY_SUBSTRINGS if s in key]
     if bad:
         return f"{key!r} contains {', '.join(repr(s) for s in bad)}, which Dagster partition keys forbid"
@@ -218,6 +241,13 @@ class ModelConfig(BaseModel):
             if isinstance(effort, str | None) and isinstance(web, bool) and isinstance(protocol, str | None):
                 data.setdefault("key", derive_model_key(model_id, effort, web, protocol or "direto"))
         return data
+
+    @field_validator("id")
+    @classmethod
+    def _id_is_safe(cls, model_id: str) -> str:
+        if problem := safe_name_problem(model_id):
+            raise ValueError(problem)
+        return model_id
 
     @field_validator("key")
     @classmethod

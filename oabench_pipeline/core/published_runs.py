@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+import re
+from collections.abc import Collection, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from oabench_pipeline.core.answer_parsing import PARSER_VERSION, parse_answer
-from oabench_pipeline.core.models_registry import derive_model_key
+from oabench_pipeline.core.models_registry import derive_model_key, key_problem, safe_name_problem
 from oabench_pipeline.core.prompts import Protocol
 from oabench_pipeline.core.records import Letter
 
@@ -300,3 +301,86 @@ def read_run_summary(run_dir: Path) -> RunSummary:
         completion_price_per_token=summary.pricing.completion_price_per_token,
         pricing_fetched_at=summary.pricing.fetched_at,
     )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Validation at the door: every folder is checked before anything is imported
+# ---------------------------------------------------------------------------------------------------------
+
+_QID = re.compile(r"oab-(\d+)-1f-q(\d+)")
+QUESTIONS_PER_EDITION = 80
+MAX_REPORTED_PROBLEMS = 10
+
+
+def _line_problems(path: Path, number: int, line: _InferenceLine, ingested: Collection[str]) -> list[str]:
+    where = f"{path}:{number}"
+    problems = []
+    if problem := safe_name_problem(line.model):
+        problems.append(f"{where}: field 'model': {problem}")
+    if str(line.edition) not in ingested:
+        problems.append(
+            f"{where}: field 'edition': edition {line.edition} is not ingested "
+            f"(run `oabench ingest --editions {line.edition}` first)"
+        )
+    found = _QID.fullmatch(line.qid)
+    expected = f"oab-{line.edition}-1f-q{line.question_number}"
+    if found is None or line.qid != expected or not 1 <= line.question_number <= QUESTIONS_PER_EDITION:
+        problems.append(
+            f"{where}: field 'qid': {line.qid!r} is not {expected!r} "
+            f"(oab-{{edition}}-1f-q{{1..{QUESTIONS_PER_EDITION}}} matching edition and questionNumber)"
+        )
+    return problems
+
+
+def run_folder_problems(run_dir: Path, ingested: Collection[str]) -> list[str]:
+    """Everything wrong with one run folder, each as `file[:line]: field 'x': problem` (empty: importable)."""
+    try:
+        config = _read_config(run_dir)
+    except PublishedRunError as error:
+        return [str(error)]
+    problems = []
+    config_path = run_dir / "config.json"
+    if problem := safe_name_problem(config.model):
+        problems.append(f"{config_path}: field 'model': {problem}")
+    else:
+        key = derive_model_key(config.model, config.effective_reasoning_effort, False, config.protocol)
+        if problem := key_problem(key):
+            problems.append(f"{config_path}: field 'model': model key {problem}")
+    inferences = run_dir / "inferences.jsonl"
+    if not inferences.is_file():
+        return problems
+    try:
+        text = inferences.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        return [*problems, f"{inferences}: cannot read: {error}"]
+    numbered = [(n, t) for n, t in enumerate(text.splitlines(), 1) if t.strip()]
+    for position, (number, raw) in enumerate(numbered):
+        try:
+            line = _InferenceLine.model_validate_json(raw)
+        except ValidationError as error:
+            if position == len(numbered) - 1 and not raw.rstrip().endswith("}"):
+                break  # a torn last line, dropped on import as well
+            problems.append(
+                f"{inferences}:{number}: not an OABench inference record: {error.errors()[0]['msg']}"
+            )
+            continue
+        problems.extend(_line_problems(inferences, number, line, ingested))
+    return problems
+
+
+def validate_published_runs(path: Path, ingested: Collection[str]) -> None:
+    """Check every run folder under `path` before any is imported: all or nothing.
+
+    Model ids must be safe names (the registry's alphabet), editions ingested, and every qid
+    `oab-{edition}-1f-q{n}` of its line's edition and question number. Models absent from the registry
+    and unfinished runs (no summary) are fine. Raises PublishedRunError listing the first problems.
+    """
+    problems = [p for run_dir in published_run_dirs(path) for p in run_folder_problems(run_dir, ingested)]
+    if problems:
+        shown = problems[:MAX_REPORTED_PROBLEMS]
+        more = len(problems) - len(shown)
+        raise PublishedRunError(
+            f"nothing imported, {len(problems)} problem(s): "
+            + "; ".join(shown)
+            + (f"; and {more} more" if more else "")
+        )

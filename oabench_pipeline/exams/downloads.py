@@ -44,6 +44,9 @@ class DownloadPolicy:
     read_timeout_s: float = 60.0
     max_attempts: int = 4
     backoff_s: float = 0.5
+    # Overall deadline of one file's download, all attempts included (OABENCH_DOWNLOAD_TIMEOUT_S): the read
+    # timeout alone never fires on a host that drips a byte every few seconds.
+    deadline_s: float = 300.0
 
 
 def source_location(official_url: str, base_override: str | None) -> str:
@@ -99,7 +102,9 @@ def _copy_local(source: Path, staged) -> tuple[bytes, int, str]:
     return head, size, digest.hexdigest()
 
 
-def _stream_http(client: httpx.Client, url: str, staged, where: str) -> tuple[bytes, int, str]:
+def _stream_http(
+    client: httpx.Client, url: str, staged, where: str, deadline: _Deadline
+) -> tuple[bytes, int, str]:
     digest = hashlib.sha256()
     size = 0
     head = b""
@@ -108,12 +113,34 @@ def _stream_http(client: httpx.Client, url: str, staged, where: str) -> tuple[by
             raise _Transient(f"{where}: HTTP {response.status_code}")
         if response.status_code != 200:
             raise DownloadError(f"{where}: HTTP {response.status_code} {response.reason_phrase}")
-        for block in response.iter_bytes(1 << 16):
+        # Chunks as they arrive (no fixed size to fill), so a trickle is checked against the deadline.
+        for block in response.iter_bytes():
             head = head or block[:16]
             digest.update(block)
             staged.write(block)
             size += len(block)
+            deadline.check(where, size)
     return head, size, digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class _Deadline:
+    at: float
+    seconds: float
+
+    @classmethod
+    def after(cls, seconds: float) -> _Deadline:
+        return cls(time.monotonic() + seconds, seconds)
+
+    def remaining(self) -> float:
+        return self.at - time.monotonic()
+
+    def check(self, where: str, received: int) -> None:
+        if self.remaining() <= 0:
+            raise DownloadError(
+                f"{where}: not complete after {self.seconds:g} s ({received} bytes received), the overall "
+                "deadline per file (OABENCH_DOWNLOAD_TIMEOUT_S); nothing was stored"
+            )
 
 
 class _Transient(Exception):
@@ -153,34 +180,40 @@ class PdfDownloader:
     def _download(self, edition: int, kind: FileKind, pinned: PinnedFile, source: str) -> tuple[Path, int]:
         where = _describe(edition, kind, source)
         last_problem = ""
+        deadline = _Deadline.after(self.policy.deadline_s)
         for attempt in range(1, self.policy.max_attempts + 1):
             with self.store.staging_file() as staged:
                 staged_path = Path(staged.name)
             try:
                 with staged_path.open("wb") as handle:
-                    head, size, actual = self._read_into(source, handle, where)
+                    head, size, actual = self._read_into(source, handle, where, deadline)
                 _verify(edition, kind, source, pinned, head, size, actual)
                 return self.store.promote(staged_path, pinned.sha256), size
             except _Transient as problem:
                 last_problem = str(problem)
             finally:
                 staged_path.unlink(missing_ok=True)
+            deadline.check(where, 0)
             if attempt < self.policy.max_attempts:
-                time.sleep(self.policy.backoff_s * 2 ** (attempt - 1))
+                time.sleep(min(self.policy.backoff_s * 2 ** (attempt - 1), max(deadline.remaining(), 0.0)))
         raise DownloadError(
             f"{last_problem} (gave up after {self.policy.max_attempts} attempts); "
             f"expected sha256 {pinned.sha256}, nothing verified was received"
         )
 
-    def _read_into(self, source: str, handle, where: str) -> tuple[bytes, int, str]:
+    def _read_into(self, source: str, handle, where: str, deadline: _Deadline) -> tuple[bytes, int, str]:
         if "://" not in source:
             path = Path(source)
             if not path.is_file():
                 raise DownloadError(f"{where}: no such file")
             return _copy_local(path, handle)
-        timeout = httpx.Timeout(self.policy.read_timeout_s, connect=self.policy.connect_timeout_s)
+        # No single wait may outlast the deadline either (a silent host is caught by the read timeout).
+        left = max(deadline.remaining(), 0.001)
+        timeout = httpx.Timeout(
+            min(self.policy.read_timeout_s, left), connect=min(self.policy.connect_timeout_s, left)
+        )
         try:
             with httpx.Client(timeout=timeout, follow_redirects=True) as client:
-                return _stream_http(client, source, handle, where)
+                return _stream_http(client, source, handle, where, deadline)
         except httpx.TransportError as error:
             raise _Transient(f"{where}: {type(error).__name__}: {error}") from None

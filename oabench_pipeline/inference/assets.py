@@ -47,7 +47,13 @@ from oabench_pipeline.inference.resources import (
     ModelsRegistryResource,
     UnknownModelError,
 )
-from oabench_pipeline.inference.response_log import ResponseLog, cell_log_path, latest_by_hash, read_log
+from oabench_pipeline.inference.response_log import (
+    ResponseLog,
+    ResponseLogError,
+    cell_log_path,
+    latest_by_hash,
+    read_log,
+)
 from oabench_pipeline.inference.types import ChatResult, FatalEndpointError
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import model_edition_partitions
@@ -188,16 +194,23 @@ def _call_model(
     last_log = [time.monotonic()]
 
     def on_result(result: ChatResult) -> None:
+        """On the event loop, as each reply arrives: hand it to the log's writer thread, count its cost."""
         log.append(result)
         if result.cost_note:
             context.log.warning(f"{model.key} × {edition} {result.qid}: {result.cost_note}")
-        progress.answered += result.ok
-        progress.errors += not result.ok
-        progress.cost_usd += _paid(result)
-        publish(progress)
+        progress.cost_usd += _paid(result)  # paid whether or not it is on disk yet: the budget counts it
         if time.monotonic() - last_log[0] >= PROGRESS_LOG_EVERY_S:
             last_log[0] = time.monotonic()
             context.log.info(_progress_line(progress))
+
+    def on_durable(result: ChatResult) -> None:
+        """On the log's writer thread, once the reply is fsynced: only now is it counted as received."""
+        progress.answered += result.ok
+        progress.errors += not result.ok
+        publish(progress)
+
+    def should_stop() -> str | None:
+        return log.stop_reason() or over_budget()
 
     def over_budget() -> str | None:
         if model.max_cost_usd is not None and spent_before + progress.cost_usd >= model.max_cost_usd:
@@ -206,16 +219,21 @@ def _call_model(
 
     concurrency = config.concurrency or model.concurrency
     publish(progress)
-    with ResponseLog(log_path) as log:
-        try:
+    log = ResponseLog(log_path, on_durable)
+    try:
+        with log:
             stats = run_blocking(
-                run_chat_requests(endpoint, plan.pending, concurrency, on_result, over_budget)
+                run_chat_requests(endpoint, plan.pending, concurrency, on_result, should_stop)
             )
-        except FatalEndpointError as error:
-            raise Failure(
-                description=f"{model.key} × edition {edition}: {error}; {progress.answered} answers received "
-                f"before the stop are kept in {log_path}"
-            ) from None
+    except ResponseLogError as error:
+        raise Failure(description=f"{model.key} × edition {edition}: {error}; nothing was sent") from None
+    except FatalEndpointError as error:
+        raise Failure(
+            description=f"{model.key} × edition {edition}: {error}; {progress.answered} answers received "
+            f"before the stop are kept in {log_path}"
+        ) from None
+    if log.failure is not None:
+        raise Failure(description=_log_failure_line(model, edition, log))
     context.log.info(
         _progress_line(progress)
         + f" — {stats.sent_requests} HTTP requests, retries {dict(stats.retries_by_cause) or 0}"
@@ -225,6 +243,19 @@ def _call_model(
             description=f"{model.key} × edition {edition}: stopped, {stats.stop_reason}; "
             f"{progress.answered} answers kept in {log_path}"
         )
+
+
+def _log_failure_line(model: ModelConfig, edition: str, log: ResponseLog) -> str:
+    """One line for a run stopped because its response log could not be written (a full disk, mostly)."""
+    lost = (
+        f"; {len(log.unwritten)} answer(s) received could not be written and will be asked again"
+        if log.unwritten
+        else ""
+    )
+    return (
+        f"{model.key} × edition {edition}: stopped, {log.stop_reason()}; {log.written} answer(s) received "
+        f"this run are kept{lost}. Free space and rerun `oabench run`: nothing kept is asked again"
+    )
 
 
 def _paid(result: ChatResult) -> float:

@@ -26,6 +26,7 @@ from oabench_pipeline.core.published_runs import (
     published_run_dirs,
     read_published_run,
     read_run_summary,
+    validate_published_runs,
 )
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import cell_partition_key
@@ -90,7 +91,9 @@ def published_runs(
     context: AssetExecutionContext, config: ImportConfig, warehouse: WarehouseResource
 ) -> MaterializeResult:
     """Published OABench runs, imported into the `inferences` table as `source = 'imported'`."""
+    store = warehouse.warehouse()
     try:
+        validate_published_runs(Path(config.path), store.partitions("questions"))
         run_dirs = published_run_dirs(Path(config.path))
         summaries = [read_run_summary(d) for d in run_dirs]
         records = [record for d in run_dirs for record in read_published_run(d)]
@@ -98,7 +101,6 @@ def published_runs(
         raise Failure(description=f"cannot import {config.path}: {error}") from None
     if not records:
         raise Failure(description=f"no OABench run folders (with config.json) under {config.path}")
-    store = warehouse.warehouse()
     frame = pl.DataFrame([imported_row(r, context.run_id) for r in records], infer_schema_length=None)
     keys = sorted(frame["model_key"].unique())
     editions = sorted(str(e) for e in frame["edition"].unique())

@@ -16,6 +16,7 @@ from oabench_pipeline.core.models_registry import (
     default_models_file,
     derive_model_key,
     load_models_registry,
+    safe_name_problem,
 )
 
 STUDY_MODEL_IDS = [
@@ -111,7 +112,11 @@ BROKEN = [
     ('[[models]]\nid = "a/b"\n\n[[models]]\nid = "a/b"\n', 4, "key", "duplicate"),
     ('[[models]]\nid = "a/b"\nkey = "x"\n[[models]]\nid = "c/d"\nkey = "x"\n', 6, "key", "duplicate"),
     ('[[models]]\nid = "baseline/coin"\nkind = "baseline"\n', 3, "kind", "baseline"),
-    ('[[models]]\nid = "a,b"\n', 1, "key", "','"),
+    ('[[models]]\nid = "a,b"\n', 2, "id", "','"),
+    ('[[models]]\nid = "a/../../etc"\n', 2, "id", "'..' segment"),
+    (f'[[models]]\nid = "a/{"b" * 199}"\n', 2, "id", "at most 200"),
+    ('[[models]]\nid = "a/b"\nkey = "/abs/key"\n', 3, "key", "empty, '.' or '..' segment"),
+    ('[[models]]\nid = "a/b"\nkey = "a b"\n', 3, "key", "' '"),
     ('title = "x"\n[[models]]\nid = "a/b"\n', 1, "title", "top-level"),
     ("# nothing yet\n", 1, "models", "at least one"),
 ]
@@ -134,9 +139,16 @@ def test_broken_registry_names_file_line_and_field(
 @pytest.mark.parametrize("bad", ["a|b", "a,b", "a[b", "a]b", "a...b", "tab\\tkey"])
 def test_keys_that_break_dagster_partitions_are_refused(tmp_path: Path, bad: str) -> None:
     path = _registry(tmp_path, f'[[models]]\nid = "a/b"\nlabel = "L"\nkey = "{bad}"\n')
-    with pytest.raises(ModelsRegistryError, match="Dagster") as caught:
+    with pytest.raises(ModelsRegistryError, match=r"Dagster|only letters, digits") as caught:
         load_models_registry(path)
     assert (caught.value.line, caught.value.field) == (4, "key")
+
+
+@pytest.mark.parametrize(
+    "name", ["openai/gpt-5.2:reasoning-medium", "meta-llama/Llama-3.1-8B-Instruct", "llama3.1:8b", "a" * 200]
+)
+def test_real_model_ids_are_safe_names(name: str) -> None:
+    assert safe_name_problem(name) is None
 
 
 def test_missing_file_is_a_registry_error(tmp_path: Path) -> None:

@@ -240,3 +240,45 @@ def test_raw_store_trusts_only_files_matching_their_name(tmp_path: Path) -> None
     assert not Path(staged.name).exists()
     promoted.write_bytes(body + b"!")
     assert store.verified_path(sha) is None
+
+
+def test_host_that_drips_a_byte_at_a_time_hits_the_overall_deadline(
+    tmp_path: Path, mirror_server: StaticFileServer, edition_44: Edition, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each read gets a byte well within the read timeout; only the overall deadline stops it."""
+    path = _url_path(edition_44.booklet.url)
+    monkeypatch.setitem(
+        mirror_server.overrides, path, Override(b"%PDF-1.7 " + b"x" * 200, drip_interval_s=0.2)
+    )
+    before = mirror_server.requests[path]
+    store = RawStore(tmp_path / "raw")
+    policy = DownloadPolicy(max_attempts=3, backoff_s=0.0, read_timeout_s=10.0, deadline_s=1.0)
+
+    with pytest.raises(DownloadError) as raised:
+        PdfDownloader(store, mirror_server.base_url, policy).fetch(edition_44, "booklet")
+
+    message = str(raised.value)
+    assert message.startswith(f"edition 44 booklet ({mirror_server.base_url + path}): not complete after 1 s")
+    assert "OABENCH_DOWNLOAD_TIMEOUT_S" in message and "nothing was stored" in message
+    assert mirror_server.requests[path] - before == 1, "a deadline is not retried"
+    assert store.verified_path(edition_44.booklet.sha256) is None
+    assert _leftovers(store) == []
+
+
+def test_ingest_honours_the_download_deadline_from_the_environment(
+    tmp_path: Path, mirror_server: StaticFileServer, edition_44: Edition, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from oabench_pipeline_tests.pipeline_env import make_env
+
+    env = make_env(tmp_path, monkeypatch, mirror_server.base_url)
+    env.set("OABENCH_DOWNLOAD_TIMEOUT_S", "1")
+    path = _url_path(edition_44.booklet.url)
+    monkeypatch.setitem(
+        mirror_server.overrides, path, Override(b"%PDF-1.7 " + b"x" * 200, drip_interval_s=0.2)
+    )
+    result = env.cli("ingest", "--editions", "44")
+    assert result.exit_code == 1, result.output
+    assert "edition 44: FAILED" in result.output
+    assert "not complete after 1 s" in result.output
+    assert "Traceback" not in result.output
+    assert not env.warehouse.has_table("questions")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import polars as pl
 import pytest
 
@@ -71,6 +70,26 @@ BROKEN_REGISTRIES = {
         "concurrency",
         "valid integer",
     ),
+    # Model ids and keys name files and partitions: a safe alphabet, no `..`, at most 200 characters.
+    "key outside responses/": ('[[models]]\nid = "acme/a"\nkey = ".."\n', 3, "key", "'..' segment"),
+    "key of 300 characters": (
+        f'[[models]]\nid = "acme/a"\nkey = "{"k" * 300}"\n',
+        3,
+        "key",
+        "is 300 characters long; at most 200",
+    ),
+    "control character in key": (
+        '[[models]]\nid = "acme/a"\nkey = "acme/a\\u0007"\n',
+        3,
+        "key",
+        "only letters, digits and / : . _ - are allowed",
+    ),
+    "hostile id": (
+        '[[models]]\nid = "acme/a"\n\n[[models]]\nid = "evil\'; drop table x; --|módulo"\n',
+        5,
+        "id",
+        "only letters, digits and / : . _ - are allowed",
+    ),
 }
 
 
@@ -78,6 +97,7 @@ BROKEN_REGISTRIES = {
 def test_broken_registry_fails_naming_file_line_and_field(fresh_env: PipelineEnv, case: str) -> None:
     text, line, field, problem = BROKEN_REGISTRIES[case]
     path = use_registry_text(fresh_env, text)
+    fresh_env.warehouse.ensure_views()  # the healthy catalogue any earlier command leaves
     before = all_files(fresh_env.root)
     result = fresh_env.cli("run", "--editions", EDITION)
     assert result.exit_code == 1, result.output
@@ -86,39 +106,6 @@ def test_broken_registry_fails_naming_file_line_and_field(fresh_env: PipelineEnv
     assert problem in result.output
     assert "Traceback" not in result.output
     assert all_files(fresh_env.root) == before, "a rejected registry must not write anything"
-
-
-# -------------------------------------------------------------------------------- a hostile model id
-
-EVIL_ID = 'evil\'; drop table inferences; --/módulo "x"'
-
-
-def test_model_id_with_quotes_semicolons_and_unicode_runs_end_to_end(fresh_env: PipelineEnv) -> None:
-    with ReplayServer() as server:
-        write_models_file(fresh_env.root / "models.toml", [local_model(EVIL_ID, server.base_url)])
-        fresh_env.set("OABENCH_MODELS_FILE", fresh_env.root / "models.toml")
-        result = fresh_env.cli("run", "--models", EVIL_ID, "--editions", EDITION)
-        assert result.exit_code == 0, result.output
-        assert server.stats.total_requests == 80
-        # The id reached the endpoint byte for byte (it is the model name the server knows).
-        assert {model for model, _ in server.stats.requests_per_prompt} == {EVIL_ID}
-
-    warehouse = fresh_env.warehouse
-    partition = str(cell_partition_key(EVIL_ID, EDITION))
-    assert warehouse.read("inferences", partition).height == 80
-    answered = warehouse.query(
-        "select count(*) from inferences where model_key = ? and model = ? and raw_response is not null",
-        [EVIL_ID, EVIL_ID],
-    )
-    assert answered.item() == 80
-    # The DuckDB file users open: views still there, rows found by parameter, nothing dropped.
-    with duckdb.connect(str(warehouse.db_path), read_only=True) as con:
-        rows = con.execute("select count(*) from scores where model_key = ?", [EVIL_ID]).fetchall()
-        ranked = con.execute("select model_key from leaderboard where model_key = ?", [EVIL_ID]).fetchall()
-    assert rows == [(80,)]
-    assert ranked == [(EVIL_ID,)]
-    printed = fresh_env.cli("leaderboard", "--format", "json")
-    assert printed.exit_code == 0 and "módulo" in printed.output
 
 
 # ---------------------------------------------------------------------------------- hostile replies

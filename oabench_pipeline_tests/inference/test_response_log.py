@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+import pytest
+
 from oabench_pipeline.inference.response_log import ResponseLog, cell_log_path, latest_by_hash, read_log
 from oabench_pipeline.inference.types import ChatResult
 
@@ -128,3 +130,29 @@ def test_lines_from_before_provenance_and_from_newer_versions_both_read(tmp_path
             )
         )
     assert read_log(path)[-1].response_id == "gen-1" and read_log(path)[-1].finish_reason == "stop"
+
+
+def test_each_result_counts_as_received_only_once_fsynced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    path = tmp_path / "cell.jsonl"
+    synced_sizes: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        real_fsync(fd)
+        synced_sizes.append(os.fstat(fd).st_size)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    received: list[tuple[str, int]] = []
+    with ResponseLog(path, on_durable=lambda r: received.append((r.request_hash, synced_sizes[-1]))) as log:
+        for n in range(50):
+            log.append(result(f"h{n}"))
+    assert [h for h, _ in received] == [f"h{n}" for n in range(50)]
+    lines = path.read_bytes().splitlines(keepends=True)
+    for index, (_, synced) in enumerate(received):
+        assert synced >= sum(len(line) for line in lines[: index + 1]), "reported before its fsync"
+    assert log.written == 50 and log.failure is None
+    assert not log.reserve_path.exists()

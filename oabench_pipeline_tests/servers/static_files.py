@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +20,8 @@ class Override:
     content_type: str = "application/pdf"
     drop_connection: bool = False
     """Close the connection without sending any response (a flaky host or proxy)."""
+    drip_interval_s: float | None = None
+    """Send the body one byte at a time, this many seconds apart (a host that never quite stalls)."""
 
 
 @dataclass
@@ -60,7 +63,16 @@ class StaticFileServer:
                 self.send_header("Content-Type", override.content_type)
                 self.send_header("Content-Length", str(len(override.body)))
                 self.end_headers()
-                self.wfile.write(override.body)
+                if override.drip_interval_s is None:
+                    self.wfile.write(override.body)
+                    return
+                for index in range(len(override.body)):
+                    try:
+                        self.wfile.write(override.body[index : index + 1])
+                        self.wfile.flush()
+                    except OSError:  # the client gave up
+                        return
+                    time.sleep(override.drip_interval_s)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

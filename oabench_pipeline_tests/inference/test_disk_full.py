@@ -1,0 +1,115 @@
+"""A disk that fills up mid-cell, for real: a size-limited tmpfs mounted under the warehouse.
+
+Needs root (mount); skipped with the reason otherwise. The model is the loopback replay server, which
+counts every request it answers, i.e. every answer paid for.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from oabench_pipeline.inference.response_log import RESERVE_BYTES, cell_log_path, read_log
+from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
+from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
+from oabench_pipeline_tests.servers.openai_replay import ReplayServer
+
+EDITION = "45"  # 80 questions, none annulled
+MODEL = "acme/disk-full"
+
+
+@contextmanager
+def small_tmpfs(folder: Path, size_bytes: int) -> Iterator[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_bytes}", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def fill_leaving(folder: Path, free_bytes: int) -> Path:
+    """A filler file taking all space on `folder`'s file system but `free_bytes`."""
+    stat = os.statvfs(folder)
+    available = stat.f_bavail * stat.f_frsize
+    filler = folder / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.posix_fallocate(fd, 0, available - free_bytes)
+    finally:
+        os.close(fd)
+    return filler
+
+
+def use_model(env: PipelineEnv, base_url: str) -> None:
+    env.set(TEST_KEY_ENV, TEST_KEY)
+    entry = {"id": MODEL, "base_url": base_url, "api_key_env": TEST_KEY_ENV, "concurrency": 4}
+    env.set("OABENCH_MODELS_FILE", write_models_file(env.root / "models.toml", [entry]))
+
+
+def test_disk_full_mid_cell_keeps_every_paid_answer_and_the_rerun_pays_nothing_twice(
+    fresh_env: PipelineEnv,
+) -> None:
+    responses = fresh_env.settings.warehouse_path.parent / "responses"
+    with (
+        small_tmpfs(responses, RESERVE_BYTES + 1024 * 1024) as disk,
+        ReplayServer(latency_s=0.01, api_key=TEST_KEY) as server,
+    ):
+        use_model(fresh_env, server.base_url)
+        # Room for the reserve and about a dozen answers: the disk fills up a few answers into the cell.
+        filler = fill_leaving(disk, RESERVE_BYTES + 24 * 1024)
+
+        stopped = fresh_env.cli("run", "--models", MODEL, "--editions", EDITION)
+
+        assert stopped.exit_code == 1, stopped.output
+        assert "Traceback" not in stopped.output
+        line = next(text for text in stopped.output.splitlines() if "disk full" in text)
+        assert "writing the response log" in line and "Free space and rerun" in line
+        assert "could not be written" not in line, "the reserve made room for the answers in flight"
+        log = cell_log_path(responses, MODEL, EDITION)
+        kept = {r.qid for r in read_log(log) if r.ok}
+        paid = server.stats.total_requests
+        assert 0 < len(kept) < 80
+        assert paid == len(kept), "every answer paid for before the stop is on disk"
+        assert not (fresh_env.warehouse.has_table("inferences")), "no partition from a stopped cell"
+
+        filler.unlink()  # the user frees space
+        rerun = fresh_env.cli("run", "--models", MODEL, "--editions", EDITION)
+
+        assert rerun.exit_code == 0, rerun.output
+        assert server.stats.total_requests == 80, "only the unanswered questions were asked"
+        assert max(server.stats.requests_per_prompt.values()) == 1
+        assert fresh_env.warehouse.read("inferences", f"{EDITION}|{MODEL}").height == 80
+        assert not list(disk.glob("**/.*.reserve")), "the reserve is given back when the cell ends"
+
+
+def test_disk_full_when_writing_the_partition_is_one_line_and_the_rerun_sends_nothing(
+    fresh_env: PipelineEnv,
+) -> None:
+    tables = fresh_env.settings.warehouse_path.parent / "tables" / "inferences"
+    with small_tmpfs(tables, 256 * 1024) as disk, ReplayServer(api_key=TEST_KEY) as server:
+        use_model(fresh_env, server.base_url)
+        filler = fill_leaving(disk, 4096)
+
+        stopped = fresh_env.cli("run", "--models", MODEL, "--editions", EDITION)
+
+        assert stopped.exit_code == 1, stopped.output
+        assert "Traceback" not in stopped.output
+        assert f"disk full writing {disk}" in stopped.output
+        assert server.stats.total_requests == 80
+        filler.unlink()
+        rerun = fresh_env.cli("run", "--models", MODEL, "--editions", EDITION)
+        assert rerun.exit_code == 0, rerun.output
+        assert server.stats.total_requests == 80, "the answers come from the response log"
+        assert fresh_env.warehouse.read("inferences", f"{EDITION}|{MODEL}").height == 80

@@ -1,0 +1,142 @@
+"""Damaged partition files in a real warehouse: named in one line, and rebuilt by the command that owns them.
+
+`oabench run` rebuilds an unreadable `inferences` partition from the response log (no request; a baseline
+cell is recomputed), `oabench ingest` an unreadable `questions`/`answer_keys` partition from the stored
+PDFs (no download); `oabench status` reports the damage instead of crashing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+
+from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
+from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
+from oabench_pipeline_tests.servers.openai_replay import ReplayServer
+from oabench_pipeline_tests.servers.static_files import StaticFileServer
+
+EDITION = "45"
+MODEL = "acme/damaged"
+BASELINE = "baseline/random"
+
+
+def truncate(path: Path) -> None:
+    """What a crash of the disk, a full disk or a bad copy leaves: the file's first half."""
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def use_models(env: PipelineEnv, base_url: str) -> None:
+    env.set(TEST_KEY_ENV, TEST_KEY)
+    entries = [
+        {"id": MODEL, "base_url": base_url, "api_key_env": TEST_KEY_ENV, "concurrency": 8},
+        {"id": BASELINE, "kind": "baseline"},
+    ]
+    env.set("OABENCH_MODELS_FILE", write_models_file(env.root / "models.toml", entries))
+
+
+def count_through_duckdb(env: PipelineEnv, table: str) -> int:
+    with duckdb.connect(str(env.settings.warehouse_path), read_only=True) as con:
+        return con.execute(f"select count(*) from {table}").fetchone()[0]
+
+
+def test_unreadable_inference_cells_are_rebuilt_from_the_log_with_no_request(fresh_env: PipelineEnv) -> None:
+    with ReplayServer(api_key=TEST_KEY) as server:
+        use_models(fresh_env, server.base_url)
+        first = fresh_env.cli("run", "--models", f"{MODEL},{BASELINE}", "--editions", EDITION)
+        assert first.exit_code == 0, first.output
+        assert server.stats.total_requests == 80
+        store = fresh_env.warehouse
+        api_cell = store.partition_path("inferences", f"{EDITION}|{MODEL}")
+        baseline_cell = store.partition_path("inferences", f"{EDITION}|{BASELINE}")
+        for path in (api_cell, baseline_cell, store.partition_path("scores", f"{EDITION}|{MODEL}")):
+            truncate(path)
+        truncate(store.partition_path("leaderboard_by_area"))
+
+        status = fresh_env.cli("status", "--models", MODEL, "--editions", EDITION, "--format", "json")
+        assert status.exit_code == 1, status.output
+        assert "Traceback" not in status.output
+        (cell,) = json.loads(status.output)["cells"]
+        assert cell["state"] == "failed"
+        assert cell["reason"].startswith(
+            f"table inferences, partition {EDITION}|{MODEL}: {api_cell} is unreadable"
+        )
+        assert f"`oabench run --models {MODEL} --editions {EDITION}` rebuilds it" in cell["reason"]
+
+        rerun = fresh_env.cli("run", "--models", f"{MODEL},{BASELINE}", "--editions", EDITION)
+        assert rerun.exit_code == 0, rerun.output
+        assert server.stats.total_requests == 80, "rebuilt from the response log: no request"
+        assert (
+            f"table inferences, file {api_cell}: unreadable, set aside as .{api_cell.name}.damaged"
+            in rerun.output
+        )
+        assert f"table inferences, file {baseline_cell}: unreadable" in rerun.output
+
+    assert store.read("inferences", f"{EDITION}|{MODEL}").height == 80
+    assert store.read("inferences", f"{EDITION}|{BASELINE}").height == 80
+    assert store.damaged_partitions("inferences") == store.damaged_partitions("scores") == []
+    assert count_through_duckdb(fresh_env, "scores") == 160
+    assert count_through_duckdb(fresh_env, "leaderboard_by_area") > 0
+    assert (api_cell.parent / f".{api_cell.name}.damaged").is_file(), "kept for inspection, out of the table"
+
+
+def test_unreadable_exam_tables_are_named_then_rebuilt_by_ingest_without_download(
+    fresh_env: PipelineEnv, mirror_server: StaticFileServer
+) -> None:
+    fresh_env.monkeypatch.delenv("OABENCH_MODELS_FILE", raising=False)
+    store = fresh_env.warehouse
+    questions = store.partition_path("questions", EDITION)
+    truncate(questions)
+    truncate(store.partition_path("answer_keys", EDITION))
+
+    refused = fresh_env.cli("run", "--models", BASELINE, "--editions", EDITION)
+    assert refused.exit_code == 1, refused.output
+    assert "Traceback" not in refused.output
+    (line,) = [text for text in refused.output.splitlines() if text.startswith("Error: ")]
+    assert f"table questions, partition {EDITION}: {questions} is unreadable" in line
+    assert f"`oabench ingest --editions {EDITION}` rebuilds it from the stored PDFs" in line
+
+    downloads = mirror_server.total_requests
+    repaired = fresh_env.cli("ingest", "--editions", EDITION)
+    assert repaired.exit_code == 0, repaired.output
+    assert f"edition {EDITION}: 80 questions, 80 active, 0 annulled" in repaired.output
+    assert mirror_server.total_requests == downloads, "the stored PDFs are reused"
+    assert store.damaged_partitions("questions") == store.damaged_partitions("answer_keys") == []
+    assert store.read("questions", EDITION).height == 80
+
+    ran = fresh_env.cli("run", "--models", BASELINE, "--editions", EDITION)
+    assert ran.exit_code == 0, ran.output
+
+
+def test_unreadable_imported_cell_is_never_asked_and_a_reimport_restores_it(
+    fresh_env: PipelineEnv, shared_oab: Path
+) -> None:
+    """An imported cell has no response log: rebuilding it by asking the model would pay for it again."""
+    run = shared_oab / "published-runs" / "2026-03-03T16-55-22-893Z_deepseek--deepseek-v3.2_direto"
+    folder = fresh_env.root / "runs"
+    folder.mkdir()
+    (folder / run.name).symlink_to(run)
+    model = "deepseek/deepseek-v3.2"
+    with ReplayServer(api_key=TEST_KEY) as server:
+        fresh_env.set(TEST_KEY_ENV, TEST_KEY)
+        entry = {"id": model, "base_url": server.base_url, "api_key_env": TEST_KEY_ENV}
+        fresh_env.set("OABENCH_MODELS_FILE", write_models_file(fresh_env.root / "models.toml", [entry]))
+        imported = fresh_env.cli("import", str(folder))
+        assert imported.exit_code == 0, imported.output
+        cell = fresh_env.warehouse.partition_path("inferences", f"{EDITION}|{model}")
+        truncate(cell)
+
+        skipped = fresh_env.cli("run", "--models", model, "--editions", EDITION)
+        assert (
+            "unreadable and no response log" in skipped.output and "skipped, nothing asked" in skipped.output
+        )
+        assert server.stats.total_requests == 0
+        assert cell.is_file(), "left in place, so the next run does not take the cell for missing"
+
+        restored = fresh_env.cli("import", str(folder))
+        assert restored.exit_code == 0, restored.output
+        assert "unreadable, set aside" in restored.output
+        assert fresh_env.warehouse.read("inferences", f"{EDITION}|{model}").height == 80
+        assert server.stats.total_requests == 0
