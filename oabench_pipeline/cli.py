@@ -316,12 +316,13 @@ def import_runs(path: str) -> None:
     settings = Settings.from_env()
     defs, instance = _dagster(settings)
     config = {"ops": {"published_runs": {"config": {"path": str(Path(path).resolve())}}}}
+    from oabench_pipeline.inference.imports import unanswered_questions
     from oabench_pipeline.partitions import cell_partition_key
 
     _must(run_assets(defs, instance, ["published_runs"], run_config=config), f"import {path}")
     warehouse = Warehouse(settings.warehouse_path)
     cells = warehouse.query("select distinct model_key, edition from inferences where source = 'imported'")
-    scored = 0
+    scored, incomplete = 0, []
     for model_key, edition in cells.iter_rows():
         partition = cell_partition_key(model_key, edition)
         if warehouse.read("questions", str(edition)).is_empty():
@@ -329,10 +330,23 @@ def import_runs(path: str) -> None:
                 f"{model_key} × {edition}: edition not ingested, not scored (run `oabench ingest --editions {edition}`)"
             )
             continue
+        if unanswered_questions(warehouse, str(edition), warehouse.read("inferences", str(partition))):
+            # Recorded as the failed cell it is (failed check, failed partition), as `oabench status` says.
+            offline = {
+                "ops": {"inferences": {"config": {"offline": True}}},
+                "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},  # an expected failure
+            }
+            run_assets(defs, instance, ["inferences"], partition_key=partition, run_config=offline)
+            incomplete.append(f"{model_key} × {edition}")
         _must(run_assets(defs, instance, ["scores"], partition_key=partition), f"scores {partition}")
         scored += 1
     _must(run_assets(defs, instance, ["models", *REPORT_ASSETS]), "leaderboard")
     click.echo(f"imported {cells.height} cell(s) from {path}; scored {scored}")
+    if incomplete:
+        click.echo(
+            f"incomplete (not every question answered, shown as failed): {', '.join(incomplete)}; "
+            "`oabench status` has the counts"
+        )
 
 
 @main.command(name="status")

@@ -68,10 +68,10 @@ def run_assets(
 ) -> RunOutcome:
     """Materialize the selected assets (and their checks) of `defs` in one in-process run.
 
-    Dagster's console logger is set to WARNING: the CLI prints its own progress, and the full event
-    log stays in the instance for the UI.
+    Dagster's console logger is set to WARNING (unless `run_config` sets `loggers`): the CLI prints its
+    own progress, and the full event log stays in the instance for the UI.
     """
-    run_config = {**(run_config or {}), "loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}}
+    run_config = {"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}, **(run_config or {})}
     # Dagster keeps "the current definitions-state storage" in a context variable that another
     # instance's exit can leave pointing at a disposed instance; pin it to ours for this run.
     with set_defs_state_storage(instance.defs_state_storage):

@@ -7,13 +7,13 @@ exhausted budget the step fails and the table keeps its last good rows (the log 
 """
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
-    AssetCheckSpec,
     AssetExecutionContext,
     Config,
     Failure,
@@ -23,6 +23,7 @@ from dagster import (
     asset,
 )
 
+from oabench_pipeline.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.inference.cell import api_cell_rows, baseline_cell_rows, plan_cell
 from oabench_pipeline.inference.client import ChatResult, FatalEndpointError, run_blocking, run_chat_requests
@@ -44,13 +45,24 @@ from oabench_pipeline.warehouse import Warehouse
 MAX_ERROR_RATE = 0.02
 PROGRESS_LOG_EVERY_S = 5.0
 
-INFERENCE_CHECKS = ["every_active_question_has_a_row", "one_row_per_question", "error_rate_at_most_2_percent"]
+INFERENCE_CHECKS = {
+    "every_active_question_has_a_row": "Each active question of the edition has an answer or an error row "
+    "(an incomplete cell, e.g. an aborted imported run, fails here); blocking: nothing is written.",
+    "one_row_per_question": "No question appears twice in the cell; blocking.",
+    "error_rate_at_most_2_percent": "At most 2% of the active questions ended in an error (failed after "
+    "retries); not blocking: the answers are kept and a rerun asks only the failed ones.",
+}
+BLOCKING_INFERENCE_CHECKS = ["every_active_question_has_a_row", "one_row_per_question"]
 
 
 class InferenceConfig(Config):
     """Per-run settings; the CLI's `--concurrency` lands here."""
 
     concurrency: int | None = None
+    offline: bool = False
+    """Send nothing: rebuild the cell from the rows it holds and its response log, and fail (blocking
+    check) when an active question has no answer. `oabench import` uses it to record an incomplete
+    imported run as the failed cell it is."""
 
 
 def cell_keys(context: AssetExecutionContext) -> tuple[str, str]:
@@ -65,11 +77,7 @@ def cell_keys(context: AssetExecutionContext) -> tuple[str, str]:
     # Each cell depends on its edition's questions (Dagster infers the multi → single-dimension mapping).
     deps=["questions"],
     metadata={"dagster/column_schema": table_schema("inferences").value},
-    check_specs=[
-        AssetCheckSpec("every_active_question_has_a_row", asset="inferences", blocking=True),
-        AssetCheckSpec("one_row_per_question", asset="inferences", blocking=True),
-        AssetCheckSpec("error_rate_at_most_2_percent", asset="inferences"),
-    ],
+    check_specs=check_specs("inferences", INFERENCE_CHECKS, blocking=BLOCKING_INFERENCE_CHECKS),
     pool="model_calls",
 )
 def inferences(
@@ -78,7 +86,7 @@ def inferences(
     models_registry: ModelsRegistryResource,
     model_client: ModelClientResource,
     warehouse: WarehouseResource,
-) -> MaterializeResult:
+) -> Iterator[MaterializeResult | AssetCheckResult]:
     """The model's answer to every question of the edition, with the OABench prompts (temperature 0).
 
     Annulled questions get a `skipped` row and no call. Live calls go through the model client
@@ -101,7 +109,7 @@ def inferences(
     else:
         rows, sent = _run_api_cell(context, model, edition, questions, store, model_client, config)
     frame = conform("inferences", pl.DataFrame(rows, infer_schema_length=None))
-    return _finish(context, store, questions, frame, sent)
+    yield from _finish(context, store, questions, frame, sent)
 
 
 def _run_api_cell(
@@ -120,6 +128,11 @@ def _run_api_cell(
         f"{model.key} × edition {edition}: {len(plan.requests)} active questions, "
         f"{len(plan.requests) - len(plan.pending)} already answered, {len(plan.pending)} to send"
     )
+    if plan.pending and config.offline:
+        # Unanswered questions get no row at all, so the blocking check names them.
+        unanswered = {r.qid for r in plan.pending}
+        rows = api_cell_rows(model, questions, plan, logged, run_id=context.run_id)
+        return [r for r in rows if r["qid"] not in unanswered], 0
     if plan.pending:
         _check_budget_before(model, plan.pending, store, logged)
         _call_model(context, model, edition, plan, logged, log_path, model_client, config)
@@ -220,27 +233,26 @@ def _check_budget_before(
 
 def _finish(
     context: AssetExecutionContext, store: Warehouse, questions: pl.DataFrame, frame: pl.DataFrame, sent: int
-) -> MaterializeResult:
+) -> Iterator[MaterializeResult | AssetCheckResult]:
     active = frame.filter(~pl.col("skipped"))
     accounted = set(
         active.filter(pl.col("raw_response").is_not_null() | pl.col("error").is_not_null())["qid"]
     )
-    unaccounted = sorted(set(questions.filter(pl.col("status") == "active")["qid"]) - accounted)
+    active_qids = questions.filter(pl.col("status") == "active").sort("number")["qid"].to_list()
+    unaccounted = [qid for qid in active_qids if qid not in accounted]
     errors = active.filter(pl.col("error").is_not_null()).height
     error_rate = errors / active.height if active.height else 0.0
-    duplicates = frame.height - frame["qid"].n_unique()
+    duplicated = sorted(frame.filter(pl.col("qid").is_duplicated())["qid"].unique())
     strict = (
         active.filter(pl.col("answer_strict").is_not_null()).height / active.height if active.height else 0.0
     )
     checks = [
-        AssetCheckResult(
-            check_name="every_active_question_has_a_row",
-            passed=not unaccounted,
-            metadata={"rows": frame.height, "unaccounted": ", ".join(unaccounted) or "none"},
+        problems_result(
+            "every_active_question_has_a_row",
+            unaccounted,
+            summary=f"{len(unaccounted)} of {len(active_qids)} active questions without an answer",
         ),
-        AssetCheckResult(
-            check_name="one_row_per_question", passed=duplicates == 0, metadata={"duplicates": duplicates}
-        ),
+        problems_result("one_row_per_question", [f"{qid} twice or more" for qid in duplicated]),
         AssetCheckResult(
             check_name="error_rate_at_most_2_percent",
             passed=error_rate <= MAX_ERROR_RATE,
@@ -248,13 +260,9 @@ def _finish(
             metadata={"error_rate": error_rate, "errors": errors, "strict_compliance": strict},
         ),
     ]
-    if duplicates or unaccounted:
-        raise Failure(
-            description=f"{context.partition_key}: {duplicates} duplicate rows; active questions with neither "
-            f"an answer nor an error row: {unaccounted or 'none'}; nothing written"
-        )
+    yield from stop_on_blocking_failures(checks, BLOCKING_INFERENCE_CHECKS, f"cell {context.partition_key}")
     store.write_partition("inferences", frame, str(context.partition_key))
-    return MaterializeResult(
+    yield MaterializeResult(
         metadata={
             "rows": frame.height,
             "requests_sent": sent,

@@ -1,9 +1,12 @@
 """Import published OABench runs into `inferences` (source 'imported'), with no API call.
 
 Each (model key × edition) cell found in the run folders is merged into that `inferences` partition,
-the newest record per question winning, and reported as a materialization of that partition so the UI
-and the downstream automation see it like any other run. Importing the same folder twice rewrites the
-same rows: nothing changes.
+the newest record per question winning. A cell that answers every active question of its edition (or
+whose edition is not ingested yet) is reported as a materialization of that partition, so the UI and the
+downstream automation see it like any other run. An incomplete cell (an aborted run) is not: its rows
+are kept for `oabench status`, and `oabench import` then verifies it offline (`inferences` with
+`offline: true`), which fails its blocking check, so the partition shows as failed, as status says.
+Importing the same folder twice rewrites the same rows: nothing changes.
 """
 
 from pathlib import Path
@@ -24,6 +27,7 @@ from oabench_pipeline.core.published_runs import (
     merge_published_records,
     read_published_runs,
 )
+from oabench_pipeline.inference.cell import ANSWERED
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import cell_partition_key
 from oabench_pipeline.resources import WarehouseResource
@@ -34,6 +38,16 @@ class ImportConfig(Config):
     """Folder holding OABench run folders (`<run_id>/config.json` + `inferences.jsonl`)."""
 
     path: str
+
+
+def unanswered_questions(store: Warehouse, edition: str, rows: pl.DataFrame) -> list[str]:
+    """Active questions of the edition with no answer in `rows` (none when the edition is not ingested)."""
+    questions = store.read("questions", edition)
+    if questions.is_empty():
+        return []
+    active = set(questions.filter(pl.col("status") == "active")["qid"])
+    answered = rows.filter(ANSWERED)["qid"]
+    return sorted(active - set(answered))
 
 
 def imported_row(record: ImportedRecord) -> dict:
@@ -97,10 +111,14 @@ def published_runs(
     _register(context, "model_keys", keys)
     _register(context, "editions", editions)
     cells = frame.partition_by(["model_key", "edition"], as_dict=True)
+    incomplete = []
     for (model_key, edition), rows in sorted(cells.items()):
         partition = cell_partition_key(str(model_key), int(edition))
         merged = merge_into_partition(store, str(partition), rows)
         store.write_partition("inferences", merged, str(partition))
+        if unanswered := unanswered_questions(store, str(edition), merged):
+            incomplete.append(f"{partition} ({len(unanswered)} unanswered)")
+            continue
         context.log_event(
             AssetMaterialization(
                 asset_key="inferences",
@@ -112,6 +130,7 @@ def published_runs(
         metadata={
             "records": frame.height,
             "cells": len(cells),
+            "incomplete_cells": ", ".join(incomplete) or "none",
             "model_keys": ", ".join(keys),
             "path": config.path,
         }

@@ -2,13 +2,13 @@
 
 import base64
 import datetime as dt
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
-    AssetCheckSpec,
     AssetExecutionContext,
     Failure,
     MaterializeResult,
@@ -21,6 +21,7 @@ from oabench_pipeline.automation.downstream import (
     REPORT_CONDITION,
     SCORES_CONDITION,
 )
+from oabench_pipeline.checks import check_specs, stop_on_blocking_failures
 from oabench_pipeline.core.leaderboard import build_leaderboard_tables
 from oabench_pipeline.core.reports import leaderboard_markdown, write_reports
 from oabench_pipeline.core.scoring import score_inferences
@@ -41,6 +42,19 @@ LEADERBOARD_TABLES = (
     "latency_accuracy_correlation",
     "contamination_by_cutoff",
 )
+
+LEADERBOARD_CHECKS = {
+    "edition_sums_equal_aggregate": "Each model key's official and technical scores equal the sums of its "
+    "per-edition scores; blocking: the tables are not replaced.",
+    "official_at_least_technical": "No model key's official score is below its technical score (annulled "
+    "questions only add official credit); blocking.",
+    "accuracies_within_0_1": "Every accuracy column lies in [0, 1]; blocking.",
+    "complete_keys_have_80_rows_per_edition": "A model key marked complete has 80 scored rows in each "
+    "edition; blocking.",
+    "pricing_snapshot_not_older_than_runs": "Warning only: estimated costs use a price snapshot taken at "
+    "most a day before the calls they price.",
+}
+BLOCKING_LEADERBOARD_CHECKS = [n for n in LEADERBOARD_CHECKS if n != "pricing_snapshot_not_older_than_runs"]
 
 
 @asset(
@@ -85,19 +99,9 @@ def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> Mate
         **{f"columns of {name}": table_schema(name) for name in LEADERBOARD_TABLES[1:]},
     },
     automation_condition=LEADERBOARD_CONDITION,
-    check_specs=[
-        AssetCheckSpec("edition_sums_equal_aggregate", asset="leaderboard", blocking=True),
-        AssetCheckSpec("official_at_least_technical", asset="leaderboard", blocking=True),
-        AssetCheckSpec("accuracies_within_0_1", asset="leaderboard", blocking=True),
-        AssetCheckSpec("complete_keys_have_80_rows_per_edition", asset="leaderboard", blocking=True),
-        AssetCheckSpec(
-            "pricing_snapshot_not_older_than_runs",
-            asset="leaderboard",
-            description="Estimated costs use a price snapshot taken at most a day before the calls",
-        ),
-    ],
+    check_specs=check_specs("leaderboard", LEADERBOARD_CHECKS, blocking=BLOCKING_LEADERBOARD_CHECKS),
 )
-def leaderboard(warehouse: WarehouseResource) -> MaterializeResult:
+def leaderboard(warehouse: WarehouseResource) -> Iterator[MaterializeResult | AssetCheckResult]:
     """Every leaderboard and analysis table, rebuilt from all scored cells in one DuckDB pass.
 
     Writes `leaderboard`, `leaderboard_by_edition`, `leaderboard_by_area`, `pairwise_comparison`,
@@ -113,20 +117,12 @@ def leaderboard(warehouse: WarehouseResource) -> MaterializeResult:
         answered_at = con.sql(
             "select model_key, min(created_at) as first_answer from inferences where source = 'live' group by all"
         ).pl()
-    checks = leaderboard_checks(tables, row_counts)
-    failing = [c for c in checks if not c.passed]
-    if failing:
-        raise Failure(
-            description="leaderboard checks failed, tables not replaced: "
-            + "; ".join(
-                f"{c.check_name}: {c.metadata.get('problem').value}"
-                for c in failing  # type: ignore[union-attr]
-            )
-        )
+    checks = [*leaderboard_checks(tables, row_counts), pricing_age_check(tables["leaderboard"], answered_at)]
+    yield from stop_on_blocking_failures(checks, BLOCKING_LEADERBOARD_CHECKS, "leaderboard")
     for name in LEADERBOARD_TABLES:
         store.write_partition(name, tables[name])
     board = tables["leaderboard"]
-    return MaterializeResult(
+    yield MaterializeResult(
         metadata={
             "model_keys": board.height,
             "complete": int(board["complete"].sum()),
@@ -134,7 +130,7 @@ def leaderboard(warehouse: WarehouseResource) -> MaterializeResult:
                 "\n".join(f"- `{n}`: {tables[n].height} rows" for n in LEADERBOARD_TABLES)
             ),
         },
-        check_results=[*checks, pricing_age_check(tables["leaderboard"], answered_at)],
+        check_results=checks,
     )
 
 
