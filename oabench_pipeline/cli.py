@@ -54,9 +54,13 @@ def _dagster(settings: Settings) -> tuple[Definitions, DagsterInstance]:
 
 def _instance(settings: Settings) -> DagsterInstance:
     """The persistent Dagster instance, entered (made current) until the command ends."""
-    from oabench_pipeline.runner import instance_for
+    from oabench_pipeline.runner import InstanceHomeError, instance_for
 
-    return click.get_current_context().with_resource(instance_for(settings))
+    try:
+        instance = instance_for(settings)
+    except InstanceHomeError as error:
+        raise click.ClickException(str(error)) from None
+    return click.get_current_context().with_resource(instance)
 
 
 def ensure_partitions(instance: DagsterInstance, partitions_name: str, keys: list[str]) -> list[str]:
