@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 import polars as pl
 
-from oabench_pipeline.cli_output import ProgressBar, format_table
+from oabench_pipeline.cli_output import ProgressBar, format_table, leaderboard_summary
 from oabench_pipeline.core.editions import known_editions
 from oabench_pipeline.core.models_registry import ModelConfig, ModelsRegistryError, load_models_registry
 from oabench_pipeline.exams.raw_store import RawStore
@@ -369,9 +369,34 @@ def status_cmd(models_opt: str | None, editions_opt: str | None, fmt: str) -> No
     if fmt == "json":
         click.echo(json.dumps(report.as_json(), ensure_ascii=False, indent=2))
     else:
-        click.echo(format_table(report.frame(), "table") if report.cells else "no cells to show")
+        table = format_table(report.display_frame(), "table", wrap={"reason": 60})
+        click.echo(table if report.cells else "no cells to show")
         click.echo(report.summary())
     sys.exit(0 if report.complete else 1)
+
+
+@main.command(name="sql")
+@click.argument("query")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json", "markdown"]),
+    default="table",
+    show_default=True,
+)
+def sql_cmd(query: str, fmt: str) -> None:
+    """Run one read-only SQL query (DuckDB dialect) over the warehouse tables and print the result.
+
+    Example: oabench sql "select model_key, official_score from leaderboard order by rank"
+    """
+    from oabench_pipeline.query import QueryError, run_read_only
+
+    settings = Settings.from_env()
+    try:
+        frame = run_read_only(Warehouse(settings.warehouse_path), query)
+    except QueryError as error:
+        raise click.ClickException(f"query failed: {error}") from None
+    click.echo(format_table(frame, fmt))
 
 
 @main.command(name="leaderboard")
@@ -383,52 +408,53 @@ def status_cmd(models_opt: str | None, editions_opt: str | None, fmt: str) -> No
     default="table",
     show_default=True,
 )
-def leaderboard_cmd(by: str, fmt: str) -> None:
-    """Print the leaderboard (or its per-edition / per-area breakdown) from the warehouse."""
+@click.option(
+    "--wide", is_flag=True, help="Every column in the table (csv, json and markdown always have them)."
+)
+def leaderboard_cmd(by: str, fmt: str, wide: bool) -> None:
+    """Print the leaderboard (or its per-edition / per-area breakdown) from the warehouse.
+
+    The default table fits 120 columns; csv and json keep every column at full precision.
+    """
     settings = Settings.from_env()
     table = {"model": "leaderboard", "edition": "leaderboard_by_edition", "area": "leaderboard_by_area"}[by]
     frame = Warehouse(settings.warehouse_path).read(table)
     if frame.is_empty():
         raise click.ClickException(f"no {table} table yet: run `oabench run` or `oabench import` first")
-    if fmt == "table":
-        frame = frame.select([c for c in TERMINAL_COLUMNS[by] if c in frame.columns])
+    note = None
+    if fmt == "table" and not wide:
+        if by == "model":
+            frame, note = leaderboard_summary(
+                frame.sort("rank", "official_score", nulls_last=True, descending=[False, True])
+            )
+        else:
+            columns = {c: h for c, h in TERMINAL_COLUMNS[by].items() if c in frame.columns}
+            frame = frame.select(list(columns)).rename(columns)
     click.echo(format_table(frame, fmt))
+    if note:
+        click.echo(note)
 
 
-# What fits a terminal; csv/json/markdown carry every column.
+# What fits a terminal for the breakdowns (`--by model` has its own summary); `--wide` shows every column.
 TERMINAL_COLUMNS = {
-    "model": [
-        "rank",
-        "tie_group",
-        "model_key",
-        "official_score",
-        "official_total",
-        "official_accuracy",
-        "accuracy_ci_low",
-        "accuracy_ci_high",
-        "technical_accuracy",
-        "editions_passed",
-        "p_pass",
-        "invalid_count",
-        "strict_compliance",
-        "p50_latency_ms",
-        "cost_usd",
-        "complete",
-    ],
-    "edition": [
-        "model_key",
-        "edition",
-        "official_score",
-        "official_total",
-        "technical_score",
-        "technical_total",
-        "technical_accuracy",
-        "passed",
-        "p_pass",
-        "invalid_count",
-        "strict_compliance",
-        "avg_latency_ms",
-        "cost_usd",
-    ],
-    "area": ["model_key", "area", "correct", "total", "accuracy"],
+    "edition": {
+        "model_key": "model",
+        "edition": "edition",
+        "official_score": "score",
+        "official_total": "of",
+        "official_accuracy": "accuracy",
+        "technical_accuracy": "technical",
+        "passed": "passed",
+        "p_pass": "p_pass",
+        "invalid_count": "invalid",
+        "avg_latency_ms": "avg ms",
+        "cost_usd": "cost $",
+    },
+    "area": {
+        "model_key": "model",
+        "area": "area",
+        "correct": "correct",
+        "total": "of",
+        "accuracy": "accuracy",
+    },
 }
