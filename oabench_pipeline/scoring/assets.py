@@ -23,7 +23,7 @@ from oabench_pipeline.automation.downstream import (
 )
 from oabench_pipeline.checks import check_specs, stop_on_blocking_failures
 from oabench_pipeline.core.leaderboard import build_leaderboard_tables
-from oabench_pipeline.core.reports import leaderboard_markdown, write_reports
+from oabench_pipeline.core.reports import write_reports
 from oabench_pipeline.core.scoring import score_inferences
 from oabench_pipeline.inference.assets import cell_keys
 from oabench_pipeline.metadata import table_schema
@@ -212,18 +212,28 @@ def _check(name: str, problems: list[str]) -> AssetCheckResult:
 def leaderboard_report(warehouse: WarehouseResource) -> MaterializeResult:
     """The leaderboard for people: HTML, Markdown, CSV/Parquet exports and two charts in `warehouse/reports/`.
 
-    `cost_vs_accuracy.png` puts cost on a log axis with the Pareto frontier drawn; `accuracy_by_area.png`
-    is a model × legal-area heatmap. The Markdown table and both charts also show here in the UI.
+    Headed by when it was generated and the newest answer it covers. `cost_vs_accuracy.png` puts cost
+    on a log axis with the Pareto frontier drawn; `accuracy_by_area.png` is a legal area × model heatmap.
+    `summary` shows inline here; the full table and each chart open from their "[Show Markdown]" (the UI
+    shows a Markdown value inline only under 1,000 characters, and an embedded PNG is far longer).
     """
     store = warehouse.warehouse()
     tables = {name: store.read(name) for name in LEADERBOARD_TABLES}
     if tables["leaderboard"].is_empty():
         raise Failure(description="the leaderboard is empty: score some inferences first")
-    files = write_reports(tables, store.root / "reports")
+    data_as_of = store.query("select max(created_at) as newest from inferences")["newest"][0]
+    generated_at = dt.datetime.now(dt.UTC)
+    files = write_reports(tables, store.root / "reports", data_as_of=data_as_of, generated_at=generated_at)
+    caption = f"\n\n{files.cost_plot_caption}" if files.cost_plot_caption else ""
     return MaterializeResult(
         metadata={
-            "leaderboard": MetadataValue.md(leaderboard_markdown(tables)),
-            "cost_vs_accuracy": MetadataValue.md(_inline_png(files.cost_plot, "cost vs accuracy")),
+            "summary": MetadataValue.md(files.summary),
+            "generated_at": MetadataValue.timestamp(generated_at),
+            "data_as_of": MetadataValue.timestamp(data_as_of)
+            if data_as_of
+            else MetadataValue.text("no answers"),
+            "leaderboard": MetadataValue.md(files.markdown.read_text(encoding="utf-8")),
+            "cost_vs_accuracy": MetadataValue.md(_inline_png(files.cost_plot, "cost vs accuracy") + caption),
             "accuracy_by_area": MetadataValue.md(_inline_png(files.area_plot, "accuracy by area")),
             "html": MetadataValue.path(str(files.html)),
             "folder": MetadataValue.path(str(files.html.parent)),
