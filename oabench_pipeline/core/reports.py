@@ -230,7 +230,7 @@ def summary_markdown(tables: dict[str, pl.DataFrame], context: ReportContext, to
         f"{unranked} incomplete, unranked" if unranked else "",
     ]
     if any(more):
-        lines.append("… " + ", ".join(filter(None, more)) + " (see `leaderboard`)")
+        lines += ["", "… " + ", ".join(filter(None, more)) + " (see `leaderboard`)"]
     text = "\n".join(lines)
     return text if len(text) < 1000 else text[:990] + "…"
 
