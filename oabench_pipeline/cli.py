@@ -424,8 +424,12 @@ def leaderboard_cmd(by: str, fmt: str, wide: bool) -> None:
     note = None
     if fmt == "table" and not wide:
         if by == "model":
+            from oabench_pipeline.core.reports import editions_covered
+
+            by_edition = Warehouse(settings.warehouse_path).read("leaderboard_by_edition")
             frame, note = leaderboard_summary(
-                frame.sort("rank", "official_score", nulls_last=True, descending=[False, True])
+                frame.sort("rank", "official_score", nulls_last=True, descending=[False, True]),
+                editions_covered(by_edition),
             )
         else:
             columns = {c: h for c, h in TERMINAL_COLUMNS[by].items() if c in frame.columns}

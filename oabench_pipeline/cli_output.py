@@ -144,12 +144,20 @@ def _text_table(frame: pl.DataFrame, cells: list[list[str]], wrap: dict[str, int
     return "\n".join(out)
 
 
-def leaderboard_summary(board: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
+def leaderboard_summary(
+    board: pl.DataFrame, covered: dict[str, list[int]] | None = None
+) -> tuple[pl.DataFrame, str | None]:
     """The leaderboard as it fits a 120-column terminal, and a footnote when some runs are incomplete.
 
-    Rank, model, official score, official accuracy with its 95% interval, editions passed, what the
-    calls cost and the median latency; `--wide` (or csv/json) shows every column.
+    Rank, model, official score, official accuracy with its 95% interval, editions passed (of those run,
+    when a key did not run every required edition: `0/1 of 3`), what the calls cost and the median
+    latency; `--wide` (or csv/json) shows every column. `covered`: model key → editions it ran.
     """
+
+    def passed(row: dict) -> str:
+        required = row["editions_total"]
+        ran = len((covered or {}).get(row["model_key"], [])) if covered is not None else required
+        return f"{row['editions_passed']}/{ran}" + (f" of {required}" if ran != required else "")
 
     def interval(row: dict) -> str | None:
         if row["official_accuracy"] is None:
@@ -169,7 +177,7 @@ def leaderboard_summary(board: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
                 "model": row["model_key"] + ("" if row["complete"] else " *"),
                 "score": f"{row['official_score']}/{row['official_total']}",
                 "accuracy [95% CI]": interval(row),
-                "passed": f"{row['editions_passed']}/{row['editions_total']}",
+                "passed": passed(row),
                 "cost $": row["cost_usd"],
                 "p50 ms": row["p50_latency_ms"],
             }

@@ -74,12 +74,14 @@ def leaderboard_rows() -> pl.DataFrame:
 
 
 def test_default_leaderboard_fits_120_columns() -> None:
-    frame, note = leaderboard_summary(leaderboard_rows())
+    covered = {"openai/gpt-5.2:reasoning-medium-with-a-long-suffix": [43, 44, 45], "openai/gpt-5-mini": [45]}
+    frame, note = leaderboard_summary(leaderboard_rows(), covered)
     lines = format_table(frame, "table").splitlines()
     assert max(len(line) for line in lines) <= 120
     assert lines[0].split() == ["rank", "model", "score", "accuracy", "[95%", "CI]", "passed", "cost", "$", "p50", "ms"]  # fmt: skip
     assert "0.850 [0.804–0.892]" in lines[2] and "204/240" in lines[2] and "3/3" in lines[2]
     assert lines[3].split()[:2] == ["—", "openai/gpt-5-mini"] and note and note.startswith("* incomplete")
+    assert "3/1 of 3" in lines[3]  # passed of the editions it ran, of those required
 
 
 def test_status_says_unknown_cost_instead_of_zero() -> None:
