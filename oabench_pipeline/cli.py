@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ import polars as pl
 from oabench_pipeline.cli_output import ProgressBar, format_table, leaderboard_summary
 from oabench_pipeline.core.editions import known_editions
 from oabench_pipeline.core.models_registry import ModelConfig, ModelsRegistryError, load_models_registry
+from oabench_pipeline.core.runs import with_logical_run_ids
 from oabench_pipeline.exams.raw_store import RawStore
 from oabench_pipeline.freshness import (
     edition_is_current,
@@ -21,8 +23,9 @@ from oabench_pipeline.freshness import (
     leaderboard_is_current,
     models_table_is_current,
     scores_are_current,
+    summary_editions,
 )
-from oabench_pipeline.inference.cell import cell_name, plan_cell
+from oabench_pipeline.inference.cell import cell_name, complete_imported_runs, replicate_plans
 from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
 from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.endpoints import endpoint_tags
@@ -153,23 +156,39 @@ def _fail(what: str, errors: list[str]) -> None:
 @click.option(
     "--concurrency", type=click.IntRange(min=1), help="Requests in flight per model (overrides the registry)."
 )
+@click.option(
+    "--replicates",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Complete runs each cell must have (imported ones count); from the 2nd on the same requests are "
+    "asked again as a new replicate.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the calls and the estimated cost; call nothing.")
 @click.option(
     "--force", is_flag=True, help="Rerun cells that are up to date (answers still come from the log)."
 )
 def run(
-    models_opt: str | None, editions_opt: str | None, concurrency: int | None, dry_run: bool, force: bool
+    models_opt: str | None,
+    editions_opt: str | None,
+    concurrency: int | None,
+    replicates: int,
+    dry_run: bool,
+    force: bool,
 ) -> None:
-    """Ask the models every question they have not answered yet, then score and rebuild the leaderboard."""
+    """Ask the models every question they have not answered yet, then score and rebuild the leaderboard.
+
+    Resumes the current replicate of each cell; `--replicates K` makes sure K complete runs exist.
+    """
     settings = Settings.from_env()
     warehouse = Warehouse(settings.warehouse_path)
     chosen = _choose_models(settings, _split(models_opt))
     editions = _choose_editions(warehouse, _split(editions_opt))
     cells = [(model, edition) for model in chosen for edition in editions]
     if dry_run:
-        _print_dry_run(warehouse, cells)
+        _print_dry_run(warehouse, cells, replicates)
         return
-    todo = cells if force else [(m, e) for m, e in cells if not _cell_is_current(warehouse, m, e)]
+    todo = cells if force else [(m, e) for m, e in cells if not _cell_is_current(warehouse, m, e, replicates)]
     if not todo and leaderboard_is_current(warehouse):
         click.echo(
             f"up to date: {len(cells)} cell(s) answered and scored, leaderboard current (--force to redo)"
@@ -180,7 +199,7 @@ def run(
     ensure_partitions(instance, "model_keys", [m.key for m in chosen])
     if force or not models_table_is_current(warehouse, settings.models_file):
         _must(run_assets(defs, instance, ["models"]), "models registry")
-    failures = _run_cells(defs, instance, warehouse, todo, concurrency)
+    failures = _run_cells(defs, instance, warehouse, todo, concurrency, replicates)
     _must(run_assets(defs, instance, REPORT_ASSETS), "leaderboard")
     click.echo(
         f"leaderboard rebuilt: {len(chosen)} model key(s) × {len(editions)} edition(s), {len(todo)} cell(s) run; "
@@ -189,8 +208,8 @@ def run(
     sys.exit(1 if failures else 0)
 
 
-def _cell_is_current(warehouse: Warehouse, model: ModelConfig, edition: str) -> bool:
-    return inferences_are_current(warehouse, model, edition) and scores_are_current(
+def _cell_is_current(warehouse: Warehouse, model: ModelConfig, edition: str, replicates: int = 1) -> bool:
+    return inferences_are_current(warehouse, model, edition, replicates) and scores_are_current(
         warehouse, model.key, edition
     )
 
@@ -239,18 +258,22 @@ def _choose_editions(warehouse: Warehouse, wanted: list[str] | None) -> list[str
     return sorted(ingested, key=int)
 
 
-def _print_dry_run(warehouse: Warehouse, cells: list[tuple[ModelConfig, str]]) -> None:
+def _print_dry_run(warehouse: Warehouse, cells: list[tuple[ModelConfig, str]], replicates: int = 1) -> None:
     total_calls, total_cost, unpriced = 0, 0.0, []
     for model, edition in cells:
         questions = warehouse.read("questions", edition)
         logged = latest_by_hash(read_log(cell_log_path(warehouse.root / "responses", model.key, edition)))
-        existing = warehouse.read("inferences", cell_name(model.key, edition))
+        existing = with_logical_run_ids(
+            warehouse.read("inferences", cell_name(model.key, edition)), model.key
+        )
         if model.kind == "baseline":
             calls, cost = 0, 0.0
         else:
-            plan = plan_cell(model, questions, logged, existing)
-            calls = len(plan.pending)
-            tokens = estimated_prompt_tokens([r.body for r in plan.pending])
+            elsewhere = complete_imported_runs(existing, int(edition), summary_editions(warehouse, existing))
+            plans = replicate_plans(model, questions, logged, existing, replicates, elsewhere)
+            pending = [request for plan in plans for request in plan.pending]
+            calls = len(pending)
+            tokens = estimated_prompt_tokens([r.body for r in pending])
             price = listed_prompt_price(warehouse, model)
             cost = tokens * price if price is not None else 0.0
             if price is None and calls:
@@ -273,6 +296,7 @@ def _run_cells(
     warehouse: Warehouse,
     cells: list[tuple[ModelConfig, str]],
     concurrency: int | None,
+    replicates: int = 1,
 ) -> list[str]:
     from oabench_pipeline.partitions import cell_partition_key
 
@@ -283,12 +307,15 @@ def _run_cells(
             bar.start_cell(f"{model.key} × {edition}")
             # Answers already complete (e.g. imported) need only re-scoring: no inference run at all.
             assets = (
-                ["scores"] if inferences_are_current(warehouse, model, edition) else ["inferences", "scores"]
+                ["scores"]
+                if inferences_are_current(warehouse, model, edition, replicates)
+                else ["inferences", "scores"]
             )
+            settings = {"concurrency": concurrency} if concurrency else {}
+            if replicates != 1:
+                settings["replicates"] = replicates
             run_config = (
-                {"ops": {"inferences": {"config": {"concurrency": concurrency}}}}
-                if concurrency and "inferences" in assets
-                else None
+                {"ops": {"inferences": {"config": settings}}} if settings and "inferences" in assets else None
             )
             outcome = run_assets(
                 defs,
@@ -411,14 +438,34 @@ def sql_cmd(query: str, fmt: str) -> None:
 @click.option(
     "--wide", is_flag=True, help="Every column in the table (csv, json and markdown always have them)."
 )
-def leaderboard_cmd(by: str, fmt: str, wide: bool) -> None:
+@click.option(
+    "--as-of",
+    "as_of",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    help="Count only runs completed before the end of this day (UTC), e.g. 2026-03-03.",
+)
+def leaderboard_cmd(by: str, fmt: str, wide: bool, as_of: datetime | None) -> None:
     """Print the leaderboard (or its per-edition / per-area breakdown) from the warehouse.
 
-    The default table fits 120 columns; csv and json keep every column at full precision.
+    The default table fits 120 columns; csv and json keep every column at full precision. With --as-of
+    the tables are computed for that day from the scored runs (nothing is written).
     """
     settings = Settings.from_env()
     table = {"model": "leaderboard", "edition": "leaderboard_by_edition", "area": "leaderboard_by_area"}[by]
-    frame = Warehouse(settings.warehouse_path).read(table)
+    warehouse = Warehouse(settings.warehouse_path)
+    if as_of is None:
+        frame = warehouse.read(table)
+        by_edition = warehouse.read("leaderboard_by_edition")
+    elif not warehouse.has_table("scores"):
+        raise click.ClickException("nothing is scored yet: run `oabench run` or `oabench import` first")
+    else:
+        from oabench_pipeline.core.leaderboard import build_leaderboard_tables
+
+        with warehouse.reader() as con:
+            tables = build_leaderboard_tables(con, as_of=as_of.date())
+        frame, by_edition = tables[table], tables["leaderboard_by_edition"]
+        if frame.is_empty():
+            raise click.ClickException(f"no run had started by the end of {as_of.date()} (UTC)")
     if frame.is_empty():
         raise click.ClickException(f"no {table} table yet: run `oabench run` or `oabench import` first")
     note = None
@@ -426,7 +473,6 @@ def leaderboard_cmd(by: str, fmt: str, wide: bool) -> None:
         if by == "model":
             from oabench_pipeline.core.reports import editions_covered
 
-            by_edition = Warehouse(settings.warehouse_path).read("leaderboard_by_edition")
             frame, note = leaderboard_summary(
                 frame.sort("rank", "official_score", nulls_last=True, descending=[False, True]),
                 editions_covered(by_edition),

@@ -13,8 +13,15 @@ import polars as pl
 
 from oabench_pipeline.core.editions import Edition
 from oabench_pipeline.core.models_registry import ModelConfig
+from oabench_pipeline.core.runs import replicate_of, with_logical_run_ids
 from oabench_pipeline.exams.raw_store import RawStore
-from oabench_pipeline.inference.cell import ANSWERED, build_requests, cell_name, plan_cell
+from oabench_pipeline.inference.cell import (
+    ANSWERED,
+    build_requests,
+    cell_name,
+    complete_imported_runs,
+    replicate_plans,
+)
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
 from oabench_pipeline.warehouse import Warehouse
 
@@ -49,19 +56,34 @@ def edition_is_current(warehouse: Warehouse, store: RawStore, edition: Edition) 
     )
 
 
-def inferences_are_current(warehouse: Warehouse, model: ModelConfig, edition: str) -> bool:
-    """Every active question has an answer for exactly today's request, and nothing is stale."""
+def summary_editions(warehouse: Warehouse, existing: pl.DataFrame) -> dict[str, list[int]]:
+    """Imported run id → editions its published summary lists (none: an aborted run)."""
+    if existing.is_empty():
+        return {}
+    editions: dict[str, list[int]] = {}
+    for run_id in existing.filter(pl.col("source") == "imported")["run_id"].drop_nulls().unique():
+        summary = warehouse.read("published_run_summaries", run_id)
+        if not summary.is_empty() and summary["has_summary"].item():
+            editions[run_id] = summary["editions"].item().to_list()
+    return editions
+
+
+def inferences_are_current(
+    warehouse: Warehouse, model: ModelConfig, edition: str, replicates: int = 1
+) -> bool:
+    """The cell has `replicates` complete runs, each answering exactly today's requests, and nothing is stale."""
     partition = cell_name(model.key, edition)
-    existing = warehouse.read("inferences", partition)
-    if existing.is_empty() or existing.filter(pl.col("error").is_not_null()).height:
+    existing = with_logical_run_ids(warehouse.read("inferences", partition), model.key)
+    if existing.is_empty():
         return False
     questions = warehouse.read("questions", edition)
     if stale_reasons(warehouse, edition, partition, existing, model, questions):
         return False
     if model.kind == "baseline":
-        return True
+        return existing.filter(pl.col("error").is_not_null()).is_empty()
     logged = latest_by_hash(read_log(cell_log_path(warehouse.root / "responses", model.key, edition)))
-    return not plan_cell(model, questions, logged, existing).pending
+    elsewhere = complete_imported_runs(existing, int(edition), summary_editions(warehouse, existing))
+    return not replicate_plans(model, questions, logged, existing, replicates, elsewhere)
 
 
 def _partition_mtime(store: Warehouse, table: str, key: str) -> float | None:
@@ -84,11 +106,13 @@ def stale_reasons(
         if built is not None and changed is not None and changed > built:
             reasons.append(f"{table} re-materialized after the cell")
     if model is not None and model.kind != "baseline":
-        current = {r.qid: r.request_hash for r in build_requests(model, questions)}
-        live = rows.filter(ANSWERED & (pl.col("source") == "live"))
-        changed_hashes = sum(
-            1 for q, h in live.select("qid", "request_hash").iter_rows() if current.get(q) != h
-        )
+        live = with_logical_run_ids(rows, model.key).filter(ANSWERED & (pl.col("source") == "live"))
+        changed_hashes = 0
+        for run_id in live["run_id"].unique().to_list():
+            replicate = replicate_of(run_id, model.key) or 1
+            current = {r.qid: r.request_hash for r in build_requests(model, questions, replicate)}
+            own = live.filter(pl.col("run_id") == run_id).select("qid", "request_hash")
+            changed_hashes += sum(1 for q, h in own.iter_rows() if current.get(q) != h)
         if changed_hashes:
             reasons.append(f"model config or prompts changed ({changed_hashes} request hash(es) differ)")
     return reasons
@@ -96,6 +120,10 @@ def stale_reasons(
 
 def scores_are_current(warehouse: Warehouse, model_key: str, edition: str) -> bool:
     partition = cell_name(model_key, edition)
+    scores = warehouse.partition_path("scores", partition)
+    # Scores written before runs existed have no run_id: the leaderboard cannot tell their run apart.
+    if scores.is_file() and "run_id" not in pl.read_parquet_schema(scores):
+        return False
     return _newer_or_equal(
         warehouse.partition_path("scores", partition),
         warehouse.partition_path("inferences", partition),

@@ -4,8 +4,8 @@ Read-only. The state of a cell comes from three places:
 - the warehouse: the cell's `inferences` partition (answered / error / missing questions), the file times
   of that partition and of its edition's `questions` and `answer_keys` partitions (each materialization
   rewrites its file, so a newer questions file means the cell was built from older questions);
-- the response log and the registry: `plan_cell` says which requests a run would still send (the same
-  plan `oabench run` uses), and a live row whose request hash differs from today's request means the
+- the response log and the registry: `replicate_plans` says which requests a run would still send (the
+  same plan `oabench run` uses; counts are over the run it would resume, else the newest clean run), and a live row whose request hash differs from today's request means the
   model configuration or the prompts changed since it was asked;
 - the Dagster instance, when given: whether the cell's last `inferences` run failed or is in progress
   (a failed run leaves the partition's last good rows in place, so the rows alone cannot tell).
@@ -29,8 +29,9 @@ from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 
 from oabench_pipeline.core.editions import load_editions
 from oabench_pipeline.core.models_registry import ModelConfig, load_models_registry
-from oabench_pipeline.freshness import stale_reasons
-from oabench_pipeline.inference.cell import ANSWERED, plan_cell
+from oabench_pipeline.core.runs import live_run_id, with_logical_run_ids
+from oabench_pipeline.freshness import stale_reasons, summary_editions
+from oabench_pipeline.inference.cell import ANSWERED, CellPlan, complete_imported_runs, replicate_plans
 from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
 from oabench_pipeline.partitions import cell_partition_key, model_edition_partitions
@@ -190,16 +191,58 @@ def _counts(questions: pl.DataFrame, rows: pl.DataFrame) -> tuple[int, int, int]
     return len(answered), len(errors), len(active - answered - errors)
 
 
+def _plans(
+    store: Warehouse, model: ModelConfig, edition: str, questions: pl.DataFrame, rows: pl.DataFrame
+) -> list[CellPlan]:
+    """The live replicates `oabench run` would resume or start now (one complete run wanted)."""
+    logged = latest_by_hash(read_log(cell_log_path(store.root / "responses", model.key, edition)))
+    elsewhere = complete_imported_runs(rows, int(edition), summary_editions(store, rows))
+    return replicate_plans(model, questions, logged, rows, 1, elsewhere)
+
+
+def _current_run_rows(
+    store: Warehouse,
+    edition: str,
+    questions: pl.DataFrame,
+    rows: pl.DataFrame,
+    model: ModelConfig | None,
+    plans: list[CellPlan],
+) -> pl.DataFrame:
+    """The rows of the run the cell's state is about: the live replicate a run would resume, else the
+    newest complete run (what the leaderboard counts), else the newest run."""
+    if rows.is_empty():
+        return rows
+    if model is not None and plans:
+        return rows.filter(pl.col("run_id") == live_run_id(model.key, plans[0].replicate))
+    active = set(questions.filter(pl.col("status") == "active")["qid"])
+    by_summary = summary_editions(store, rows)
+    runs = rows.group_by("run_id").agg(
+        newest=pl.col("created_at").max(),
+        source=pl.col("source").first(),
+        errors=pl.col("error").is_not_null().sum(),
+        replied=pl.col("qid").filter(pl.col("error").is_null() & ~pl.col("skipped").fill_null(False)),
+    )
+
+    def is_complete(run: dict) -> bool:  # the rules of core/runs.py, for one cell's few runs
+        if run["source"] == "imported":
+            return int(edition) in by_summary.get(run["run_id"], [])
+        return not run["errors"] and active <= set(run["replied"])
+
+    complete = [r["run_id"] for r in runs.iter_rows(named=True) if is_complete(r)]
+    candidates = runs.filter(pl.col("run_id").is_in(complete)) if complete else runs
+    chosen = candidates.sort("newest", "run_id", nulls_last=True)["run_id"][-1]
+    return rows.filter(pl.col("run_id") == chosen)
+
+
 def _to_complete(
-    store: Warehouse, model: ModelConfig | None, edition: str, questions: pl.DataFrame, rows: pl.DataFrame
+    store: Warehouse, model: ModelConfig | None, plans: list[CellPlan]
 ) -> tuple[int | None, float | None, bool]:
     """(requests to send, estimated prompt cost, unpriced) for the cell as a run would plan it now."""
     if model is None:
         return None, None, False
     if model.kind == "baseline":
         return 0, 0.0, False  # answered offline: no call, no cost
-    logged = latest_by_hash(read_log(cell_log_path(store.root / "responses", model.key, edition)))
-    pending = plan_cell(model, questions, logged, rows).pending
+    pending = [request for plan in plans for request in plan.pending]
     if not pending:
         return 0, 0.0, False
     price = listed_prompt_price(store, model)
@@ -218,9 +261,15 @@ def cell_status(
 ) -> tuple[CellStatus, bool]:
     """The status of one cell of an ingested edition, and whether its cost is unknown for want of a price."""
     cell_key = str(cell_partition_key(model_key, edition))
-    rows = store.read("inferences", cell_key)
-    answered, errors, missing = _counts(questions, rows)
-    to_send, cost, unpriced = _to_complete(store, model, edition, questions, rows)
+    rows = with_logical_run_ids(store.read("inferences", cell_key), model_key)
+    plans = (
+        _plans(store, model, edition, questions, rows)
+        if model is not None and model.kind != "baseline"
+        else []
+    )
+    current = _current_run_rows(store, edition, questions, rows, model, plans)
+    answered, errors, missing = _counts(questions, current)
+    to_send, cost, unpriced = _to_complete(store, model, plans)
     state, reason = _state(store, edition, cell_key, rows, model, questions, run_state, errors, missing)
     if model is None:
         reason = "; ".join(filter(None, [reason, "key not in the models registry (history)"]))

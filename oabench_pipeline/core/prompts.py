@@ -100,12 +100,16 @@ def canonical_json(body: dict[str, Any]) -> str:
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def request_hash(body: dict[str, Any]) -> str:
-    """SHA-256 (hex) of the canonical JSON of a request body.
+def request_hash(body: dict[str, Any], replicate: int = 1) -> str:
+    """SHA-256 (hex) of the canonical JSON of a request body (and, from replicate 2 on, its replicate).
 
     The body holds the model id, both prompts (so the question text and protocol) and every sampling
     parameter, so the hash identifies "this exact question asked this exact way of this exact model":
     identical requests hash identically and any change to prompt, parameters or model gives a new hash.
+    Replicate k >= 2 of a run sends the very same body again (run-to-run variation is what it measures),
+    so its index is hashed with the body to keep its answers apart in the response log; replicate 1
+    hashes the body alone, as every earlier version did, so existing logs are never paid for again.
     """
+    payload: dict[str, Any] = body if replicate == 1 else {"oabench_replicate": replicate, "body": body}
     # surrogatepass: a lone surrogate in scraped text must not make hashing fail.
-    return hashlib.sha256(canonical_json(body).encode("utf-8", "surrogatepass")).hexdigest()
+    return hashlib.sha256(canonical_json(payload).encode("utf-8", "surrogatepass")).hexdigest()

@@ -10,7 +10,6 @@ disagreement with the original tool stays visible instead of being overwritten.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -117,7 +116,7 @@ def _read_config(run_dir: Path) -> _RunConfig:
         raise PublishedRunError(f"{path}: not a readable OABench run config: {error}") from error
 
 
-def _to_record(line: _InferenceLine, config: _RunConfig) -> ImportedRecord:
+def _to_record(line: _InferenceLine, config: _RunConfig, run_id: str) -> ImportedRecord:
     effort = config.effective_reasoning_effort
     parsed = parse_answer(line.raw_response, PARSER_VERSION)
     usage = line.token_usage or _TokenUsage()
@@ -143,7 +142,7 @@ def _to_record(line: _InferenceLine, config: _RunConfig) -> ImportedRecord:
         error=line.error,
         skipped=line.skipped,
         timestamp=line.timestamp,
-        run_id=config.run_id,
+        run_id=run_id,
     )
 
 
@@ -164,7 +163,10 @@ def _read_lines(path: Path) -> list[_InferenceLine]:
 
 
 def read_published_run(run_dir: Path) -> list[ImportedRecord]:
-    """The records of one run folder, one per qid: a resumed run appends, so the last line for a qid wins."""
+    """The records of one run folder, one per qid: a resumed run appends, so the last line for a qid wins.
+
+    The folder's name is the run id (OABench names the folder after its `runId`).
+    """
     config = _read_config(run_dir)
     inferences = run_dir / "inferences.jsonl"
     if not inferences.is_file():
@@ -173,7 +175,7 @@ def read_published_run(run_dir: Path) -> list[ImportedRecord]:
     for line in _read_lines(inferences):
         latest.pop(line.qid, None)  # re-insert so the order reflects the winning line's position
         latest[line.qid] = line
-    return [_to_record(line, config) for line in latest.values()]
+    return [_to_record(line, config, run_dir.name) for line in latest.values()]
 
 
 def published_run_dirs(path: Path) -> list[Path]:
@@ -182,23 +184,8 @@ def published_run_dirs(path: Path) -> list[Path]:
 
 
 def read_published_runs(path: Path) -> list[ImportedRecord]:
-    """All records of all run folders under `path`, run by run (not merged: see merge_published_records)."""
+    """All records of all run folders under `path`, run by run: each run keeps its own answers."""
     return [record for run_dir in published_run_dirs(path) for record in read_published_run(run_dir)]
-
-
-def merge_published_records(records: Iterable[ImportedRecord]) -> list[ImportedRecord]:
-    """One record per (model_key, qid): the one with the newest timestamp (on a tie, the later in input).
-
-    Several runs of one configuration (an aborted attempt, then a full one) thus combine into the most
-    recent answer for every question. Output sorted by model_key, edition, question number.
-    """
-    newest: dict[tuple[str, str], ImportedRecord] = {}
-    for record in records:
-        key = (record.model_key, record.qid)
-        current = newest.get(key)
-        if current is None or record.timestamp >= current.timestamp:
-            newest[key] = record
-    return sorted(newest.values(), key=lambda r: (r.model_key, r.edition, r.number))
 
 
 def read_published_summary(run_dir: Path) -> dict[str, Any] | None:
@@ -213,3 +200,78 @@ def read_published_summary(run_dir: Path) -> dict[str, Any] | None:
     if not isinstance(summary, dict):
         raise PublishedRunError(f"{path}: expected a JSON object")
     return summary
+
+
+class RunSummary(BaseModel):
+    """What the warehouse keeps of one imported run folder (table `published_run_summaries`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    model_key: str
+    model: str
+    has_summary: bool = Field(description="False: the run was aborted (OABench wrote no summary.json)")
+    editions: list[int] = Field(description="Editions the summary lists: the cells the run completed")
+    completed_at: datetime | None
+    actual_cost_usd: float | None
+    estimated_cost_usd: float | None
+    prompt_price_per_token: float | None
+    completion_price_per_token: float | None
+    pricing_fetched_at: datetime | None
+
+
+class _SummaryPricing(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    fetched_at: datetime | None = Field(None, alias="fetchedAt")
+    prompt_price_per_token: float | None = Field(None, alias="promptPricePerToken")
+    completion_price_per_token: float | None = Field(None, alias="completionPricePerToken")
+    estimated_cost_usd: float | None = Field(None, alias="estimatedCostUsd")
+
+
+class _SummaryEdition(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    edition: int
+
+
+class _SummaryCost(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    actual_cost_usd: float | None = Field(None, alias="actualCostUsd")
+
+
+class _Summary(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    completed_at: datetime | None = Field(None, alias="completedAt")
+    editions: list[_SummaryEdition] = []
+    cost: _SummaryCost = Field(default_factory=_SummaryCost)
+    pricing: _SummaryPricing = Field(default_factory=_SummaryPricing)
+
+
+def read_run_summary(run_dir: Path) -> RunSummary:
+    """The run's identity, the editions its summary says it completed, and the summary's cost and prices."""
+    config = _read_config(run_dir)
+    key = derive_model_key(config.model, config.effective_reasoning_effort, False, config.protocol)
+    raw = read_published_summary(run_dir)
+    if raw is None:
+        summary = _Summary()
+    else:
+        try:
+            summary = _Summary.model_validate(raw)
+        except ValidationError as error:
+            raise PublishedRunError(f"{run_dir / 'summary.json'}: not an OABench summary: {error}") from error
+    return RunSummary(
+        run_id=run_dir.name,
+        model_key=key,
+        model=config.model,
+        has_summary=raw is not None,
+        editions=sorted(e.edition for e in summary.editions),
+        completed_at=summary.completed_at,
+        actual_cost_usd=summary.cost.actual_cost_usd,
+        estimated_cost_usd=summary.pricing.estimated_cost_usd,
+        prompt_price_per_token=summary.pricing.prompt_price_per_token,
+        completion_price_per_token=summary.pricing.completion_price_per_token,
+        pricing_fetched_at=summary.pricing.fetched_at,
+    )

@@ -123,8 +123,7 @@ def _editions_text(row: dict, covered: list[int]) -> str:
 def _display_rows(tables: dict[str, pl.DataFrame]) -> tuple[list[str], list[list[str]]]:
     """Header and formatted cells of the person-facing leaderboard (shared by Markdown and HTML)."""
     header = [
-        "Rank",
-        "Tie group",
+        "Rank (range)",
         "Model",
         "Key",
         "Official (95% CI)",
@@ -138,12 +137,13 @@ def _display_rows(tables: dict[str, pl.DataFrame]) -> tuple[list[str], list[list
     rows = []
     for r in tables["leaderboard"].iter_rows(named=True):  # one row per key, for people to read
         rank = "–" if r["rank"] is None else str(r["rank"])
-        cost = r["cost_usd"] if r["cost_usd"] is not None else r["estimated_cost_usd"]
-        cost_text = _fmt_cost(cost) + (" (est.)" if r["cost_usd"] is None and cost is not None else "")
+        if r["rank"] is not None and r["rank_low"] is not None and r["rank_high"] is not None:
+            rank += f" ({r['rank_low']}–{r['rank_high']})" if r["rank_low"] != r["rank_high"] else ""
+        cost = r["effective_cost_usd"]
+        cost_text = _fmt_cost(cost) + (" (est.)" if r["cost_source"] == "estimated" else "")
         rows.append(
             [
                 rank + ("" if r["complete"] else " (incomplete)"),
-                "–" if r["tie_group"] is None else str(r["tie_group"]),
                 str(r["label"]),
                 str(r["model_key"]),
                 _fmt_pct(r["official_accuracy"]) + _fmt_ci(r["accuracy_ci_low"], r["accuracy_ci_high"]),
@@ -181,11 +181,12 @@ def _per_edition_rows(tables: dict[str, pl.DataFrame]) -> tuple[list[str], list[
 
 NOTES = (
     "Official accuracy credits annulled questions to every model (as the OAB does); technical accuracy "
-    "counts active questions only. Intervals: 95% bootstrap over questions.",
-    "Rank: dense by official score among keys that answered every active question of every required "
-    "edition; incomplete keys are listed but not ranked. Tie group: the keys of one group do not differ "
-    "significantly from the group's leader (exact McNemar test on the questions both answered, Holm-adjusted, "
-    "5%), so their order inside the group is not evidence that one is better.",
+    "counts active questions only. Intervals: 95% Wilson (annulled questions credited with certainty).",
+    "Rank: dense by official score among keys whose counted run of every edition is complete (the newest "
+    "complete run); incomplete keys are listed but not ranked. Range: the best and worst rank the exact "
+    "McNemar tests (Holm-adjusted, 5%) allow, 1 + the keys significantly better to the keys minus those "
+    "significantly worse; keys whose ranges overlap are not shown to differ. Cost marked (est.): tokens "
+    "x a price snapshot.",
     "Editions passed: official score of at least 40/80; a key that ran only some editions shows which "
     "(`0/1 run (45) of 3`).",
 )
@@ -400,9 +401,13 @@ def _html_page(
 
 
 def _csv_ready(frame: pl.DataFrame) -> pl.DataFrame:
-    """CSV has no nested types: encode struct columns as JSON text."""
+    """CSV has no nested types: encode struct columns as JSON text, lists as comma-separated values."""
     nested = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.Struct)]
-    return frame.with_columns(pl.col(nested).struct.json_encode()) if nested else frame
+    lists = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.List)]
+    return frame.with_columns(
+        *(pl.col(name).struct.json_encode() for name in nested),
+        *(pl.col(name).cast(pl.List(pl.String)).list.join(",") for name in lists),
+    )
 
 
 def _frame_bytes(frame: pl.DataFrame, kind: str) -> bytes:

@@ -7,8 +7,8 @@ Rules follow OABench and the OAB itself:
 - only questions that have an inference row for a model key appear (a missing row is not scored
   here; coverage is reported by the leaderboard's `complete` column).
 
-The input `inferences` relation holds one row per (model_key, qid) (latest attempt wins), so no
-deduplication happens here.
+The input `inferences` relation holds one row per (model_key, qid, run_id): every run of a cell is
+scored, and the leaderboard picks which run counts (`core/runs.py`).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ SCORES_COLUMNS: tuple[str, ...] = (
     "reasoning_tokens",
     "cost_usd",
     "source",
+    "run_id",
 )
 
 # Values are bound as parameters ($model_key, $edition), never spliced into the text: model keys
@@ -67,7 +68,8 @@ WITH scored AS (
         i.completion_tokens,
         i.reasoning_tokens,
         i.cost_usd,
-        i.source
+        i.source,
+        i.run_id
     FROM inferences AS i
     JOIN questions AS q ON q.qid = i.qid
     LEFT JOIN answer_keys AS k ON k.qid = q.qid
@@ -81,7 +83,7 @@ SELECT
     CASE WHEN status = 'annulled' THEN NULL
          ELSE coalesce(is_valid AND answer = correct, FALSE) END AS is_correct_technical,
     is_valid, has_error, skipped, strict_compliant,
-    latency_ms, prompt_tokens, completion_tokens, reasoning_tokens, cost_usd, source
+    latency_ms, prompt_tokens, completion_tokens, reasoning_tokens, cost_usd, source, run_id
 FROM scored
 """
 

@@ -1,11 +1,8 @@
-"""Vectorised statistics for the leaderboard: bootstrap intervals, exact McNemar, Holm, Spearman.
+"""Vectorised statistics for the leaderboard: exact McNemar, Holm, Spearman, item-rest correlation.
 
 Every function takes and returns numpy arrays so that 500 model keys (124,750 pairs) cost a
-handful of array operations, never a Python loop per key or per pair.
-
-Bootstrap over questions: resampling n questions with replacement from a 0/1 vector with k ones
-yields a count distributed exactly Binomial(n, k/n). Drawing that binomial directly is the same
-bootstrap, without materialising n x samples resampled indices.
+handful of array operations, never a Python loop per key or per pair. Intervals and pass
+probabilities are closed forms in `analysis/intervals.py`.
 """
 
 from __future__ import annotations
@@ -15,79 +12,6 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-
-
-def _rng(seed: int) -> np.random.Generator:
-    """One generator type everywhere so that results are reproducible across numpy versions."""
-    return np.random.Generator(np.random.PCG64(seed))
-
-
-def bootstrap_accuracy_ci(
-    correct_counts: npt.ArrayLike,
-    totals: npt.ArrayLike,
-    samples: int,
-    seed: int,
-    level: float = 0.95,
-) -> tuple[FloatArray, FloatArray]:
-    """Percentile bootstrap interval of accuracy = correct/total, one interval per element.
-
-    Elements with total 0 get NaN bounds (no questions, no interval).
-    """
-    k = np.asarray(correct_counts, dtype=np.int64)
-    n = np.asarray(totals, dtype=np.int64)
-    safe_n = np.maximum(n, 1)
-    p = np.clip(k / safe_n, 0.0, 1.0)
-    draws = _rng(seed).binomial(safe_n[..., None], p[..., None], size=(*n.shape, samples))
-    alpha = (1.0 - level) / 2.0
-    low, high = np.quantile(draws, [alpha, 1.0 - alpha], axis=-1) / safe_n
-    empty = n <= 0
-    return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
-
-
-def bootstrap_pass_probability(
-    scores: npt.ArrayLike,
-    totals: npt.ArrayLike,
-    thresholds: npt.ArrayLike,
-    samples: int,
-    seed: int,
-    joint_columns: npt.ArrayLike | None = None,
-) -> tuple[FloatArray, FloatArray]:
-    """Bootstrap probability of scoring >= threshold, per edition and in every edition at once.
-
-    `scores`/`totals` have shape (keys, editions) (official score and question count per edition;
-    a total of 0 marks an edition the key did not sit, which counts as not passed); `thresholds`
-    broadcasts against them. Questions are resampled within each edition (a stratified bootstrap)
-    and the same replicate index across editions forms one joint replicate. Returns (per-edition
-    probability (keys, editions), probability of passing every edition in `joint_columns` (a bool
-    mask over editions, default all) (keys,); 0 when that mask is empty).
-
-    Only the pass indicator of each replicate matters, and a resampled score X ~ Binomial(n, s/n)
-    passes iff U > F(threshold - 1) for the U that inverse-CDF sampling would use; so a uniform
-    draw compared with the exact CDF *is* the bootstrap replicate, ~30x cheaper than drawing
-    the binomial (25M draws for 500 keys x 25 editions x 2000 samples).
-    """
-    s = np.atleast_2d(np.asarray(scores, dtype=np.float64))
-    n = np.atleast_2d(np.asarray(totals, dtype=np.float64))
-    t = np.broadcast_to(np.asarray(thresholds, dtype=np.float64), s.shape)
-    p = np.clip(s / np.maximum(n, 1.0), 0.0, 1.0)
-    from scipy import special  # imported when needed: scipy takes most of a second to import
-
-    fail_cdf = np.where(t > 0, special.bdtr(np.maximum(t - 1, 0), n, p), 0.0)
-    sat = n > 0
-    keys, editions = s.shape
-    in_joint = np.ones(editions, bool) if joint_columns is None else np.asarray(joint_columns, bool)
-    rng = _rng(seed)
-    per_edition = np.zeros((keys, editions))
-    joint = np.full((keys, samples), in_joint.any())
-    # One edition at a time keeps memory at keys x samples instead of keys x editions x samples;
-    # float32 uniforms are plenty for a probability estimated from a few thousand samples.
-    for e in range(editions):
-        uniforms = rng.random((keys, samples), dtype=np.float32)
-        passed = (uniforms >= fail_cdf[:, e, None].astype(np.float32)) & sat[:, e, None]
-        per_edition[:, e] = passed.mean(axis=1)
-        if in_joint[e]:
-            joint &= passed
-    return per_edition, joint.mean(axis=1)
 
 
 def mcnemar_exact_p(b: npt.ArrayLike, c: npt.ArrayLike) -> FloatArray:

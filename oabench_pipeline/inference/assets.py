@@ -1,5 +1,10 @@
 """The `inferences` asset: one partition per benchmark cell (model key × edition).
 
+A partition holds one row per question per run of the cell: live replicates (`live:<key>:r<k>`),
+imported folders, the baseline run (`core/runs.py`). A step resumes (or starts) only the live
+replicates the cell still needs (`InferenceConfig.replicates` complete runs) and keeps every other
+run's rows as they are.
+
 Every response is appended to the cell's response log the moment it arrives (`response_log.py`); the
 partition is then rebuilt from the log, so a crash loses nothing paid for and a rerun sends only what has
 no answer yet. The partition file is written only when the cell completes: on a fatal endpoint error or an
@@ -25,7 +30,16 @@ from dagster import (
 
 from oabench_pipeline.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.core.models_registry import ModelConfig
-from oabench_pipeline.inference.cell import api_cell_rows, baseline_cell_rows, plan_cell
+from oabench_pipeline.core.runs import baseline_run_id, live_run_id, with_logical_run_ids
+from oabench_pipeline.freshness import summary_editions
+from oabench_pipeline.inference.cell import (
+    ANSWERED,
+    CellPlan,
+    api_cell_rows,
+    baseline_cell_rows,
+    complete_imported_runs,
+    replicate_plans,
+)
 from oabench_pipeline.inference.client import ChatResult, FatalEndpointError, run_blocking, run_chat_requests
 from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
 from oabench_pipeline.inference.progress import CellProgress, publish
@@ -56,13 +70,15 @@ BLOCKING_INFERENCE_CHECKS = ["every_active_question_has_a_row", "one_row_per_que
 
 
 class InferenceConfig(Config):
-    """Per-run settings; the CLI's `--concurrency` lands here."""
+    """Per-run settings; the CLI's `--concurrency` and `--replicates` land here."""
 
     concurrency: int | None = None
     offline: bool = False
     """Send nothing: rebuild the cell from the rows it holds and its response log, and fail (blocking
     check) when an active question has no answer. `oabench import` uses it to record an incomplete
     imported run as the failed cell it is."""
+    replicates: int = 1
+    """Complete runs the cell must end with (any source); live replicates are resumed or started."""
 
 
 def cell_keys(context: AssetExecutionContext) -> tuple[str, str]:
@@ -103,13 +119,24 @@ def inferences(
         raise Failure(
             description=f"edition {edition} has no questions yet: run `oabench ingest --editions {edition}`"
         )
+    existing = with_logical_run_ids(store.read("inferences", context.partition_key), model.key)
+    if config.offline:
+        yield from _verify_offline(context, questions, existing)
+        return
     if model.kind == "baseline":
-        rows = baseline_cell_rows(model, questions, run_id=context.run_id)
-        sent = 0
+        rows = baseline_cell_rows(model, questions, run_id=baseline_run_id(model.key))
+        built, sent = [baseline_run_id(model.key)], 0
     else:
-        rows, sent = _run_api_cell(context, model, edition, questions, store, model_client, config)
-    frame = conform("inferences", pl.DataFrame(rows, infer_schema_length=None))
-    yield from _finish(context, store, questions, frame, sent)
+        rows, built, sent = _run_api_cell(
+            context, model, edition, questions, store, existing, model_client, config
+        )
+    for row in rows:
+        row.setdefault("dagster_run_id", context.run_id)
+    new = conform("inferences", pl.DataFrame(rows, infer_schema_length=None)) if rows else None
+    others = existing.filter(~pl.col("run_id").is_in(built)) if not existing.is_empty() else existing
+    parts = [conform("inferences", f) for f in (others, new) if f is not None and not f.is_empty()]
+    frame = pl.concat(parts) if parts else conform("inferences", pl.DataFrame())
+    yield from _finish(context, store, questions, frame, built, sent)
 
 
 def _run_api_cell(
@@ -118,34 +145,38 @@ def _run_api_cell(
     edition: str,
     questions: pl.DataFrame,
     store: Warehouse,
+    existing: pl.DataFrame,
     model_client: ModelClientResource,
     config: InferenceConfig,
-) -> tuple[list[dict], int]:
+) -> tuple[list[dict], list[str], int]:
+    """Resume (or start) the live replicates the cell needs; returns their rows, run ids and requests sent."""
     log_path = cell_log_path(store.root / "responses", model.key, edition)
     logged = latest_by_hash(read_log(log_path))
-    plan = plan_cell(model, questions, logged, store.read("inferences", context.partition_key))
-    context.log.info(
-        f"{model.key} × edition {edition}: {len(plan.requests)} active questions, "
-        f"{len(plan.requests) - len(plan.pending)} already answered, {len(plan.pending)} to send"
-    )
-    if plan.pending and config.offline:
-        # Unanswered questions get no row at all, so the blocking check names them.
-        unanswered = {r.qid for r in plan.pending}
-        rows = api_cell_rows(model, questions, plan, logged, run_id=context.run_id)
-        return [r for r in rows if r["qid"] not in unanswered], 0
-    if plan.pending:
-        _check_budget_before(model, plan.pending, store, logged)
-        _call_model(context, model, edition, plan, logged, log_path, model_client, config)
-        logged = latest_by_hash(read_log(log_path))
-    rows = api_cell_rows(model, questions, plan, logged, run_id=context.run_id)
-    return rows, len(plan.pending)
+    summaries = summary_editions(store, existing)
+    elsewhere = complete_imported_runs(existing, int(edition), summaries)
+    plans = replicate_plans(model, questions, logged, existing, config.replicates, elsewhere)
+    rows: list[dict] = []
+    sent = 0
+    for plan in plans:
+        run_id = live_run_id(model.key, plan.replicate)
+        context.log.info(
+            f"{model.key} × edition {edition}, replicate {plan.replicate}: {len(plan.requests)} active "
+            f"questions, {len(plan.requests) - len(plan.pending)} already answered, {len(plan.pending)} to send"
+        )
+        if plan.pending:
+            _check_budget_before(model, plan.pending, store, logged)
+            _call_model(context, model, edition, plan, logged, log_path, model_client, config)
+            logged = latest_by_hash(read_log(log_path))
+        rows += api_cell_rows(model, questions, plan, logged, run_id=run_id)
+        sent += len(plan.pending)
+    return rows, [live_run_id(model.key, p.replicate) for p in plans], sent
 
 
 def _call_model(
     context: AssetExecutionContext,
     model: ModelConfig,
     edition: str,
-    plan,
+    plan: CellPlan,
     logged: dict[str, ChatResult],
     log_path: Path,
     model_client: ModelClientResource,
@@ -232,17 +263,35 @@ def _check_budget_before(
 
 
 def _finish(
-    context: AssetExecutionContext, store: Warehouse, questions: pl.DataFrame, frame: pl.DataFrame, sent: int
+    context: AssetExecutionContext,
+    store: Warehouse,
+    questions: pl.DataFrame,
+    frame: pl.DataFrame,
+    built: list[str],
+    sent: int,
 ) -> Iterator[MaterializeResult | AssetCheckResult]:
-    active = frame.filter(~pl.col("skipped"))
-    accounted = set(
-        active.filter(pl.col("raw_response").is_not_null() | pl.col("error").is_not_null())["qid"]
+    """Check the partition (one row per question per run) and the runs this step built (no active
+    question unaccounted), then write every run's rows."""
+    partition = frame
+    # One row per question per run: several runs of a cell live in its partition.
+    duplicated = sorted(
+        f"{run_id}: {qid}"
+        for run_id, qid in partition.filter(pl.struct("run_id", "qid").is_duplicated())
+        .select("run_id", "qid")
+        .unique()
+        .iter_rows()
     )
-    active_qids = questions.filter(pl.col("status") == "active").sort("number")["qid"].to_list()
-    unaccounted = [qid for qid in active_qids if qid not in accounted]
+    frame = partition.filter(pl.col("run_id").is_in(built))
+    active = frame.filter(~pl.col("skipped"))
+    expected = set(questions.filter(pl.col("status") == "active")["qid"])
+    replied = active.filter(pl.col("raw_response").is_not_null() | pl.col("error").is_not_null())
+    unaccounted = sorted(
+        f"{run_id}: {qid}" if len(built) > 1 else qid
+        for run_id in built
+        for qid in expected - set(replied.filter(pl.col("run_id") == run_id)["qid"])
+    )
     errors = active.filter(pl.col("error").is_not_null()).height
     error_rate = errors / active.height if active.height else 0.0
-    duplicated = sorted(frame.filter(pl.col("qid").is_duplicated())["qid"].unique())
     strict = (
         active.filter(pl.col("answer_strict").is_not_null()).height / active.height if active.height else 0.0
     )
@@ -250,9 +299,9 @@ def _finish(
         problems_result(
             "every_active_question_has_a_row",
             unaccounted,
-            summary=f"{len(unaccounted)} of {len(active_qids)} active questions without an answer",
+            summary=f"{len(unaccounted)} of {len(expected) * len(built)} active questions without an answer",
         ),
-        problems_result("one_row_per_question", [f"{qid} twice or more" for qid in duplicated]),
+        problems_result("one_row_per_question", [f"{key} twice or more" for key in duplicated]),
         AssetCheckResult(
             check_name="error_rate_at_most_2_percent",
             passed=error_rate <= MAX_ERROR_RATE,
@@ -261,10 +310,12 @@ def _finish(
         ),
     ]
     yield from stop_on_blocking_failures(checks, BLOCKING_INFERENCE_CHECKS, f"cell {context.partition_key}")
-    store.write_partition("inferences", frame, str(context.partition_key))
+    store.write_partition("inferences", partition, str(context.partition_key))
     yield MaterializeResult(
         metadata={
-            "rows": frame.height,
+            "rows": partition.height,
+            "runs": MetadataValue.text(", ".join(sorted(partition["run_id"].drop_nulls().unique()))),
+            "runs_built": MetadataValue.text(", ".join(built) or "none"),
             "requests_sent": sent,
             "errors": errors,
             "error_rate": MetadataValue.float(error_rate),
@@ -272,4 +323,41 @@ def _finish(
             "cost_usd": MetadataValue.float(float(frame["cost_usd"].fill_null(0).sum())),
         },
         check_results=checks,
+    )
+
+
+def _verify_offline(
+    context: AssetExecutionContext, questions: pl.DataFrame, existing: pl.DataFrame
+) -> Iterator[MaterializeResult | AssetCheckResult]:
+    """Send nothing: pass when some run of the cell answers every active question, else record the
+    most complete run's unanswered questions as the failed blocking check (the rows stay as they are)."""
+    active_qids = questions.filter(pl.col("status") == "active").sort("number")["qid"].to_list()
+    answered = existing.filter(ANSWERED) if not existing.is_empty() else existing
+    by_run = {
+        run_id: set(rows["qid"]) for (run_id,), rows in answered.partition_by("run_id", as_dict=True).items()
+    }
+    best = max(by_run, key=lambda run_id: len(by_run[run_id]), default=None)
+    unanswered = [q for q in active_qids if best is None or q not in by_run[best]]
+    run = [r for r in existing.filter(pl.col("run_id") == best).iter_rows(named=True)] if best else []
+    active_rows = [r for r in run if not r["skipped"]]
+    errors = sum(r["error"] is not None for r in active_rows)
+    seen = [r["qid"] for r in run]
+    checks = [
+        problems_result(
+            "every_active_question_has_a_row",
+            unanswered,
+            summary=f"{len(unanswered)} of {len(active_qids)} active questions without an answer"
+            + (f" (run {best})" if best else ""),
+        ),
+        problems_result("one_row_per_question", sorted({q for q in seen if seen.count(q) > 1})),
+        AssetCheckResult(
+            check_name="error_rate_at_most_2_percent",
+            passed=not active_rows or errors / len(active_rows) <= MAX_ERROR_RATE,
+            severity=AssetCheckSeverity.ERROR,
+            metadata={"errors": errors},
+        ),
+    ]
+    yield from stop_on_blocking_failures(checks, BLOCKING_INFERENCE_CHECKS, f"cell {context.partition_key}")
+    yield MaterializeResult(
+        metadata={"verified_run": best or "none", "requests_sent": 0}, check_results=checks
     )

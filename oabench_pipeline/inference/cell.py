@@ -15,6 +15,7 @@ from oabench_pipeline.core.answer_parsing import PARSER_VERSION, parse_answer
 from oabench_pipeline.core.baselines import baseline_answer
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.prompts import build_messages, build_request_body, request_hash
+from oabench_pipeline.core.runs import live_run_id
 from oabench_pipeline.inference.client import ChatRequest, ChatResult
 
 ANSWERED = pl.col("error").is_null() & pl.col("raw_response").is_not_null() & (pl.col("raw_response") != "")
@@ -35,42 +36,91 @@ class CellPlan:
     pending: list[ChatRequest]
     """The requests with no successful answer yet: the only ones to send."""
     kept: dict[str, dict]
-    """qid → an answered row the partition already holds (e.g. imported) that stays as it is."""
+    """qid → an answered row of this run the partition already holds, that stays as it is."""
+    replicate: int = 1
+    """Which live replicate of the cell this plans (its index is hashed into requests from 2 on)."""
+
+    @property
+    def complete(self) -> bool:
+        """Every active question has a reply in the log and a row in the partition: nothing to do."""
+        return not self.pending and len(self.kept) == len(self.requests)
 
 
-def build_requests(model: ModelConfig, questions: pl.DataFrame) -> list[ChatRequest]:
-    """The exact OABench request for every active question of the cell."""
+def build_requests(model: ModelConfig, questions: pl.DataFrame, replicate: int = 1) -> list[ChatRequest]:
+    """The exact OABench request for every active question of the cell (hashed with its replicate)."""
     requests = []
     for q in questions.filter(pl.col("status") == "active").sort("number").iter_rows(named=True):
         messages = build_messages(
             model.protocol, q["number"], q["stem"], q["choice_a"], q["choice_b"], q["choice_c"], q["choice_d"]
         )
         body = build_request_body(model.id, messages, model.reasoning_effort, model.web_search)
-        requests.append(ChatRequest(qid=q["qid"], body=body, request_hash=request_hash(body)))
+        requests.append(ChatRequest(qid=q["qid"], body=body, request_hash=request_hash(body, replicate)))
     return requests
 
 
 def plan_cell(
-    model: ModelConfig, questions: pl.DataFrame, logged: dict[str, ChatResult], existing: pl.DataFrame
+    model: ModelConfig,
+    questions: pl.DataFrame,
+    logged: dict[str, ChatResult],
+    existing: pl.DataFrame,
+    replicate: int = 1,
 ) -> CellPlan:
-    """Send only what has no answer: not in the log, and not an answered row of the partition.
+    """Send only what replicate `replicate` has no answer to: not in the log, not a row of its run.
 
-    An existing row counts as answered when it was asked exactly this way (same request hash) or was
-    imported from a published run (its exact request is unknown, but it was paid for).
+    An existing row counts as answered when it belongs to this live run and was asked exactly this way
+    (same request hash). Rows of other runs (an imported folder, another replicate) are other runs:
+    they are never mixed into this one. `existing` must carry logical run ids (`with_logical_run_ids`).
     """
-    requests = build_requests(model, questions)
+    requests = build_requests(model, questions, replicate)
     kept: dict[str, dict] = {}
     if not existing.is_empty():
         hashes = {r.qid: r.request_hash for r in requests}
-        for row in existing.filter(ANSWERED).iter_rows(named=True):
-            if row["source"] == "imported" or row["request_hash"] == hashes.get(row["qid"]):
+        own = existing.filter(ANSWERED & (pl.col("run_id") == live_run_id(model.key, replicate)))
+        for row in own.iter_rows(named=True):
+            if row["request_hash"] == hashes.get(row["qid"]):
                 kept[row["qid"]] = row
     pending = [
         r
         for r in requests
         if r.qid not in kept and not ((done := logged.get(r.request_hash)) is not None and done.ok)
     ]
-    return CellPlan(requests=requests, pending=pending, kept=kept)
+    return CellPlan(requests=requests, pending=pending, kept=kept, replicate=replicate)
+
+
+def replicate_plans(
+    model: ModelConfig,
+    questions: pl.DataFrame,
+    logged: dict[str, ChatResult],
+    existing: pl.DataFrame,
+    target: int,
+    complete_elsewhere: int = 0,
+) -> list[CellPlan]:
+    """The live replicates that need work so the cell has `target` complete runs.
+
+    Complete runs of the cell count whatever their source (`complete_elsewhere`: imported ones whose
+    summary lists the edition); live replicates are taken in order 1, 2, …: a complete one counts, the
+    first incomplete ones are resumed (or started). Empty: the cell already has `target` complete runs.
+    """
+    plans: list[CellPlan] = []
+    have, replicate = complete_elsewhere, 1
+    while have + len(plans) < target:
+        plan = plan_cell(model, questions, logged, existing, replicate)
+        if plan.complete:
+            have += 1
+        else:
+            plans.append(plan)
+        replicate += 1
+    return plans
+
+
+def complete_imported_runs(
+    existing: pl.DataFrame, edition: int, summary_editions: dict[str, list[int]]
+) -> int:
+    """Imported runs in the partition whose summary says they completed `edition`."""
+    if existing.is_empty():
+        return 0
+    imported = set(existing.filter(pl.col("source") == "imported")["run_id"].drop_nulls())
+    return sum(1 for run_id in imported if edition in summary_editions.get(run_id, []))
 
 
 def _identity(model: ModelConfig, q: dict) -> dict:

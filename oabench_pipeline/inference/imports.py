@@ -1,9 +1,10 @@
 """Import published OABench runs into `inferences` (source 'imported'), with no API call.
 
-Each (model key × edition) cell found in the run folders is merged into that `inferences` partition,
-the newest record per question winning. A cell that answers every active question of its edition (or
-whose edition is not ingested yet) is reported as a materialization of that partition, so the UI and the
-downstream automation see it like any other run. An incomplete cell (an aborted run) is not: its rows
+Each run folder is one run (its folder name is the run id). Its rows replace that run's rows in every
+`inferences` partition (model key × edition) it touches; the rows of other runs stay, so a rerun never
+overwrites the study's run (which run counts is decided by the leaderboard, `core/runs.py`). Each
+folder's summary (or its absence: an aborted run) lands in `published_run_summaries`. A touched cell that answers every active question of its edition (or whose edition is not ingested yet)
+is reported as a materialization of that partition; an incomplete one (an aborted run) is not: its rows
 are kept for `oabench status`, and `oabench import` then verifies it offline (`inferences` with
 `offline: true`), which fails its blocking check, so the partition shows as failed, as status says.
 Importing the same folder twice rewrites the same rows: nothing changes.
@@ -24,8 +25,9 @@ from dagster import (
 from oabench_pipeline.core.published_runs import (
     ImportedRecord,
     PublishedRunError,
-    merge_published_records,
-    read_published_runs,
+    published_run_dirs,
+    read_published_run,
+    read_run_summary,
 )
 from oabench_pipeline.inference.cell import ANSWERED
 from oabench_pipeline.metadata import table_schema
@@ -50,7 +52,7 @@ def unanswered_questions(store: Warehouse, edition: str, rows: pl.DataFrame) -> 
     return sorted(active - set(answered))
 
 
-def imported_row(record: ImportedRecord) -> dict:
+def imported_row(record: ImportedRecord, dagster_run_id: str) -> dict:
     return {
         "model_key": record.model_key,
         "model": record.model,
@@ -75,22 +77,20 @@ def imported_row(record: ImportedRecord) -> dict:
         "source": "imported",
         "created_at": record.timestamp,
         "run_id": record.run_id,
+        "dagster_run_id": dagster_run_id,
     }
 
 
 def merge_into_partition(store: Warehouse, partition_key: str, imported: pl.DataFrame) -> pl.DataFrame:
-    """The partition's rows after the import: per question the newest row (by `created_at`) wins."""
+    """The partition's rows after the import: the imported runs' rows replace their earlier import,
+    every other run's rows stay as they are."""
     existing = store.read("inferences", partition_key)
+    if not existing.is_empty():
+        existing = existing.filter(~pl.col("run_id").is_in(imported["run_id"].unique().implode()))
     combined = (
         pl.concat([existing, imported], how="diagonal_relaxed") if not existing.is_empty() else imported
     )
-    return (
-        combined.with_row_index("_order")
-        .sort(["created_at", "_order"])
-        .unique(subset="qid", keep="last", maintain_order=True)
-        .drop("_order")
-        .sort("number")
-    )
+    return combined.sort("run_id", "number")
 
 
 @asset(group_name="inference", metadata={"dagster/column_schema": table_schema("inferences").value})
@@ -99,17 +99,21 @@ def published_runs(
 ) -> MaterializeResult:
     """Published OABench runs, imported into the `inferences` table as `source = 'imported'`."""
     try:
-        records = merge_published_records(read_published_runs(Path(config.path)))
+        run_dirs = published_run_dirs(Path(config.path))
+        summaries = [read_run_summary(d) for d in run_dirs]
+        records = [record for d in run_dirs for record in read_published_run(d)]
     except (OSError, PublishedRunError) as error:
         raise Failure(description=f"cannot import {config.path}: {error}") from None
     if not records:
         raise Failure(description=f"no OABench run folders (with config.json) under {config.path}")
     store = warehouse.warehouse()
-    frame = pl.DataFrame([imported_row(r) for r in records], infer_schema_length=None)
+    frame = pl.DataFrame([imported_row(r, context.run_id) for r in records], infer_schema_length=None)
     keys = sorted(frame["model_key"].unique())
     editions = sorted(str(e) for e in frame["edition"].unique())
     _register(context, "model_keys", keys)
     _register(context, "editions", editions)
+    for summary in summaries:
+        store.write_partition("published_run_summaries", pl.DataFrame([summary.model_dump()]), summary.run_id)
     cells = frame.partition_by(["model_key", "edition"], as_dict=True)
     incomplete = []
     for (model_key, edition), rows in sorted(cells.items()):
@@ -131,6 +135,8 @@ def published_runs(
             "records": frame.height,
             "cells": len(cells),
             "incomplete_cells": ", ".join(incomplete) or "none",
+            "runs": len(summaries),
+            "aborted_runs": sum(not s.has_summary for s in summaries),
             "model_keys": ", ".join(keys),
             "path": config.path,
         }

@@ -10,6 +10,7 @@ from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
     AssetExecutionContext,
+    Config,
     Failure,
     MaterializeResult,
     MetadataValue,
@@ -41,6 +42,8 @@ LEADERBOARD_TABLES = (
     "pareto_frontier",
     "latency_accuracy_correlation",
     "contamination_by_cutoff",
+    "runs",
+    "run_variance",
 )
 
 LEADERBOARD_CHECKS = {
@@ -79,16 +82,45 @@ def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> Mate
     with store.reader() as con:
         frame = score_inferences(con, model_key=model_key, edition=int(edition))
     store.write_partition("scores", frame, str(context.partition_key))
-    active = frame.filter(pl.col("status") == "active")
+    # One line per run of the cell (a partition holds every run): summing across runs would mean nothing.
+    per_run = (
+        frame.group_by("run_id")
+        .agg(
+            official=pl.col("is_correct_official").sum(),
+            technical=pl.col("is_correct_technical").sum(),
+            active=(pl.col("status") == "active").sum(),
+            invalid=((pl.col("status") == "active") & ~pl.col("is_valid")).sum(),
+        )
+        .sort("run_id")
+    )
     return MaterializeResult(
         metadata={
             "rows": frame.height,
-            "official_score": int(frame["is_correct_official"].sum()),
-            "technical_score": int(active["is_correct_technical"].sum()),
-            "active": active.height,
-            "invalid": int((~active["is_valid"]).sum()),
+            "runs": per_run.height,
+            "scores_by_run": MetadataValue.md(
+                "\n".join(
+                    f"- `{r['run_id']}`: official {r['official']}, technical {r['technical']}/{r['active']}, "
+                    f"invalid {r['invalid']}"
+                    for r in per_run.iter_rows(named=True)
+                )
+            ),
         }
     )
+
+
+class LeaderboardConfig(Config):
+    """Shared by `leaderboard` and `leaderboard_report`: which runs count."""
+
+    as_of: str | None = None
+    """YYYY-MM-DD: count only runs completed before the end of that day (UTC); default: the newest."""
+
+    def as_of_date(self) -> dt.date | None:
+        if self.as_of is None:
+            return None
+        try:
+            return dt.date.fromisoformat(self.as_of)
+        except ValueError:
+            raise Failure(description=f"as_of {self.as_of!r}: not a date (YYYY-MM-DD)") from None
 
 
 @asset(
@@ -101,19 +133,23 @@ def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> Mate
     automation_condition=LEADERBOARD_CONDITION,
     check_specs=check_specs("leaderboard", LEADERBOARD_CHECKS, blocking=BLOCKING_LEADERBOARD_CHECKS),
 )
-def leaderboard(warehouse: WarehouseResource) -> Iterator[MaterializeResult | AssetCheckResult]:
+def leaderboard(
+    config: LeaderboardConfig, warehouse: WarehouseResource
+) -> Iterator[MaterializeResult | AssetCheckResult]:
     """Every leaderboard and analysis table, rebuilt from all scored cells in one DuckDB pass.
 
-    Writes `leaderboard`, `leaderboard_by_edition`, `leaderboard_by_area`, `pairwise_comparison`,
-    `item_analysis`, `provider_summary`, `edition_deltas`, `pareto_frontier`,
-    `latency_accuracy_correlation` and `contamination_by_cutoff`.
+    Each cell counts through its canonical run: the newest complete run (completed before the end of
+    `as_of`, UTC, when set). Writes `leaderboard`, `leaderboard_by_edition`, `leaderboard_by_area`,
+    `pairwise_comparison`, `item_analysis`, `provider_summary`, `edition_deltas`, `pareto_frontier`,
+    `latency_accuracy_correlation`, `contamination_by_cutoff`, `runs` and `run_variance`.
     """
     store = warehouse.warehouse()
     if not store.has_table("scores"):
         raise Failure(description="nothing is scored yet: materialize inferences and scores first")
+    as_of = config.as_of_date()
     with store.reader() as con:
-        tables = build_leaderboard_tables(con)
-        row_counts = con.sql("select model_key, edition, count(*) as n from scores group by all").pl()
+        tables = build_leaderboard_tables(con, as_of=as_of)
+        row_counts = con.sql("select model_key, edition, run_id, count(*) as n from scores group by all").pl()
         answered_at = con.sql(
             "select model_key, min(created_at) as first_answer from inferences where source = 'live' group by all"
         ).pl()
@@ -124,6 +160,7 @@ def leaderboard(warehouse: WarehouseResource) -> Iterator[MaterializeResult | As
     board = tables["leaderboard"]
     yield MaterializeResult(
         metadata={
+            "as_of": as_of.isoformat() if as_of else "newest",
             "model_keys": board.height,
             "complete": int(board["complete"].sum()),
             "tables": MetadataValue.md(
@@ -179,9 +216,17 @@ def leaderboard_checks(tables: dict[str, pl.DataFrame], row_counts: pl.DataFrame
     out_of_range = board.filter(
         pl.any_horizontal([(pl.col(c) < 0) | (pl.col(c) > 1) for c in accuracy_columns])
     )["model_key"].to_list()
-    complete = set(board.filter(pl.col("complete"))["model_key"].to_list())
+    # Rows of the canonical run of each cell of a complete key (other runs of the cell are not counted).
+    canonical = by_edition.filter(
+        pl.col("model_key").is_in(board.filter(pl.col("complete"))["model_key"].implode())
+    )
     short = (
-        row_counts.filter(pl.col("model_key").is_in(list(complete)) & (pl.col("n") != 80))
+        row_counts.join(
+            canonical.select("model_key", "edition", "run_id"),
+            on=["model_key", "edition", "run_id"],
+            how="semi",
+            nulls_equal=True,
+        ).filter(pl.col("n") != 80)
         if not row_counts.is_empty()
         else row_counts
     )
@@ -209,19 +254,28 @@ def _check(name: str, problems: list[str]) -> AssetCheckResult:
     automation_condition=REPORT_CONDITION,
     metadata={"dagster/column_schema": table_schema("leaderboard").value},  # leaderboard.csv / .parquet
 )
-def leaderboard_report(warehouse: WarehouseResource) -> MaterializeResult:
+def leaderboard_report(config: LeaderboardConfig, warehouse: WarehouseResource) -> MaterializeResult:
     """The leaderboard for people: HTML, Markdown, CSV/Parquet exports and two charts in `warehouse/reports/`.
 
     Headed by when it was generated and the newest answer it covers. `cost_vs_accuracy.png` puts cost
     on a log axis with the Pareto frontier drawn; `accuracy_by_area.png` is a legal area × model heatmap.
     `summary` shows inline here; the full table and each chart open from their "[Show Markdown]" (the UI
     shows a Markdown value inline only under 1,000 characters, and an embedded PNG is far longer).
+    With `as_of` set, the tables are rebuilt in memory for that day (the stored ones are left as they are).
     """
     store = warehouse.warehouse()
-    tables = {name: store.read(name) for name in LEADERBOARD_TABLES}
+    as_of = config.as_of_date()
+    if as_of is None:
+        tables = {name: store.read(name) for name in LEADERBOARD_TABLES}
+    else:
+        with store.reader() as con:
+            tables = build_leaderboard_tables(con, as_of=as_of)
     if tables["leaderboard"].is_empty():
         raise Failure(description="the leaderboard is empty: score some inferences first")
-    data_as_of = store.query("select max(created_at) as newest from inferences")["newest"][0]
+    newest = "select max(created_at) as newest from inferences"
+    if as_of is not None:  # the newest answer the as-of tables can count
+        newest += f" where created_at < timestamptz '{as_of + dt.timedelta(days=1)} 00:00:00+00'"
+    data_as_of = store.query(newest)["newest"][0]
     generated_at = dt.datetime.now(dt.UTC)
     files = write_reports(tables, store.root / "reports", data_as_of=data_as_of, generated_at=generated_at)
     caption = f"\n\n{files.cost_plot_caption}" if files.cost_plot_caption else ""
@@ -235,6 +289,7 @@ def leaderboard_report(warehouse: WarehouseResource) -> MaterializeResult:
             "leaderboard": MetadataValue.md(files.markdown.read_text(encoding="utf-8")),
             "cost_vs_accuracy": MetadataValue.md(_inline_png(files.cost_plot, "cost vs accuracy") + caption),
             "accuracy_by_area": MetadataValue.md(_inline_png(files.area_plot, "accuracy by area")),
+            "as_of": as_of.isoformat() if as_of else "newest",
             "html": MetadataValue.path(str(files.html)),
             "folder": MetadataValue.path(str(files.html.parent)),
         }

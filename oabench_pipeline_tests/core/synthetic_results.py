@@ -6,7 +6,8 @@ Everything is generated with vectorised numpy: the benchmark build must not domi
 
 What is planted, so tests can look for it:
 - a few annulled questions per edition (skipped rows, no call);
-- ~1% errored calls, ~1% unparseable answers, ~3% answers only the lenient parser finds;
+- ~2% unparseable answers, ~3% answers only the lenient parser finds;
+- `errored_key`: a key whose run kept ~1% unretried error rows (its run is not complete: no rank);
 - `incomplete_key`: a key missing rows for part of the last edition (it must get no rank);
 - `planted_qid`: a question whose published key differs from the letter the models were
   generated against (strong models agree on another letter: a possible key problem);
@@ -72,6 +73,7 @@ class SyntheticWarehouse:
     weird_key: str | None
     planted_qid: str | None
     editions: list[int] = field(default_factory=list)
+    errored_key: str | None = None
 
 
 def _strings(indices: np.ndarray, values: list[str] | np.ndarray) -> pa.Array:
@@ -178,8 +180,9 @@ def make_synthetic_warehouse(
     letter = np.where(right, true_letter[qi], wrong_letter)
     skipped = annulled[qi]
     u = rng.random(ki.size)
-    error = ~skipped & (u < 0.01) if plant_anomalies else np.zeros(ki.size, bool)
-    unparseable = ~skipped & ~error & (u >= 0.01) & (u < 0.02) if plant_anomalies else error
+    errored = n_models - 2 if plant_anomalies and n_models >= 4 else -1
+    error = ~skipped & (u < 0.01) & (ki == errored)
+    unparseable = ~skipped & ~error & (u < 0.02) if plant_anomalies else error
     lenient_only = ~skipped & ~error & ~unparseable & (rng.random(ki.size) < 0.03)
     has_lenient = ~skipped & ~error & ~unparseable
     has_strict = has_lenient & ~lenient_only
@@ -295,6 +298,7 @@ def make_synthetic_warehouse(
         },
         model_keys=keys,
         incomplete_key=incomplete_key,
+        errored_key=keys[errored] if errored >= 0 else None,
         unregistered_key=unregistered_key,
         weird_key=weird_key,
         planted_qid=planted_qid,

@@ -4,7 +4,6 @@ reproduction of OABench's published summary.json files from their inferences.jso
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import json
 import math
 from pathlib import Path
@@ -16,18 +15,38 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from oabench_pipeline.core.leaderboard import build_leaderboard_tables, summarize_like_oabench
+from oabench_pipeline.core.leaderboard import build_leaderboard_tables
+from oabench_pipeline.core.published_runs import read_run_summary
 from oabench_pipeline.core.scoring import score_inferences
 from oabench_pipeline_tests.core.synthetic_results import area_of, make_synthetic_warehouse, register
 from oabench_pipeline_tests.core.test_scoring import _INFERENCE_SCHEMA, M1, M2, M3, hand_built_tables
+from oabench_pipeline_tests.summary_like_oabench import summarize_like_oabench
+
+
+def _errors_as_empty_replies(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
+    """The hand-built tables with every error row turned into an empty reply: invalid, but complete."""
+    inferences = pl.from_arrow(tables["inferences"])
+    assert isinstance(inferences, pl.DataFrame)
+    fixed = inferences.with_columns(error=pl.lit(None, pl.String))
+    return {**tables, "inferences": fixed.to_arrow().cast(tables["inferences"].schema)}
 
 
 @pytest.fixture(scope="module")
 def hand_tables() -> dict[str, pl.DataFrame]:
     con = duckdb.connect()
-    for name, table in hand_built_tables().items():
+    for name, table in _errors_as_empty_replies(hand_built_tables()).items():
         con.register(name, table)
-    return build_leaderboard_tables(con, seed=3, bootstrap_samples=500)
+    return build_leaderboard_tables(con)
+
+
+def test_an_unretried_error_leaves_the_key_unranked() -> None:
+    con = duckdb.connect()
+    for name, table in hand_built_tables().items():  # M1's q4 is an error row: its run is not complete
+        con.register(name, table)
+    board = build_leaderboard_tables(con)["leaderboard"]
+    m1 = _row(board, model_key=M1)
+    assert (m1["complete"], m1["rank"], m1["tie_group"], m1["official_score"]) == (False, None, None, 4)
+    assert _row(board, model_key=M2)["rank"] == 1
 
 
 def _row(frame: pl.DataFrame, **where: Any) -> dict[str, Any]:
@@ -53,7 +72,7 @@ def test_hand_built_leaderboard_numbers(hand_tables: dict[str, pl.DataFrame]) ->
     assert (m1["prompt_tokens"], m1["completion_tokens"]) == (400, 8)
     assert m1["cost_usd"] == pytest.approx(0.004)
     assert m1["estimated_cost_usd"] == pytest.approx(400 * 1e-6 + 8 * 2e-6)  # newest snapshot only
-    assert m1["pricing_fetched_at"] == dt.datetime(2026, 3, 1)
+    assert m1["pricing_fetched_at"] == dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
     assert m1["cost_per_correct_usd"] == pytest.approx(0.004 / 3)
     assert (m1["label"], m1["provider"], m1["rank"], m1["complete"], m1["passed_all"]) == (
         "Model One",
@@ -68,20 +87,22 @@ def test_hand_built_leaderboard_numbers(hand_tables: dict[str, pl.DataFrame]) ->
     assert m2["strict_compliance"] == 1.0
     assert (m2["cost_usd"], m2["estimated_cost_usd"]) == (None, None)
     assert (m2["provider"], m2["label"], m2["rank"]) == ("anthropic", M2, 2)  # derived: not in `models`
-    assert m2["tie_group"] == m1["tie_group"] == 1  # 2 vs 1 discordant: far from significant
+    assert m2["tie_group"] == m1["tie_group"] == "a"  # 2 vs 1 discordant: far from significant
+    assert (m1["rank_low"], m1["rank_high"], m2["rank_low"], m2["rank_high"]) == (1, 2, 1, 2)
+    assert (m1["cost_source"], m1["effective_cost_usd"]) == ("reported", pytest.approx(0.004))
     m3 = _row(lb, model_key=M3)
     assert (m3["complete"], m3["rank"], m3["tie_group"], m3["missing_count"]) == (False, None, None, 3)
+    assert (m3["rank_low"], m3["rank_high"]) == (None, None)
     assert m3["official_score"] == 2
 
 
 def test_hand_built_pairwise_items_and_small_tables(hand_tables: dict[str, pl.DataFrame]) -> None:
     pw = hand_tables["pairwise_comparison"]
-    assert pw.height == 3
-    pair = _row(pw, model_a=M2, model_b=M1)  # keys in sorted order
-    assert (pair["n_shared"], pair["a_only_correct"], pair["b_only_correct"]) == (4, 1, 2)
-    assert (pair["accuracy_a"], pair["accuracy_b"]) == (0.5, 0.75)
+    assert pw.height == 1  # ranked keys only: the incomplete M3 is not tested
+    pair = _row(pw, model_a=M1, model_b=M2)  # in rank order
+    assert (pair["n_shared"], pair["a_only_correct"], pair["b_only_correct"]) == (4, 2, 1)
+    assert (pair["accuracy_a"], pair["accuracy_b"]) == (0.75, 0.5)
     assert pair["p_value"] == pytest.approx(1.0)
-    assert _row(pw, model_a=M1, model_b=M3)["n_shared"] == 1
 
     items = hand_tables["item_analysis"]
     q2 = _row(items, number=2)
@@ -132,7 +153,7 @@ def synthetic() -> tuple[Any, dict[str, pl.DataFrame], pl.DataFrame]:
     con = register(duckdb.connect(), warehouse)
     scores = score_inferences(con)
     con.register("scores", scores)
-    return warehouse, build_leaderboard_tables(con, seed=0, bootstrap_samples=400), scores
+    return warehouse, build_leaderboard_tables(con), scores
 
 
 def test_synthetic_invariants(synthetic: tuple[Any, dict[str, pl.DataFrame], pl.DataFrame]) -> None:
@@ -169,11 +190,16 @@ def test_synthetic_planted_anomalies(synthetic: tuple[Any, dict[str, pl.DataFram
     items = tables["item_analysis"]
     assert _row(items, qid=warehouse.planted_qid)["flag"] == "possible_key_problem"
     assert items["flag"][0] == "possible_key_problem"
-    k = lb.height
+    errored = _row(lb, model_key=warehouse.errored_key)
+    assert errored["rank"] is None and errored["complete"] is False and errored["missing_count"] == 0
+    k = ranked.height
+    assert k == lb.height - 2  # the incomplete and the errored key take no part in the tests
     assert tables["pairwise_comparison"].height == k * (k - 1) // 2
-    # Tie groups are contiguous runs down the ranking and start at 1.
-    groups = ranked.sort("rank", "official_score")["tie_group"].to_list()
-    assert groups[0] == 1 and all(b - a in (0, 1) for a, b in itertools.pairwise(groups))
+    assert warehouse.errored_key not in tables["pairwise_comparison"]["model_a"].to_list()
+    # The letter display starts at 'a' and every ranked key has at least one letter.
+    letters = ranked.sort("rank", "official_score", descending=[False, True])["tie_group"].to_list()
+    assert letters[0].startswith("a") and all(letters)
+    assert (ranked["rank_low"] <= ranked["rank_high"]).all()
     eds = tables["leaderboard_by_edition"]
     assert not _row(eds, model_key=warehouse.incomplete_key, edition=warehouse.editions[-1])["complete"]
     frontier = tables["pareto_frontier"].filter(pl.col("on_frontier"))
@@ -188,7 +214,7 @@ def test_synthetic_planted_anomalies(synthetic: tuple[Any, dict[str, pl.DataFram
 
 def test_deterministic_for_a_seed(synthetic: tuple[Any, dict[str, pl.DataFrame], pl.DataFrame]) -> None:
     warehouse, tables, _ = synthetic
-    again = build_leaderboard_tables(register(duckdb.connect(), warehouse), seed=0, bootstrap_samples=400)
+    again = build_leaderboard_tables(register(duckdb.connect(), warehouse))
     for name, frame in tables.items():
         assert frame.equals(again[name]), name
 
@@ -243,6 +269,8 @@ def _published_connection(run_dir: Path) -> tuple[duckdb.DuckDBPyConnection, str
     con.register("inferences", pa.Table.from_pylist(rows, schema=_INFERENCE_SCHEMA))
     con.register("questions", questions)
     con.register("answer_keys", answer_keys)
+    # The summary says which editions the run completed (the import writes the same relation).
+    con.register("published_run_summaries", pl.DataFrame([read_run_summary(run_dir).model_dump()]))
     con.register("editions", pl.DataFrame({"edition": [43, 44, 45], "exam_date": [dt.date(2025, 4, 13)] * 3}))
     con.register(
         "models",
@@ -299,7 +327,7 @@ def test_reproduces_published_summaries(shared_oab: Path) -> None:
         )
 
         # The leaderboard carries the same figures.
-        tables = build_leaderboard_tables(con, bootstrap_samples=200)
+        tables = build_leaderboard_tables(con)
         row = _row(tables["leaderboard"], model_key=model)
         agg = published["aggregate"]
         assert (row["official_score"], row["technical_score"], row["technical_total"]) == (

@@ -1,4 +1,4 @@
-"""Importing OABench run folders: the real published runs, and the merge rules on small synthetic runs."""
+"""Importing OABench run folders: the real published runs, and the run rules on small synthetic runs."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pytest
 
 from oabench_pipeline.core.published_runs import (
     PublishedRunError,
-    merge_published_records,
     published_run_dirs,
     read_published_run,
     read_published_runs,
     read_published_summary,
+    read_run_summary,
 )
 
 PARTIAL_RUN = "2026-03-03T13-41-07-320Z_openai--gpt-5-mini_direto"
@@ -63,13 +63,22 @@ def test_summaries_exist_only_for_finished_runs(runs_dir: Path) -> None:
             assert summary["aggregate"]["totalQuestions"] == 240
 
 
-def test_real_runs_do_not_overlap_so_merge_keeps_all(runs_dir: Path) -> None:
+def test_each_folder_is_one_run_named_after_it(runs_dir: Path) -> None:
     records = read_published_runs(runs_dir)
-    merged = merge_published_records(records)
-    assert len(merged) == len(records)
-    assert [(r.model_key, r.edition, r.number) for r in merged] == sorted(
-        (r.model_key, r.edition, r.number) for r in merged
+    assert {r.run_id for r in records} == {d.name for d in published_run_dirs(runs_dir)}
+    assert len({(r.run_id, r.qid) for r in records}) == len(records)
+
+
+def test_run_summaries_say_which_editions_completed_and_at_what_price(runs_dir: Path) -> None:
+    partial = read_run_summary(runs_dir / PARTIAL_RUN)
+    assert (partial.has_summary, partial.editions, partial.completed_at) == (False, [], None)
+    grok = read_run_summary(runs_dir / "2026-03-03T18-05-25-435Z_x-ai--grok-4.1-fast_direto")
+    assert grok.has_summary and grok.editions == [43, 44, 45]
+    assert (
+        grok.completed_at is not None and grok.completed_at.isoformat() == "2026-03-03T18:10:20.395000+00:00"
     )
+    assert (grok.prompt_price_per_token, grok.completion_price_per_token) == (2e-07, 5e-07)
+    assert grok.estimated_cost_usd == pytest.approx(0.1897627)
 
 
 # ---- synthetic run folders, shaped from a real line ----
@@ -112,8 +121,8 @@ def _line(template: dict[str, Any], number: int, answer: str, timestamp: str) ->
     }
 
 
-def test_newest_record_wins_across_runs(tmp_path: Path, real_line: dict[str, Any]) -> None:
-    # The folder named first holds the newer answer for q2: the timestamp decides, not the folder order.
+def test_runs_are_kept_apart_not_merged(tmp_path: Path, real_line: dict[str, Any]) -> None:
+    # A later run answering the same questions is another run: nothing of run-1 is replaced.
     _write_run(
         tmp_path,
         "run-1",
@@ -124,8 +133,13 @@ def test_newest_record_wins_across_runs(tmp_path: Path, real_line: dict[str, Any
         "run-2",
         [_line(real_line, 1, "B", "2026-03-03T11:00:00Z"), _line(real_line, 2, "B", "2026-03-03T11:00:00Z")],
     )
-    merged = merge_published_records(read_published_runs(tmp_path))
-    assert [(r.number, r.answer_lenient, r.run_id) for r in merged] == [(1, "B", "run-2"), (2, "A", "run-1")]
+    records = read_published_runs(tmp_path)
+    assert sorted((r.run_id, r.number, r.answer_lenient) for r in records) == [
+        ("run-1", 1, "A"),
+        ("run-1", 2, "A"),
+        ("run-2", 1, "B"),
+        ("run-2", 2, "B"),
+    ]
 
 
 def test_last_line_wins_within_a_resumed_run(tmp_path: Path, real_line: dict[str, Any]) -> None:
@@ -149,8 +163,8 @@ def test_keys_follow_the_registry_rule_and_keep_configs_apart(
     _write_run(tmp_path, "plain", line, model="openai/gpt-5.2", effort="none")
     _write_run(tmp_path, "medium", line, model="openai/gpt-5.2", effort="medium")
     _write_run(tmp_path, "delib", line, model="openai/gpt-5.2", protocol="deliberativo", effort="high")
-    merged = merge_published_records(read_published_runs(tmp_path))
-    assert sorted(r.model_key for r in merged) == [
+    records = read_published_runs(tmp_path)
+    assert sorted(r.model_key for r in records) == [
         "openai/gpt-5.2",
         "openai/gpt-5.2:reasoning-high:deliberativo",
         "openai/gpt-5.2:reasoning-medium",

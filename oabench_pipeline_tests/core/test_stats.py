@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats as sps
 
 from oabench_pipeline.core import stats
 
@@ -26,39 +25,6 @@ def test_holm_known_vector_and_nan() -> None:
     np.testing.assert_allclose(adjusted[:4], [0.03, 0.06, 0.06, 0.02])
     assert np.isnan(adjusted[4])
     assert (stats.holm_adjust([0.9, 0.8]) <= 1.0).all()
-
-
-def test_bootstrap_ci_seeded_contains_estimate_and_shrinks_with_n() -> None:
-    low, high = stats.bootstrap_accuracy_ci([30, 300, 3000], [40, 400, 4000], samples=4000, seed=7)
-    again = stats.bootstrap_accuracy_ci([30, 300, 3000], [40, 400, 4000], samples=4000, seed=7)
-    np.testing.assert_array_equal(low, again[0])
-    assert ((low <= 0.75) & (high >= 0.75)).all()
-    widths = high - low
-    assert widths[0] > widths[1] > widths[2]
-    # The binomial interval has the normal-approximation width for large n.
-    assert widths[2] == pytest.approx(2 * 1.96 * math.sqrt(0.75 * 0.25 / 4000), rel=0.1)
-    empty_low, _ = stats.bootstrap_accuracy_ci([0], [0], samples=10, seed=0)
-    assert np.isnan(empty_low[0])
-
-
-def test_pass_probability_matches_exact_binomial() -> None:
-    scores = np.array([[60, 40], [20, 41]])
-    totals = np.array([[80, 80], [80, 0]])  # second key did not sit the second edition
-    per_edition, joint = stats.bootstrap_pass_probability(scores, totals, 40, samples=20000, seed=1)
-    exact = sps.binom.sf(39, 80, scores / 80)
-    assert per_edition[0, 0] == pytest.approx(exact[0, 0], abs=0.01)
-    assert per_edition[0, 1] == pytest.approx(exact[0, 1], abs=0.02)
-    assert per_edition[1, 0] == pytest.approx(0.0, abs=0.001)
-    assert per_edition[1, 1] == 0.0
-    assert joint[0] == pytest.approx(exact[0, 0] * exact[0, 1], abs=0.02)
-    only_first, joint_first = stats.bootstrap_pass_probability(
-        scores, totals, 40, samples=2000, seed=1, joint_columns=[True, False]
-    )
-    assert joint_first[0] == pytest.approx(only_first[0, 0])
-    _, none = stats.bootstrap_pass_probability(
-        scores, totals, 40, samples=10, seed=1, joint_columns=[False, False]
-    )
-    assert (none == 0).all()
 
 
 def test_spearman() -> None:

@@ -9,7 +9,15 @@ import pytest
 
 from oabench_pipeline.core.baselines import BASELINE_IDS
 from oabench_pipeline.core.models_registry import ModelConfig
-from oabench_pipeline.inference.cell import api_cell_rows, baseline_cell_rows, plan_cell
+from oabench_pipeline.core.prompts import request_hash
+from oabench_pipeline.core.runs import live_run_id
+from oabench_pipeline.inference.cell import (
+    api_cell_rows,
+    baseline_cell_rows,
+    build_requests,
+    plan_cell,
+    replicate_plans,
+)
 from oabench_pipeline.inference.client import ChatRequest, ChatResult
 from oabench_pipeline.tables import conform, empty_frame
 
@@ -75,24 +83,70 @@ def test_only_unanswered_requests_are_pending() -> None:
     assert [r.qid for r in plan.pending] == [q2.qid, q4.qid]
 
 
-def test_answered_rows_of_the_partition_are_kept_and_not_asked_again() -> None:
+def test_answered_rows_of_this_run_are_kept_and_rows_of_other_runs_are_not_mixed_in() -> None:
     qs, (q1, q2, q4) = first_plan()
+    r1 = live_run_id(MODEL.key, 1)
     existing = conform(
         "inferences",
         pl.DataFrame(
             [
-                {"qid": q1.qid, "raw_response": "C", "source": "imported", "request_hash": None},
-                {"qid": q2.qid, "raw_response": "D", "source": "live", "request_hash": q2.request_hash},
-                {"qid": q4.qid, "raw_response": None, "error": "not sent", "source": "live"},
+                {"qid": q1.qid, "raw_response": "C", "source": "imported", "run_id": "folder"},
+                {
+                    "qid": q2.qid,
+                    "raw_response": "D",
+                    "source": "live",
+                    "request_hash": q2.request_hash,
+                    "run_id": r1,
+                },
+                {"qid": q4.qid, "raw_response": None, "error": "not sent", "source": "live", "run_id": r1},
             ]
         ),
     )
     plan = plan_cell(MODEL, qs, {}, existing)
-    assert set(plan.kept) == {q1.qid, q2.qid}
-    assert [r.qid for r in plan.pending] == [q4.qid]
-    rows = {r["qid"]: r for r in api_cell_rows(MODEL, qs, plan, {}, run_id="r1")}
-    assert rows[q1.qid]["source"] == "imported" and rows[q1.qid]["raw_response"] == "C"
+    assert set(plan.kept) == {q2.qid}  # the imported answer belongs to another run
+    assert [r.qid for r in plan.pending] == [q1.qid, q4.qid]
+    rows = {r["qid"]: r for r in api_cell_rows(MODEL, qs, plan, {}, run_id=r1)}
+    assert rows[q2.qid]["raw_response"] == "D"
     assert rows[q4.qid]["error"] == "not sent" and rows[q4.qid]["request_hash"] == q4.request_hash
+
+
+def test_replicate_one_hashes_as_before_and_later_replicates_are_new_requests() -> None:
+    qs, (q1, _, _) = first_plan()
+    assert q1.request_hash == request_hash(q1.body)  # existing logs stay valid: nothing is paid twice
+    second = build_requests(MODEL, qs, replicate=2)
+    assert second[0].body == q1.body and second[0].request_hash != q1.request_hash
+    assert build_requests(MODEL, qs, replicate=3)[0].request_hash not in {
+        q1.request_hash,
+        second[0].request_hash,
+    }
+
+
+def test_replicate_plans_resume_the_current_replicate_then_start_the_next() -> None:
+    qs, requests = first_plan()
+    fresh = replicate_plans(MODEL, qs, {}, empty_frame("inferences"), target=2)
+    assert [p.replicate for p in fresh] == [1, 2] and all(len(p.pending) == 3 for p in fresh)
+    # Replicate 1 answered and written; one answer of it still failed: it is resumed, nothing more.
+    logged = {r.request_hash: answered(r) for r in requests}
+    logged[requests[1].request_hash] = answered(requests[1], None, "HTTP 503")
+    rows = api_cell_rows(
+        MODEL,
+        qs,
+        plan_cell(MODEL, qs, logged, empty_frame("inferences")),
+        logged,
+        run_id=live_run_id(MODEL.key, 1),
+    )
+    existing = conform("inferences", pl.DataFrame(rows))
+    (resume,) = replicate_plans(MODEL, qs, logged, existing, target=1)
+    assert (resume.replicate, [r.qid for r in resume.pending]) == (1, [requests[1].qid])
+    # Once complete, one replicate is enough; two ask for replicate 2; an imported complete run counts.
+    logged[requests[1].request_hash] = answered(requests[1])
+    rows = api_cell_rows(
+        MODEL, qs, plan_cell(MODEL, qs, logged, existing), logged, run_id=live_run_id(MODEL.key, 1)
+    )
+    existing = conform("inferences", pl.DataFrame(rows))
+    assert replicate_plans(MODEL, qs, logged, existing, target=1) == []
+    assert [p.replicate for p in replicate_plans(MODEL, qs, logged, existing, target=2)] == [2]
+    assert replicate_plans(MODEL, qs, logged, existing, target=2, complete_elsewhere=1) == []
 
 
 def test_a_changed_prompt_is_a_new_request_and_is_asked_again() -> None:

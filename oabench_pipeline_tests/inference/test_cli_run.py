@@ -133,3 +133,33 @@ def test_edition_not_ingested_is_a_usage_error(fresh_env: PipelineEnv) -> None:
     assert "edition(s) 46 not ingested" in result.output
     assert "oabench ingest --editions 46" in result.output
     assert not fresh_env.warehouse.has_table("inferences")
+
+
+def test_replicates_ask_again_once_and_replicate_one_is_never_paid_twice(fresh_env: PipelineEnv) -> None:
+    with ReplayServer() as server:
+        use_models(fresh_env, [{"id": "acme/m", "base_url": server.base_url, "api_key_env": ""}])
+        first = fresh_env.cli("run", "--models", "acme/m", "--editions", "45")
+        assert first.exit_code == 0, first.output
+        assert server.stats.total_requests == 80
+        again = fresh_env.cli("run", "--models", "acme/m", "--editions", "45", "--replicates", "2")
+        assert again.exit_code == 0, again.output
+        assert server.stats.total_requests == 160  # replicate 2 only: replicate 1's hashes are unchanged
+        for args in (("--replicates", "2"), ()):  # both satisfied now: nothing is sent
+            result = fresh_env.cli("run", "--models", "acme/m", "--editions", "45", *args)
+            assert result.exit_code == 0, result.output
+            assert "up to date" in result.output
+        assert server.stats.total_requests == 160
+
+    rows = fresh_env.warehouse.read("inferences", "45|acme/m")
+    assert rows.group_by("run_id").len().sort("run_id").rows() == [
+        ("live:acme/m:r1", 80),
+        ("live:acme/m:r2", 80),
+    ]
+    assert rows.select("run_id", "qid").n_unique() == 160 and rows["request_hash"].n_unique() == 160
+    runs = fresh_env.warehouse.read("runs").filter(pl.col("model_key") == "acme/m").sort("replicate")
+    assert runs.select("run_id", "source", "replicate", "complete").rows() == [
+        ("live:acme/m:r1", "live", 1, True),
+        ("live:acme/m:r2", "live", 2, True),
+    ]
+    by_edition = fresh_env.warehouse.read("leaderboard_by_edition").filter(pl.col("model_key") == "acme/m")
+    assert by_edition["run_id"].to_list() == ["live:acme/m:r2"]  # the newest complete run counts

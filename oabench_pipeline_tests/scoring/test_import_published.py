@@ -8,8 +8,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from oabench_pipeline.core.leaderboard import summarize_like_oabench
 from oabench_pipeline_tests.pipeline_env import PipelineEnv
+from oabench_pipeline_tests.summary_like_oabench import summarize_like_oabench
 
 PARTIAL_RUN_KEY = "openai/gpt-5-mini"
 
@@ -131,10 +131,13 @@ def test_partial_run_is_incomplete_and_unranked(imported: PipelineEnv) -> None:
 
 
 def test_import_twice_changes_nothing(imported: PipelineEnv, shared_oab: Path) -> None:
-    before = imported.warehouse.read("inferences").sort("model_key", "qid")
+    # Only the Dagster run that wrote the rows changes: the runs and their answers stay as they were.
+    before = imported.warehouse.read("inferences").sort("model_key", "run_id", "qid")
     result = imported.cli("import", str(shared_oab / "published-runs"))
     assert result.exit_code == 0, result.output
-    assert imported.warehouse.read("inferences").sort("model_key", "qid").equals(before)
+    after = imported.warehouse.read("inferences").sort("model_key", "run_id", "qid")
+    assert after.drop("dagster_run_id").equals(before.drop("dagster_run_id"))
+    assert set(after["dagster_run_id"]).isdisjoint(before["dagster_run_id"])
 
 
 def test_reports_are_real_images(imported: PipelineEnv) -> None:
@@ -164,7 +167,8 @@ def test_partial_run_is_a_failed_cell_in_the_instance_as_in_status(imported: Pip
         evaluation = failed[0].event.dagster_event.event_specific_data
         assert evaluation.passed is False
         assert evaluation.metadata["problems"].value.startswith(
-            "79 of 80 active questions without an answer: oab-45-1f-q1; oab-45-1f-q2;"
+            "79 of 80 active questions without an answer (run 2026-03-03T13-41-07-320Z_openai--gpt-5-mini_direto):"
+            " oab-45-1f-q1; oab-45-1f-q2;"
         )
         assert run_states(instance, [cell]) == {f"45|{PARTIAL_RUN_KEY}": "failed"}
         report = collect_status(imported.settings, instance, ["45"], [PARTIAL_RUN_KEY])

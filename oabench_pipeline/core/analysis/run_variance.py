@@ -1,0 +1,91 @@
+"""How much replicates of one key differ: the spread of its official score and how often answers flip.
+
+A key's replicate k is complete when every required edition has a k-th complete run (`core/runs.py`);
+`runs` counts those. Its score is the official score summed over the required editions.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from oabench_pipeline.core.analysis.frames import registered
+
+_REPLICATES_TEMP = "_oabench_replicates"
+
+_REPLICATE_ANSWERS_SQL = """
+SELECT s.model_key, s.edition::INTEGER AS edition, r.replicate, s.qid, s.status,
+       s.is_correct_official, coalesce(s.answer, '') AS answer
+FROM {scores} AS s
+JOIN {replicates} AS r
+  ON r.model_key = s.model_key AND r.edition = s.edition AND r.run_id = s.run_id
+"""
+
+RUN_VARIANCE_SCHEMA = {
+    "model_key": pl.String,
+    "runs": pl.Int64,
+    "score_mean": pl.Float64,
+    "score_min": pl.Int64,
+    "score_max": pl.Int64,
+    "score_sd": pl.Float64,
+    "flip_rate": pl.Float64,
+}
+
+
+def complete_replicates(cells: pl.DataFrame, required: list[int]) -> pl.DataFrame:
+    """(model_key, runs): complete replicates per key, for keys with at least one."""
+    per_edition = (
+        cells.filter(pl.col("complete") & pl.col("edition").is_in(required))
+        .group_by("model_key", "edition")
+        .agg(replicates=pl.col("replicate").max())
+    )
+    return (
+        per_edition.group_by("model_key")
+        .agg(editions=pl.len(), runs=pl.col("replicates").min().cast(pl.Int64))
+        .filter((pl.col("editions") == len(required)) & (pl.col("runs") >= 1))
+        .select("model_key", "runs")
+    )
+
+
+def run_variance(
+    con: duckdb.DuckDBPyConnection, scores: str, cells: pl.DataFrame, required: list[int]
+) -> pl.DataFrame:
+    """Per key with ≥ 1 complete replicate: `runs`, score mean/min/max/sd (sd NULL with one run) and
+    `flip_rate`, the share of active questions whose answer differs between replicates (NULL with one)."""
+    keys = complete_replicates(cells, required)
+    if keys.is_empty() or not required:
+        return pl.DataFrame(schema=RUN_VARIANCE_SCHEMA)
+    replicates = (
+        cells.filter(pl.col("complete") & pl.col("edition").is_in(required))
+        .join(keys, on="model_key")
+        .filter(pl.col("replicate") <= pl.col("runs"))
+        .select("model_key", "edition", "run_id", "replicate")
+    )
+    with registered(con, {_REPLICATES_TEMP: replicates}):
+        answers = con.sql(_REPLICATE_ANSWERS_SQL.format(scores=scores, replicates=_REPLICATES_TEMP)).pl()
+    totals = (
+        answers.group_by("model_key", "replicate")
+        .agg(score=pl.col("is_correct_official").sum().cast(pl.Int64))
+        .group_by("model_key")
+        .agg(
+            score_mean=pl.col("score").mean(),
+            score_min=pl.col("score").min(),
+            score_max=pl.col("score").max(),
+            score_sd=pl.col("score").std(ddof=1),
+        )
+    )
+    flips = (
+        answers.filter(pl.col("status") == "active")
+        .group_by("model_key", "qid")
+        .agg(flipped=pl.col("answer").n_unique() > 1)
+        .group_by("model_key")
+        .agg(flip_rate=pl.col("flipped").mean())
+    )
+    return (
+        keys.join(totals, on="model_key", how="left")
+        .join(flips, on="model_key", how="left")
+        .with_columns(flip_rate=pl.when(pl.col("runs") >= 2).then(pl.col("flip_rate")))
+        .select(list(RUN_VARIANCE_SCHEMA))
+        .cast(RUN_VARIANCE_SCHEMA)  # type: ignore[arg-type]
+        .sort("model_key")
+    )
