@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import click
 import polars as pl
 
-from oabench_pipeline.cli_output import ProgressBar, format_table
+from oabench_pipeline.cli_output import ProgressBar, format_table, leaderboard_summary
 from oabench_pipeline.core.editions import known_editions
 from oabench_pipeline.core.models_registry import ModelConfig, ModelsRegistryError, load_models_registry
 from oabench_pipeline.core.runs import with_logical_run_ids
@@ -57,9 +57,13 @@ def _dagster(settings: Settings) -> tuple[Definitions, DagsterInstance]:
 
 def _instance(settings: Settings) -> DagsterInstance:
     """The persistent Dagster instance, entered (made current) until the command ends."""
-    from oabench_pipeline.runner import instance_for
+    from oabench_pipeline.runner import InstanceHomeError, instance_for
 
-    return click.get_current_context().with_resource(instance_for(settings))
+    try:
+        instance = instance_for(settings)
+    except InstanceHomeError as error:
+        raise click.ClickException(str(error)) from None
+    return click.get_current_context().with_resource(instance)
 
 
 def ensure_partitions(instance: DagsterInstance, partitions_name: str, keys: list[str]) -> list[str]:
@@ -436,12 +440,13 @@ def import_runs(path: str) -> None:
     _set_aside_damaged_imports(Warehouse(settings.warehouse_path))
     defs, instance = _dagster(settings)
     config = {"ops": {"published_runs": {"config": {"path": str(Path(path).resolve())}}}}
+    from oabench_pipeline.inference.imports import unanswered_questions
     from oabench_pipeline.partitions import cell_partition_key
 
     _must(run_assets(defs, instance, ["published_runs"], run_config=config), f"import {path}")
     warehouse = Warehouse(settings.warehouse_path)
     cells = warehouse.query("select distinct model_key, edition from inferences where source = 'imported'")
-    scored = 0
+    scored, incomplete = 0, []
     for model_key, edition in cells.iter_rows():
         partition = cell_partition_key(model_key, edition)
         if warehouse.read("questions", str(edition)).is_empty():
@@ -449,10 +454,23 @@ def import_runs(path: str) -> None:
                 f"{model_key} × {edition}: edition not ingested, not scored (run `oabench ingest --editions {edition}`)"
             )
             continue
+        if unanswered_questions(warehouse, str(edition), warehouse.read("inferences", str(partition))):
+            # Recorded as the failed cell it is (failed check, failed partition), as `oabench status` says.
+            offline = {
+                "ops": {"inferences": {"config": {"offline": True}}},
+                "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},  # an expected failure
+            }
+            run_assets(defs, instance, ["inferences"], partition_key=partition, run_config=offline)
+            incomplete.append(f"{model_key} × {edition}")
         _must(run_assets(defs, instance, ["scores"], partition_key=partition), f"scores {partition}")
         scored += 1
     _must(run_assets(defs, instance, ["models", *REPORT_ASSETS]), "leaderboard")
     click.echo(f"imported {cells.height} cell(s) from {path}; scored {scored}")
+    if incomplete:
+        click.echo(
+            f"incomplete (not every question answered, shown as failed): {', '.join(incomplete)}; "
+            "`oabench status` has the counts"
+        )
 
 
 @main.command(name="status")
@@ -471,9 +489,34 @@ def status_cmd(models_opt: str | None, editions_opt: str | None, fmt: str) -> No
     if fmt == "json":
         click.echo(json.dumps(report.as_json(), ensure_ascii=False, indent=2))
     else:
-        click.echo(format_table(report.frame(), "table") if report.cells else "no cells to show")
+        table = format_table(report.display_frame(), "table", wrap={"reason": 60})
+        click.echo(table if report.cells else "no cells to show")
         click.echo(report.summary())
     sys.exit(0 if report.complete else 1)
+
+
+@main.command(name="sql")
+@click.argument("query")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json", "markdown"]),
+    default="table",
+    show_default=True,
+)
+def sql_cmd(query: str, fmt: str) -> None:
+    """Run one read-only SQL query (DuckDB dialect) over the warehouse tables and print the result.
+
+    Example: oabench sql "select model_key, official_score from leaderboard order by rank"
+    """
+    from oabench_pipeline.query import QueryError, run_read_only
+
+    settings = Settings.from_env()
+    try:
+        frame = run_read_only(Warehouse(settings.warehouse_path), query)
+    except QueryError as error:
+        raise click.ClickException(f"query failed: {error}") from None
+    click.echo(format_table(frame, fmt))
 
 
 @main.command(name="leaderboard")
@@ -486,72 +529,75 @@ def status_cmd(models_opt: str | None, editions_opt: str | None, fmt: str) -> No
     show_default=True,
 )
 @click.option(
+    "--wide", is_flag=True, help="Every column in the table (csv, json and markdown always have them)."
+)
+@click.option(
     "--as-of",
     "as_of",
     type=click.DateTime(formats=["%Y-%m-%d"]),
     help="Count only runs completed before the end of this day (UTC), e.g. 2026-03-03.",
 )
-def leaderboard_cmd(by: str, fmt: str, as_of: datetime | None) -> None:
+def leaderboard_cmd(by: str, fmt: str, wide: bool, as_of: datetime | None) -> None:
     """Print the leaderboard (or its per-edition / per-area breakdown) from the warehouse.
 
-    With --as-of the tables are computed for that day from the scored runs (nothing is written).
+    The default table fits 120 columns; csv and json keep every column at full precision. With --as-of
+    the tables are computed for that day from the scored runs (nothing is written).
     """
     settings = Settings.from_env()
     table = {"model": "leaderboard", "edition": "leaderboard_by_edition", "area": "leaderboard_by_area"}[by]
     warehouse = Warehouse(settings.warehouse_path)
     if as_of is None:
         frame = warehouse.read(table)
+        by_edition = warehouse.read("leaderboard_by_edition")
     elif not warehouse.has_table("scores"):
         raise click.ClickException("nothing is scored yet: run `oabench run` or `oabench import` first")
     else:
         from oabench_pipeline.core.leaderboard import build_leaderboard_tables
 
         with warehouse.reader() as con:
-            frame = build_leaderboard_tables(con, as_of=as_of.date())[table]
+            tables = build_leaderboard_tables(con, as_of=as_of.date())
+        frame, by_edition = tables[table], tables["leaderboard_by_edition"]
         if frame.is_empty():
             raise click.ClickException(f"no run had started by the end of {as_of.date()} (UTC)")
     if frame.is_empty():
         raise click.ClickException(f"no {table} table yet: run `oabench run` or `oabench import` first")
-    if fmt == "table":
-        frame = frame.select([c for c in TERMINAL_COLUMNS[by] if c in frame.columns])
+    note = None
+    if fmt == "table" and not wide:
+        if by == "model":
+            from oabench_pipeline.core.reports import editions_covered
+
+            frame, note = leaderboard_summary(
+                frame.sort("rank", "official_score", nulls_last=True, descending=[False, True]),
+                editions_covered(by_edition),
+            )
+        else:
+            columns = {c: h for c, h in TERMINAL_COLUMNS[by].items() if c in frame.columns}
+            frame = frame.select(list(columns)).rename(columns)
     click.echo(format_table(frame, fmt))
+    if note:
+        click.echo(note)
 
 
-# What fits a terminal; csv/json/markdown carry every column.
+# What fits a terminal for the breakdowns (`--by model` has its own summary); `--wide` shows every column.
 TERMINAL_COLUMNS = {
-    "model": [
-        "rank",
-        "tie_group",
-        "model_key",
-        "official_score",
-        "replicate_spread",
-        "official_total",
-        "official_accuracy",
-        "accuracy_ci_low",
-        "accuracy_ci_high",
-        "technical_accuracy",
-        "editions_passed",
-        "p_pass",
-        "invalid_count",
-        "strict_compliance",
-        "p50_latency_ms",
-        "cost_usd",
-        "complete",
-    ],
-    "edition": [
-        "model_key",
-        "edition",
-        "official_score",
-        "official_total",
-        "technical_score",
-        "technical_total",
-        "technical_accuracy",
-        "passed",
-        "p_pass",
-        "invalid_count",
-        "strict_compliance",
-        "avg_latency_ms",
-        "cost_usd",
-    ],
-    "area": ["model_key", "area", "correct", "total", "accuracy"],
+    "edition": {
+        "model_key": "model",
+        "edition": "edition",
+        "official_score": "score",
+        "official_total": "of",
+        "official_accuracy": "accuracy",
+        "technical_accuracy": "technical",
+        "passed": "passed",
+        "p_pass": "p_pass",
+        "invalid_count": "invalid",
+        "avg_latency_ms": "avg ms",
+        "cost_usd": "cost $",
+    },
+    "area": {
+        "model_key": "model",
+        "area": "area",
+        "correct": "correct",
+        "total": "of",
+        "accuracy": "accuracy",
+    },
 }

@@ -64,26 +64,136 @@ class ProgressBar:
         self._task = None
 
 
-def format_table(frame: pl.DataFrame, fmt: str) -> str:
-    """`table` (aligned text), `csv`, `json` (records) or `markdown`."""
+NULL_TEXT = "—"
+
+
+def render_cell(value: object) -> str:
+    """How `table` and `markdown` show one value: the same text in both.
+
+    Booleans `yes`/`no`, NULL as an em dash, floats to 4 decimals without trailing zeros (small values
+    keep 3 significant digits, so a cost of $0.000123 does not read 0); `csv` and `json` keep full precision.
+    """
+    if value is None:
+        return NULL_TEXT
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return "NaN"
+        if value != 0 and abs(value) < 0.01:
+            return f"{value:.3g}"
+        text = f"{value:.4f}".rstrip("0").rstrip(".")
+        return "0" if text == "-0" else text
+    return " ".join(str(value).split())
+
+
+def wrap_words(text: str, width: int) -> list[str]:
+    """Wrap at spaces only: a long word (a file name, a model key) stays whole on its own line."""
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines or [""]
+
+
+def format_table(frame: pl.DataFrame, fmt: str, wrap: dict[str, int] | None = None) -> str:
+    """`table` (aligned text), `csv`, `json` (records) or `markdown`.
+
+    `csv` and `json` carry every value at full precision (scripts read them); `table` and `markdown`
+    render values through `render_cell`. `wrap` gives columns of `table` a width to wrap at (at spaces).
+    """
     if fmt == "csv":
         return frame.write_csv()
     if fmt == "json":
         return json.dumps(frame.to_dicts(), ensure_ascii=False, default=str, indent=2)
-    rounded = frame.with_columns(pl.col(pl.Float64).round(4))
+    cells = [[render_cell(v) for v in row] for row in frame.iter_rows()]
     if fmt == "markdown":
-        header = "| " + " | ".join(rounded.columns) + " |"
-        rows = [
-            "| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in rounded.iter_rows()
+        header = "| " + " | ".join(frame.columns) + " |"
+        rows = ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
+        return "\n".join([header, "|" + "---|" * len(frame.columns), *rows])
+    return _text_table(frame, cells, wrap or {})
+
+
+def _text_table(frame: pl.DataFrame, cells: list[list[str]], wrap: dict[str, int]) -> str:
+    numeric = [dtype.is_numeric() for dtype in frame.dtypes]
+    wrapped = [
+        [
+            wrap_words(cell, wrap[name]) if name in wrap else [cell]
+            for name, cell in zip(frame.columns, row, strict=True)
         ]
-        return "\n".join([header, "|" + "---|" * len(rounded.columns), *rows])
-    with pl.Config(
-        tbl_rows=-1,
-        tbl_cols=-1,
-        tbl_width_chars=10_000,
-        fmt_str_lengths=60,
-        tbl_hide_column_data_types=True,
-        tbl_hide_dataframe_shape=True,
-        tbl_formatting="ASCII_MARKDOWN",
-    ):
-        return str(rounded)
+        for row in cells
+    ]
+    widths = [
+        max([len(name), *(len(line) for row in wrapped for line in row[i])])
+        for i, name in enumerate(frame.columns)
+    ]
+
+    def line(values: list[str]) -> str:
+        padded = [
+            v.rjust(w) if right else v.ljust(w) for v, w, right in zip(values, widths, numeric, strict=True)
+        ]
+        return "  ".join(padded).rstrip()
+
+    out = [line(list(frame.columns)), line(["-" * w for w in widths])]
+    for row in wrapped:
+        height = max(len(lines) for lines in row)
+        for k in range(height):
+            out.append(line([lines[k] if k < len(lines) else "" for lines in row]))
+    return "\n".join(out)
+
+
+def leaderboard_summary(
+    board: pl.DataFrame, covered: dict[str, list[int]] | None = None
+) -> tuple[pl.DataFrame, str | None]:
+    """The leaderboard as it fits a 120-column terminal, and a footnote when some runs are incomplete.
+
+    Rank, model, official score, official accuracy with its 95% interval, editions passed (of those run,
+    when a key did not run every required edition: `0/1 of 3`), what the calls cost and the median
+    latency; `--wide` (or csv/json) shows every column. `covered`: model key → editions it ran.
+    """
+
+    def passed(row: dict) -> str:
+        required = row["editions_total"]
+        ran = len((covered or {}).get(row["model_key"], [])) if covered is not None else required
+        return f"{row['editions_passed']}/{ran}" + (f" of {required}" if ran != required else "")
+
+    def interval(row: dict) -> str | None:
+        if row["official_accuracy"] is None:
+            return None
+        text = f"{row['official_accuracy']:.3f}"
+        if row["accuracy_ci_low"] is not None and row["accuracy_ci_high"] is not None:
+            text += f" [{row['accuracy_ci_low']:.3f}–{row['accuracy_ci_high']:.3f}]"
+        return text
+
+    rows = []
+    incomplete = False
+    for row in board.iter_rows(named=True):
+        incomplete |= not row["complete"]
+        rows.append(
+            {
+                "rank": row["rank"],
+                "model": row["model_key"] + ("" if row["complete"] else " *"),
+                "score": f"{row['official_score']}/{row['official_total']}",
+                "accuracy [95% CI]": interval(row),
+                "passed": passed(row),
+                "cost $": row["cost_usd"],
+                "p50 ms": row["p50_latency_ms"],
+            }
+        )
+    schema = {
+        "rank": pl.Int64,
+        "model": pl.String,
+        "score": pl.String,
+        "accuracy [95% CI]": pl.String,
+        "passed": pl.String,
+        "cost $": pl.Float64,
+        "p50 ms": pl.Float64,
+    }
+    note = (
+        "* incomplete: not every question of its editions answered, so unranked (`oabench status`)"
+        if incomplete
+        else None
+    )
+    return pl.DataFrame(rows, schema=schema), note

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dagster import Definitions
 
 from oabench_pipeline.automation.downstream import downstream_automation_sensor
+from oabench_pipeline.automation.portal_sensor import oab_portal_sensor
+from oabench_pipeline.automation.registry_sensor import models_registry_sensor
 from oabench_pipeline.automation.resources import PortalResource
 from oabench_pipeline.automation.schedules import weekly_portal_discovery
-from oabench_pipeline.automation.sensors import models_registry_sensor, oab_portal_sensor
 from oabench_pipeline.exams.assets import answer_keys, editions, exam_pdfs, questions
 from oabench_pipeline.inference.assets import inferences
 from oabench_pipeline.inference.imports import published_runs

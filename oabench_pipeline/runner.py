@@ -7,6 +7,7 @@ executor: no subprocess per step, so a no-op rerun costs little more than Dagste
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,20 +18,51 @@ from dagster._core.storage.defs_state.base import set_defs_state_storage
 from oabench_pipeline.settings import Settings
 
 
+class InstanceHomeError(Exception):
+    """DAGSTER_HOME cannot hold the instance (missing and not creatable, not writable, unreadable storage)."""
+
+
 def instance_for(settings: Settings) -> DagsterInstance:
     """The persistent instance: `$DAGSTER_HOME`, or `<warehouse folder>/dagster_home` when unset.
 
+    The repository root's `dagster.yaml` points the `dagster`/`dg` command lines (run there with no
+    DAGSTER_HOME) at that same `warehouse/dagster_home` storage, so every tool shares one instance.
     Use it as a context manager: entering it makes its storages the current ones for Dagster.
+    Raises `InstanceHomeError` (one line naming DAGSTER_HOME) when the folder cannot be used.
     """
     home = os.environ.get("DAGSTER_HOME")
+    origin = "DAGSTER_HOME"
     if not home:
         home = str(settings.warehouse_path.parent / "dagster_home")
-        os.environ["DAGSTER_HOME"] = home
-    Path(home).mkdir(parents=True, exist_ok=True)
-    config = Path(home) / "dagster.yaml"
+        origin = "DAGSTER_HOME (unset: defaults to <warehouse folder>/dagster_home)"
+    home_path = Path(os.path.expanduser(home))
+    if not home_path.is_absolute():
+        raise InstanceHomeError(f"{origin} {home!r} must be an absolute path")
+    _check_writable(home_path, origin)
+    os.environ["DAGSTER_HOME"] = str(home_path)
+    config = home_path / "dagster.yaml"
     if not config.exists():
         config.write_text(DEFAULT_INSTANCE_YAML, encoding="utf-8")
-    return DagsterInstance.get()
+    try:
+        return DagsterInstance.get()
+    except Exception as error:  # sqlite3, Dagster config errors: one line, not 110 of traceback
+        reason = " ".join(str(error).split())[:300]
+        raise InstanceHomeError(
+            f"{origin} {home_path}: cannot open the Dagster instance ({type(error).__name__}: {reason})"
+        ) from None
+
+
+def _check_writable(home: Path, origin: str) -> None:
+    """Create the folder if needed and prove a file can be written there (permissions alone lie to root)."""
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=home, prefix=".write-test-"):
+            pass
+    except OSError as error:
+        raise InstanceHomeError(
+            f"{origin} {home} is not a writable folder ({error.strerror or error}): "
+            "set DAGSTER_HOME to a folder you can write"
+        ) from None
 
 
 def ensure_partitions(instance: DagsterInstance, partitions_name: str, keys: Sequence[str]) -> list[str]:
@@ -68,10 +100,10 @@ def run_assets(
 ) -> RunOutcome:
     """Materialize the selected assets (and their checks) of `defs` in one in-process run.
 
-    Dagster's console logger is set to WARNING: the CLI prints its own progress, and the full event
-    log stays in the instance for the UI.
+    Dagster's console logger is set to WARNING (unless `run_config` sets `loggers`): the CLI prints its
+    own progress, and the full event log stays in the instance for the UI.
     """
-    run_config = {**(run_config or {}), "loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}}
+    run_config = {"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}, **(run_config or {})}
     # Dagster keeps "the current definitions-state storage" in a context variable that another
     # instance's exit can leave pointing at a disposed instance; pin it to ours for this run.
     with set_defs_state_storage(instance.defs_state_storage):

@@ -40,6 +40,7 @@ from oabench_pipeline.warehouse import DamagedPartitionError, Warehouse
 
 CellState = Literal["complete", "missing", "failed", "stale", "running"]
 STATES: tuple[CellState, ...] = ("complete", "missing", "failed", "stale", "running")
+UNKNOWN_COST = "unknown (no price snapshot)"
 
 
 @dataclass(frozen=True)
@@ -89,12 +90,26 @@ class StatusReport:
         }
         return pl.DataFrame([asdict(c) for c in self.cells], schema=schema)
 
+    def display_frame(self) -> pl.DataFrame:
+        """The table a person reads: an unknown cost says so instead of showing nothing (or $0)."""
+        costs = [
+            UNKNOWN_COST
+            if c.est_cost_usd is None and (c.to_send is None or c.to_send > 0)
+            else f"${c.est_cost_usd or 0:.4f}"
+            for c in self.cells
+        ]
+        return self.frame().with_columns(pl.Series("est_cost_usd", costs, dtype=pl.String))
+
     def summary(self) -> str:
         counts = ", ".join(f"{n} {state}" for state, n in self.counts().items() if n)
-        line = f"{len(self.cells)} cell(s): {counts or 'none'}; est. prompt cost to complete ${self.est_cost_usd():.4f}"
-        if self.unpriced:
-            line += f" (no price snapshot for {', '.join(self.unpriced)}: materialize model_pricing)"
-        return line
+        priced = [c for c in self.cells if c.est_cost_usd is not None and (c.to_send or 0) > 0]
+        if self.unpriced and not priced:
+            cost = f"{UNKNOWN_COST}: materialize model_pricing"
+        else:
+            cost = f"${self.est_cost_usd():.4f}"
+            if self.unpriced:
+                cost += f" + unknown for {', '.join(self.unpriced)} (no price snapshot: materialize model_pricing)"
+        return f"{len(self.cells)} cell(s): {counts or 'none'}; est. prompt cost to complete {cost}"
 
     def as_json(self) -> dict:
         return {

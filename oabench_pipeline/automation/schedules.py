@@ -22,13 +22,9 @@ from dagster import (
     schedule,
 )
 
+from oabench_pipeline.automation.jobs import ingest_edition_job, ingest_requests
+from oabench_pipeline.automation.portal_sensor import check_portal, discovered_keys
 from oabench_pipeline.automation.resources import PortalResource
-from oabench_pipeline.automation.sensors import (
-    check_portal,
-    discovered_keys,
-    ingest_edition_job,
-    ingest_requests,
-)
 from oabench_pipeline.partitions import editions_partitions
 from oabench_pipeline.resources import ExamSourcesResource, WarehouseResource
 

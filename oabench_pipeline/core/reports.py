@@ -7,6 +7,7 @@ never sees a half-written report. Plots use matplotlib's Agg backend (no display
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import html
 import io
 import os
@@ -36,6 +37,8 @@ class ReportFiles:
     csv: dict[str, Path] = field(default_factory=dict)
     parquet: dict[str, Path] = field(default_factory=dict)
     cost_plot_caption: str = ""
+    summary: str = ""
+    """A few lines of Markdown (under the UI's 1,000-character limit for showing a value inline)."""
 
     def all_paths(self) -> list[Path]:
         return [
@@ -79,10 +82,48 @@ def _fmt_ms(value: float | None) -> str:
     return "–" if value is None else f"{value:,.0f} ms"
 
 
+@dataclass(frozen=True)
+class ReportContext:
+    """When the report was made and how fresh its data is: printed at the top of every report."""
+
+    generated_at: dt.datetime
+    data_as_of: dt.datetime | None
+    """The newest answer (inference row) the tables were built from."""
+
+    def lines(self) -> list[str]:
+        as_of = (
+            "no answers yet" if self.data_as_of is None else _fmt_time(self.data_as_of) + " (newest answer)"
+        )
+        return [f"Generated {_fmt_time(self.generated_at)}", f"Data as of {as_of}"]
+
+
+def _fmt_time(moment: dt.datetime) -> str:
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(dt.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def editions_covered(by_edition: pl.DataFrame) -> dict[str, list[int]]:
+    """Model key → the editions it has scored rows for, in order."""
+    if by_edition.is_empty():
+        return {}
+    grouped = by_edition.group_by("model_key").agg(pl.col("edition").sort())
+    return {key: [int(e) for e in editions] for key, editions in grouped.iter_rows()}
+
+
+def _editions_text(row: dict, covered: list[int]) -> str:
+    """`3/3`, or for a run that did not cover every required edition: `0/1 run (45) of 3`."""
+    passed, required = row["editions_passed"], row["editions_total"]
+    if len(covered) == required and row["complete"]:
+        return f"{passed}/{required}"
+    run = ", ".join(map(str, covered)) or "none"
+    return f"{passed}/{len(covered)} run ({run}) of {required}"
+
+
 def _display_rows(tables: dict[str, pl.DataFrame]) -> tuple[list[str], list[list[str]]]:
     """Header and formatted cells of the person-facing leaderboard (shared by Markdown and HTML)."""
     header = [
-        "Rank",
+        "Rank (range)",
         "Model",
         "Key",
         "Official (95% CI)",
@@ -92,9 +133,12 @@ def _display_rows(tables: dict[str, pl.DataFrame]) -> tuple[list[str], list[list
         "Cost",
         "p50 latency",
     ]
+    covered = editions_covered(tables["leaderboard_by_edition"])
     rows = []
     for r in tables["leaderboard"].iter_rows(named=True):  # one row per key, for people to read
         rank = "–" if r["rank"] is None else str(r["rank"])
+        if r["rank"] is not None and r["rank_low"] is not None and r["rank_high"] is not None:
+            rank += f" ({r['rank_low']}–{r['rank_high']})" if r["rank_low"] != r["rank_high"] else ""
         cost = r["effective_cost_usd"]
         cost_text = _fmt_cost(cost) + (" (est.)" if r["cost_source"] == "estimated" else "")
         rows.append(
@@ -104,7 +148,7 @@ def _display_rows(tables: dict[str, pl.DataFrame]) -> tuple[list[str], list[list
                 str(r["model_key"]),
                 _fmt_pct(r["official_accuracy"]) + _fmt_ci(r["accuracy_ci_low"], r["accuracy_ci_high"]),
                 _fmt_pct(r["technical_accuracy"]) + _fmt_ci(r["technical_ci_low"], r["technical_ci_high"]),
-                f"{r['editions_passed']}/{r['editions_total']}",
+                _editions_text(r, covered.get(r["model_key"], [])),
                 _fmt_pct(r["p_pass"]),
                 cost_text,
                 _fmt_ms(r["p50_latency_ms"]),
@@ -113,97 +157,185 @@ def _display_rows(tables: dict[str, pl.DataFrame]) -> tuple[list[str], list[list
     return header, rows
 
 
+def _per_edition_rows(tables: dict[str, pl.DataFrame]) -> tuple[list[str], list[list[str]]]:
+    """Model × edition: the official score and pass/fail where the key ran, `not run` where it did not."""
+    by_edition = tables["leaderboard_by_edition"]
+    editions = sorted({int(e) for e in by_edition["edition"].to_list()}) if not by_edition.is_empty() else []
+    cells = {(r["model_key"], int(r["edition"])): r for r in by_edition.iter_rows(named=True)}
+    header = ["Model", *(f"Edition {e}" for e in editions)]
+    rows = []
+    for r in tables["leaderboard"].iter_rows(named=True):
+        row = [str(r["label"])]
+        for edition in editions:
+            cell = cells.get((r["model_key"], edition))
+            if cell is None:
+                row.append("not run")
+                continue
+            text = f"{cell['official_score']}/{cell['official_total']} " + (
+                "pass" if cell["passed"] else "fail"
+            )
+            row.append(text + ("" if cell["complete"] else " (incomplete)"))
+        rows.append(row)
+    return header, rows
+
+
+NOTES = (
+    "Official accuracy credits annulled questions to every model (as the OAB does); technical accuracy "
+    "counts active questions only. Intervals: 95% Wilson (annulled questions credited with certainty).",
+    "Rank: dense by official score among keys whose counted run of every edition is complete (the newest "
+    "complete run); incomplete keys are listed but not ranked. Range: the best and worst rank the exact "
+    "McNemar tests (Holm-adjusted, 5%) allow, 1 + the keys significantly better to the keys minus those "
+    "significantly worse; keys whose ranges overlap are not shown to differ. Cost marked (est.): tokens "
+    "x a price snapshot.",
+    "Editions passed: official score of at least 40/80; a key that ran only some editions shows which "
+    "(`0/1 run (45) of 3`).",
+)
+
+
 def _md_cell(text: str) -> str:
     """Escape what would break a Markdown table cell."""
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-def leaderboard_markdown(tables: dict[str, pl.DataFrame]) -> str:
-    """The leaderboard as a Markdown table (also used as Dagster metadata)."""
-    header, rows = _display_rows(tables)
-    lines = [
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return [
         "| " + " | ".join(header) + " |",
         "|" + "|".join("---" for _ in header) + "|",
         *("| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows),
     ]
-    note = (
-        "Official accuracy credits annulled questions to every model (as the OAB does); technical "
-        "accuracy counts active questions only. Intervals: 95% Wilson (annulled questions credited with "
-        "certainty). Rank: dense by official score among keys whose counted run of every edition is "
-        "complete (the newest complete run). Cost marked (est.): tokens x a price snapshot."
-    )
-    return "\n".join(lines) + "\n\n" + note + "\n"
+
+
+def leaderboard_markdown(tables: dict[str, pl.DataFrame], context: ReportContext | None = None) -> str:
+    """The leaderboard as Markdown: when, the ranking, the notes, the per-edition results."""
+    lines = []
+    if context is not None:
+        lines += [" · ".join(context.lines()), ""]
+    lines += _md_table(*_display_rows(tables))
+    lines += ["", *(f"{note}\n" for note in NOTES), "**Per edition**", ""]
+    lines += _md_table(*_per_edition_rows(tables))
+    return "\n".join(lines) + "\n"
+
+
+def summary_markdown(tables: dict[str, pl.DataFrame], context: ReportContext, top: int = 5) -> str:
+    """The head of the ranking in a few short lines, short enough for the UI to show inline."""
+    board = tables["leaderboard"].filter(pl.col("rank").is_not_null()).sort("rank", "official_score")
+    lines = [f"{' · '.join(context.lines())}", ""]
+    for r in board.head(top).iter_rows(named=True):
+        lines.append(
+            f"{r['rank']}. {r['label']}: {_fmt_pct(r['official_accuracy'])}"
+            f"{_fmt_ci(r['accuracy_ci_low'], r['accuracy_ci_high'])}"
+        )
+    unranked = tables["leaderboard"].height - board.height
+    more = [
+        f"{board.height - top} more ranked" if board.height > top else "",
+        f"{unranked} incomplete, unranked" if unranked else "",
+    ]
+    if any(more):
+        lines += ["", "… " + ", ".join(filter(None, more)) + " (see `leaderboard`)"]
+    text = "\n".join(lines)
+    return text if len(text) < 1000 else text[:990] + "…"
 
 
 def _plot_cost_vs_accuracy(pareto: pl.DataFrame) -> tuple[bytes, str]:
-    """Log-cost vs accuracy scatter, every model labelled, Pareto frontier as a step line."""
-    usable = pareto.filter(pl.col("cost_usd").is_not_null() & (pl.col("cost_usd") > 0))
-    skipped = pareto.filter(~(pl.col("cost_usd").is_not_null() & (pl.col("cost_usd") > 0)))["model_key"]
+    """Log-cost vs accuracy scatter, every model labelled, Pareto frontier as a step line.
+
+    Keys without cost data cannot be placed on a cost axis: the caption (in the report text, not in the
+    image, so it is said once) names them.
+    """
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, PercentFormatter
+
+    has_cost = pl.col("cost_usd").is_not_null() & (pl.col("cost_usd") > 0)
+    usable = pareto.filter(has_cost)
+    skipped = pareto.filter(~has_cost)["model_key"]
     fig = _figure(figsize=(10, 6.5))
     ax = fig.subplots()
     if usable.height:
         cost = usable["cost_usd"].to_numpy()
-        acc = 100 * usable["accuracy"].to_numpy()
+        acc = usable["accuracy"].to_numpy()
         frontier = usable["on_frontier"].fill_null(False).to_numpy()
-        ax.scatter(
-            cost[~frontier], acc[~frontier], s=50, color="#8a9bb0", label="dominated / unranked", zorder=3
-        )
-        ax.scatter(cost[frontier], acc[frontier], s=70, color="#d1495b", label="Pareto frontier", zorder=4)
-        order = np.argsort(cost[frontier])
+        if (~frontier).any():  # a legend entry only for a series that is drawn
+            ax.scatter(
+                cost[~frontier], acc[~frontier], s=50, color="#8a9bb0", label="dominated / unranked", zorder=3
+            )
         if frontier.any():
+            ax.scatter(
+                cost[frontier], acc[frontier], s=70, color="#d1495b", label="Pareto frontier", zorder=4
+            )
+            order = np.argsort(cost[frontier])
             ax.step(
                 cost[frontier][order], acc[frontier][order], where="post", color="#d1495b", lw=1.5, zorder=2
             )
         for x, y, label in zip(cost, acc, usable["label"].to_list(), strict=True):
             ax.annotate(str(label), (x, y), xytext=(5, 4), textcoords="offset points", fontsize=8)
         ax.set_xscale("log")
+        # Plain dollar ticks (1-2-5 per decade) instead of 1.1×10⁻¹-style minor labels.
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: _fmt_dollars(value)))
         ax.margins(x=0.12, y=0.08)  # room for the labels of the outermost points
         ax.legend(loc="best")
     else:
         ax.text(0.5, 0.5, "No model has cost data", ha="center", va="center", transform=ax.transAxes)
+    ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))  # accuracy is a 0–1 share
     ax.set_xlabel("Cost of the full run (USD, log scale; reported, else estimated from prices)")
-    ax.set_ylabel("Official accuracy (%)")
+    ax.set_ylabel("Official accuracy")
     ax.set_title("Cost vs accuracy")
-    ax.grid(True, which="both", alpha=0.3)
+    ax.grid(True, which="major", alpha=0.3)
     caption = ""
     if skipped.len():
-        caption = f"Not plotted (no cost data): {', '.join(skipped.to_list())}."
-        fig.text(0.01, 0.01, caption, fontsize=8, wrap=True)
-    fig.tight_layout(rect=(0, 0.04 if caption else 0, 1, 1))
+        caption = f"Not plotted on the cost chart (no cost data): {', '.join(skipped.to_list())}."
+    fig.tight_layout()
     return _png_bytes(fig), caption
 
 
+def _fmt_dollars(value: float) -> str:
+    if value >= 1:
+        return f"${value:,.0f}"
+    return f"${value:.{max(2, -int(np.floor(np.log10(value))))}f}".rstrip("0").rstrip(".")
+
+
 def _plot_area_heatmap(by_area: pl.DataFrame, leaderboard: pl.DataFrame) -> bytes:
-    """Model x area heatmap of technical accuracy, each cell annotated with its percentage."""
-    labels = dict(zip(leaderboard["model_key"].to_list(), leaderboard["label"].to_list(), strict=True))
+    """Legal area × model heatmap of technical accuracy, each cell annotated with its percentage.
+
+    Areas run down (20 rows) and models across, so the figure stays narrow enough to be seen whole in
+    the UI and the report; an incomplete key is labelled so.
+    """
+    labels = {
+        r["model_key"]: str(r["label"]) + ("" if r["complete"] else "\n(incomplete)")
+        for r in leaderboard.iter_rows(named=True)
+    }
     model_order = leaderboard["model_key"].to_list()  # leaderboard order: best first
     areas = by_area.group_by("area").agg(pl.col("area_order").min()).sort("area_order")["area"].to_list()
-    wide = by_area.pivot(on="area", index="model_key", values="accuracy")
-    wide = pl.DataFrame({"model_key": model_order}).join(wide, on="model_key", how="left")
+    wide = by_area.pivot(on="model_key", index="area", values="accuracy")
+    wide = pl.DataFrame({"area": areas}).join(wide, on="area", how="left")
     matrix = (
         wide.select(
             [
-                pl.col(a).cast(pl.Float64) if a in wide.columns else pl.lit(None, pl.Float64).alias(a)
-                for a in areas
+                pl.col(k).cast(pl.Float64) if k in wide.columns else pl.lit(None, pl.Float64).alias(k)
+                for k in model_order
             ]
         )
         .to_numpy()
         .astype(float)
     )
-    height = max(3.0, 0.45 * len(model_order) + 2.5)
-    fig = _figure(figsize=(max(10.0, 0.6 * len(areas) + 4), height))
+    fig = _figure(figsize=(max(7.0, 0.85 * len(model_order) + 4.5), max(4.0, 0.36 * len(areas) + 2.8)))
     ax = fig.subplots()
-    image = ax.imshow(100 * matrix, cmap="RdYlGn", vmin=0, vmax=100, aspect="auto")
-    ax.set_xticks(range(len(areas)), areas, rotation=45, ha="right", fontsize=8)
-    ax.set_yticks(range(len(model_order)), [str(labels.get(k, k)) for k in model_order], fontsize=8)
+    image = ax.imshow(matrix, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto")
+    ax.set_xticks(
+        range(len(model_order)), [labels.get(k, k) for k in model_order], rotation=35, ha="right", fontsize=8
+    )
+    ax.set_yticks(range(len(areas)), areas, fontsize=8)
     if matrix.size <= 2000:  # annotate while the numbers can still be read
         for (i, j), value in np.ndenumerate(matrix):
             if not np.isnan(value):
                 # White on the darkest cells of either end of the colour map, black elsewhere.
                 colour = "white" if value < 0.15 or value > 0.9 else "black"
                 ax.text(j, i, f"{100 * value:.0f}", ha="center", va="center", fontsize=7, color=colour)
-    fig.colorbar(image, ax=ax, label="Technical accuracy (%)")
-    ax.set_title("Accuracy by legal area")
+    from matplotlib.ticker import PercentFormatter
+
+    colorbar = fig.colorbar(image, ax=ax, label="Technical accuracy", fraction=0.04, pad=0.02)
+    colorbar.ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
+    ax.set_title("Accuracy by legal area (blank: not answered)")
     fig.tight_layout()
     return _png_bytes(fig)
 
@@ -232,26 +364,39 @@ th, td { border: 1px solid #ccc; padding: 0.3rem 0.6rem; text-align: left; }
 th { background: #f0f2f5; }
 tr:nth-child(even) td { background: #fafafa; }
 img { max-width: 100%; margin: 1rem 0; }
-.caption { font-size: 0.85rem; color: #555; }
+.caption { font-size: 0.85rem; color: #555; max-width: 60rem; }
+.when { margin: 0.2rem 0; color: #444; }
+figure { margin: 1rem 0; }
 """
 
 
-def _html_page(tables: dict[str, pl.DataFrame], pngs: dict[str, bytes], caption: str) -> str:
-    header, rows = _display_rows(tables)
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _html_page(
+    tables: dict[str, pl.DataFrame], pngs: dict[str, bytes], caption: str, context: ReportContext
+) -> str:
     images = "".join(
-        f'<img alt="{html.escape(name)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
+        f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
+        + (
+            f'<figcaption class="caption">{html.escape(caption)}</figcaption>'
+            if name == COST_PLOT and caption
+            else ""
+        )
+        + "</figure>"
         for name, data in pngs.items()
     )
-    cap = f'<p class="caption">{html.escape(caption)}</p>' if caption else ""
+    when = "".join(f"<p class='when'>{html.escape(line)}</p>" for line in context.lines())
+    notes = "".join(f"<p class='caption'>{html.escape(note)}</p>" for note in NOTES)
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>OABench leaderboard</title>"
-        f"<style>{_CSS}</style></head><body><h1>OABench leaderboard</h1>"
-        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-        "<p class='caption'>Official accuracy credits annulled questions to everyone; technical accuracy "
-        "counts active questions only; 95% Wilson intervals.</p>"
-        f"{images}{cap}</body></html>"
+        f"<style>{_CSS}</style></head><body><h1>OABench leaderboard</h1>{when}"
+        f"{_html_table(*_display_rows(tables))}{notes}"
+        f"<h2>Per edition</h2>{_html_table(*_per_edition_rows(tables))}"
+        f"<h2>Charts</h2>{images}</body></html>"
     )
 
 
@@ -274,9 +419,18 @@ def _frame_bytes(frame: pl.DataFrame, kind: str) -> bytes:
     return buffer.getvalue()
 
 
-def write_reports(tables: dict[str, pl.DataFrame], out_dir: Path) -> ReportFiles:
-    """Write leaderboard.md/.html, both PNG plots and CSV + Parquet of every table into `out_dir`."""
+def write_reports(
+    tables: dict[str, pl.DataFrame],
+    out_dir: Path,
+    data_as_of: dt.datetime | None = None,
+    generated_at: dt.datetime | None = None,
+) -> ReportFiles:
+    """Write leaderboard.md/.html, both PNG plots and CSV + Parquet of every table into `out_dir`.
+
+    `data_as_of` is the newest answer behind the tables; both times head the Markdown and HTML.
+    """
     out_dir = Path(out_dir)
+    context = ReportContext(generated_at or dt.datetime.now(dt.UTC), data_as_of)
     cost_png, caption = _plot_cost_vs_accuracy(tables["pareto_frontier"])
     area_png = _plot_area_heatmap(tables["leaderboard_by_area"], tables["leaderboard"])
     csv = {
@@ -287,8 +441,8 @@ def write_reports(tables: dict[str, pl.DataFrame], out_dir: Path) -> ReportFiles
         name: _atomic_write_bytes(out_dir / f"{name}.parquet", _frame_bytes(f, "parquet"))
         for name, f in tables.items()
     }
-    markdown = leaderboard_markdown(tables) + (f"\n{caption}\n" if caption else "")
-    page = _html_page(tables, {COST_PLOT: cost_png, AREA_PLOT: area_png}, caption)
+    markdown = leaderboard_markdown(tables, context) + (f"\n{caption}\n" if caption else "")
+    page = _html_page(tables, {COST_PLOT: cost_png, AREA_PLOT: area_png}, caption, context)
     return ReportFiles(
         markdown=_atomic_write_bytes(out_dir / "leaderboard.md", markdown.encode("utf-8")),
         html=_atomic_write_bytes(out_dir / "leaderboard.html", page.encode("utf-8")),
@@ -297,4 +451,5 @@ def write_reports(tables: dict[str, pl.DataFrame], out_dir: Path) -> ReportFiles
         csv=csv,
         parquet=parquet,
         cost_plot_caption=caption,
+        summary=summary_markdown(tables, context),
     )

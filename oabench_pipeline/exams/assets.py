@@ -4,11 +4,12 @@ Each asset validates what it read before writing anything: a blocking problem fa
 message naming the edition and what is wrong, and the partition keeps its last good rows.
 """
 
+from collections.abc import Iterator
+
 import polars as pl
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
-    AssetCheckSpec,
     AssetExecutionContext,
     Failure,
     MaterializeResult,
@@ -16,6 +17,7 @@ from dagster import (
     asset,
 )
 
+from oabench_pipeline.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.core.answer_key import AnswerKeyParseError, parse_answer_key
 from oabench_pipeline.core.booklet import BookletParseError, parse_booklet
 from oabench_pipeline.core.editions import Edition, FileKind
@@ -27,6 +29,11 @@ from oabench_pipeline.partitions import editions_partitions
 from oabench_pipeline.resources import ExamSourcesResource, WarehouseResource
 
 FILE_KINDS: tuple[FileKind, ...] = ("booklet", "answer_key")
+
+EXAM_PDF_CHECKS = {
+    "stored_files_match_pins": "Both stored PDFs (booklet and answer key) hash to the SHA-256 pinned in the "
+    "editions registry; blocking: a mismatch writes nothing.",
+}
 
 
 @asset(group_name="sources", metadata={"dagster/column_schema": table_schema("editions").value})
@@ -62,11 +69,11 @@ def _edition_row(edition: Edition) -> dict:
     group_name="sources",
     partitions_def=editions_partitions,
     metadata={"dagster/column_schema": table_schema("source_files").value},
-    check_specs=[AssetCheckSpec("stored_files_match_pins", asset="exam_pdfs", blocking=True)],
+    check_specs=check_specs("exam_pdfs", EXAM_PDF_CHECKS, blocking=EXAM_PDF_CHECKS),
 )
 def exam_pdfs(
     context: AssetExecutionContext, exam_sources: ExamSourcesResource, warehouse: WarehouseResource
-) -> MaterializeResult:
+) -> Iterator[MaterializeResult | AssetCheckResult]:
     """The edition's official booklet (Caderno de Prova - Tipo 1) and definitive answer key PDFs.
 
     Downloaded with httpx (streamed, with timeouts and bounded retries), verified against the SHA-256
@@ -80,6 +87,9 @@ def exam_pdfs(
         fetched = [downloader.fetch(edition, kind) for kind in FILE_KINDS]
     except DownloadError as error:
         raise Failure(description=str(error)) from None
+    unverified = [f"{f.kind} sha256 {f.sha256}" for f in fetched if store.verified_path(f.sha256) is None]
+    pins = [problems_result("stored_files_match_pins", unverified)]
+    yield from stop_on_blocking_failures(pins, EXAM_PDF_CHECKS, f"edition {edition.edition} PDFs")
     frame = pl.DataFrame(
         [
             {
@@ -100,8 +110,7 @@ def exam_pdfs(
             f"edition {f.edition} {f.kind}: {'downloaded' if f.downloaded else 'reused stored copy'} "
             f"{f.size} bytes, sha256 {f.sha256}"
         )
-    unverified = [f for f in fetched if store.verified_path(f.sha256) is None]
-    return MaterializeResult(
+    yield MaterializeResult(
         metadata={
             "booklet_sha256": fetched[0].sha256,
             "answer_key_sha256": fetched[1].sha256,
@@ -109,13 +118,7 @@ def exam_pdfs(
             "reused": sum(not f.downloaded for f in fetched),
             "bytes": sum(f.size for f in fetched),
         },
-        check_results=[
-            AssetCheckResult(
-                check_name="stored_files_match_pins",
-                passed=not unverified,
-                metadata={"files": len(fetched), "mismatched": len(unverified)},
-            )
-        ],
+        check_results=pins,
     )
 
 
@@ -130,7 +133,12 @@ def _read_stored(store_owner: WarehouseResource, edition: Edition, kind: FileKin
     return path.read_bytes()
 
 
-ANSWER_KEY_CHECKS = ["answer_key_covers_every_question", "answer_key_edition_matches"]
+ANSWER_KEY_CHECKS = {
+    "answer_key_covers_every_question": "The TIPO 1 key gives exactly one answer (a letter or `*`, annulled) "
+    "to each of the edition's questions, none outside 1–80; blocking.",
+    "answer_key_edition_matches": "The edition printed in the key's header is the partition's edition "
+    "(a 45th key pinned as the 44th is refused); blocking.",
+}
 
 
 @asset(
@@ -138,11 +146,11 @@ ANSWER_KEY_CHECKS = ["answer_key_covers_every_question", "answer_key_edition_mat
     partitions_def=editions_partitions,
     deps=[exam_pdfs],
     metadata={"dagster/column_schema": table_schema("answer_keys").value},
-    check_specs=[AssetCheckSpec(name, asset="answer_keys", blocking=True) for name in ANSWER_KEY_CHECKS],
+    check_specs=check_specs("answer_keys", ANSWER_KEY_CHECKS, blocking=ANSWER_KEY_CHECKS),
 )
 def answer_keys(
     context: AssetExecutionContext, exam_sources: ExamSourcesResource, warehouse: WarehouseResource
-) -> MaterializeResult:
+) -> Iterator[MaterializeResult | AssetCheckResult]:
     """The definitive answer key for booklet TIPO 1: the correct letter per question, `*` = annulled."""
     edition = exam_sources.edition(context.partition_key)
     try:
@@ -155,18 +163,21 @@ def answer_keys(
         "answer_key_covers_every_question": validation.answer_key_coverage(key, edition.question_count),
         "answer_key_edition_matches": validation.edition_mismatch(key.edition_in_header, edition.edition),
     }
-    _fail_on_blocking(edition, f"answer key ({edition.answer_key.url})", problems)
+    results = [problems_result(name, found) for name, found in problems.items()]
+    yield from stop_on_blocking_failures(
+        results, ANSWER_KEY_CHECKS, f"edition {edition.edition} answer key ({edition.answer_key.url})"
+    )
     frame = answer_key_frame(edition, key)
     warehouse.warehouse().write_partition("answer_keys", frame, context.partition_key)
     annulled = frame.filter(pl.col("status") == "annulled")["number"].to_list()
-    return MaterializeResult(
+    yield MaterializeResult(
         metadata={
             "rows": len(frame),
             "annulled": MetadataValue.text(", ".join(map(str, annulled)) or "none"),
             "letter_counts": MetadataValue.json(frame["correct"].value_counts().to_dicts()),
             "source_sha256": edition.answer_key.sha256,
         },
-        check_results=_passed(problems),
+        check_results=results,
     )
 
 
@@ -187,14 +198,20 @@ def answer_key_frame(edition: Edition, key: ParsedAnswerKey) -> pl.DataFrame:
     )
 
 
-QUESTION_CHECKS = [
-    "questions_numbered_1_to_80",
-    "no_empty_fields",
-    "no_header_footer_text",
-    "no_swallowed_choices",
-    "booklet_edition_matches",
-    "status_from_answer_key",
-]
+QUESTION_CHECKS = {
+    "questions_numbered_1_to_80": "The booklet yields questions 1–80, each once, in order; blocking.",
+    "no_empty_fields": "Every question has a non-empty stem and four non-empty choices A–D; blocking.",
+    "no_header_footer_text": "No running header or footer (edition banner, page number) leaked into a "
+    "stem or choice; blocking.",
+    "no_swallowed_choices": "No choice contains the start of another choice or of the next question; blocking.",
+    "booklet_edition_matches": "The edition printed in the booklet's running header is the partition's "
+    "edition; blocking.",
+    "status_from_answer_key": "Every question has a row in the edition's answer key, which gives its status "
+    "(active or annulled); blocking.",
+    "area_sanity": "Warning only: each legal area's range mentions that area's keywords (e.g. Ética: OAB, "
+    "advogado).",
+}
+BLOCKING_QUESTION_CHECKS = [name for name in QUESTION_CHECKS if name != "area_sanity"]
 
 
 @asset(
@@ -202,14 +219,11 @@ QUESTION_CHECKS = [
     partitions_def=editions_partitions,
     deps=[exam_pdfs, answer_keys],
     metadata={"dagster/column_schema": table_schema("questions").value},
-    check_specs=[
-        *(AssetCheckSpec(name, asset="questions", blocking=True) for name in QUESTION_CHECKS),
-        AssetCheckSpec("area_sanity", asset="questions", description="Area keywords appear where expected"),
-    ],
+    check_specs=check_specs("questions", QUESTION_CHECKS, blocking=BLOCKING_QUESTION_CHECKS),
 )
 def questions(
     context: AssetExecutionContext, exam_sources: ExamSourcesResource, warehouse: WarehouseResource
-) -> MaterializeResult:
+) -> Iterator[MaterializeResult | AssetCheckResult]:
     """The 80 questions of the edition: stem and choices A–D in reading order, legal area, status, pages.
 
     Parsed from the booklet PDF with pymupdf across both columns and page breaks, without running
@@ -224,11 +238,14 @@ def questions(
         ) from None
     key = warehouse.warehouse().read("answer_keys", context.partition_key)
     problems = validation.booklet_problems(booklet, edition, key)
-    _fail_on_blocking(edition, f"booklet ({edition.booklet.url})", problems)
+    results = [problems_result(name, found) for name, found in problems.items()]
+    yield from stop_on_blocking_failures(
+        results, BLOCKING_QUESTION_CHECKS, f"edition {edition.edition} booklet ({edition.booklet.url})"
+    )
     frame = questions_frame(edition, booklet, key)
     warnings = validation.area_warnings(frame)
     warehouse.warehouse().write_partition("questions", frame, context.partition_key)
-    return MaterializeResult(
+    yield MaterializeResult(
         metadata={
             "rows": len(frame),
             "active": frame.filter(pl.col("status") == "active").height,
@@ -238,7 +255,7 @@ def questions(
             "preview": markdown_preview(frame, ["qid", "area", "stem", "choice_a", "status"]),
         },
         check_results=[
-            *_passed(problems),
+            *results,
             AssetCheckResult(
                 check_name="area_sanity",
                 passed=not warnings,
@@ -271,21 +288,3 @@ def questions_frame(edition: Edition, booklet: ParsedBooklet, key: pl.DataFrame)
             for q in booklet.questions
         ]
     )
-
-
-def _fail_on_blocking(edition: Edition, what: str, problems: dict[str, list[str]]) -> None:
-    failing = {name: found for name, found in problems.items() if found}
-    if not failing:
-        return
-    lines = [
-        f"edition {edition.edition} {what}: {len(failing)} blocking check(s) failed, nothing was written:"
-    ]
-    for name, found in failing.items():
-        lines.append(
-            f"- {name}: " + "; ".join(found[:10]) + (f" (+{len(found) - 10} more)" if len(found) > 10 else "")
-        )
-    raise Failure(description="\n".join(lines), metadata={"failed_checks": ", ".join(failing)})
-
-
-def _passed(problems: dict[str, list[str]]) -> list[AssetCheckResult]:
-    return [AssetCheckResult(check_name=name, passed=True) for name in problems]

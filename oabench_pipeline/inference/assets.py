@@ -12,13 +12,13 @@ exhausted budget the step fails and the table keeps its last good rows (the log 
 """
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
-    AssetCheckSpec,
     AssetExecutionContext,
     Config,
     Failure,
@@ -28,10 +28,12 @@ from dagster import (
     asset,
 )
 
+from oabench_pipeline.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.runs import baseline_run_id, live_run_id, with_logical_run_ids
 from oabench_pipeline.freshness import summary_editions
 from oabench_pipeline.inference.cell import (
+    ANSWERED,
     CellPlan,
     api_cell_rows,
     baseline_cell_rows,
@@ -64,13 +66,24 @@ from oabench_pipeline.warehouse import Warehouse
 MAX_ERROR_RATE = 0.02
 PROGRESS_LOG_EVERY_S = 5.0
 
-INFERENCE_CHECKS = ["every_active_question_has_a_row", "one_row_per_question", "error_rate_at_most_2_percent"]
+INFERENCE_CHECKS = {
+    "every_active_question_has_a_row": "Each active question of the edition has an answer or an error row "
+    "(an incomplete cell, e.g. an aborted imported run, fails here); blocking: nothing is written.",
+    "one_row_per_question": "No question appears twice in the cell; blocking.",
+    "error_rate_at_most_2_percent": "At most 2% of the active questions ended in an error (failed after "
+    "retries); not blocking: the answers are kept and a rerun asks only the failed ones.",
+}
+BLOCKING_INFERENCE_CHECKS = ["every_active_question_has_a_row", "one_row_per_question"]
 
 
 class InferenceConfig(Config):
     """Per-run settings; the CLI's `--concurrency` and `--replicates` land here."""
 
     concurrency: int | None = None
+    offline: bool = False
+    """Send nothing: rebuild the cell from the rows it holds and its response log, and fail (blocking
+    check) when an active question has no answer. `oabench import` uses it to record an incomplete
+    imported run as the failed cell it is."""
     replicates: int = 1
     """Complete runs the cell must end with (any source); live replicates are resumed or started."""
 
@@ -87,11 +100,7 @@ def cell_keys(context: AssetExecutionContext) -> tuple[str, str]:
     # Each cell depends on its edition's questions (Dagster infers the multi → single-dimension mapping).
     deps=["questions"],
     metadata={"dagster/column_schema": table_schema("inferences").value},
-    check_specs=[
-        AssetCheckSpec("every_active_question_has_a_row", asset="inferences", blocking=True),
-        AssetCheckSpec("one_row_per_question", asset="inferences", blocking=True),
-        AssetCheckSpec("error_rate_at_most_2_percent", asset="inferences"),
-    ],
+    check_specs=check_specs("inferences", INFERENCE_CHECKS, blocking=BLOCKING_INFERENCE_CHECKS),
     pool="model_calls",
 )
 def inferences(
@@ -100,7 +109,7 @@ def inferences(
     models_registry: ModelsRegistryResource,
     model_client: ModelClientResource,
     warehouse: WarehouseResource,
-) -> MaterializeResult:
+) -> Iterator[MaterializeResult | AssetCheckResult]:
     """The model's answer to every question of the edition, with the OABench prompts (temperature 0).
 
     Annulled questions get a `skipped` row and no call. Live calls go through the model client
@@ -118,6 +127,9 @@ def inferences(
             description=f"edition {edition} has no questions yet: run `oabench ingest --editions {edition}`"
         )
     existing = with_logical_run_ids(store.read("inferences", context.partition_key), model.key)
+    if config.offline:
+        yield from _verify_offline(context, questions, existing)
+        return
     if model.kind == "baseline":
         rows = baseline_cell_rows(model, questions, run_id=baseline_run_id(model.key))
         built, sent = [baseline_run_id(model.key)], 0
@@ -131,7 +143,7 @@ def inferences(
     others = existing.filter(~pl.col("run_id").is_in(built)) if not existing.is_empty() else existing
     parts = [conform("inferences", f) for f in (others, new) if f is not None and not f.is_empty()]
     frame = pl.concat(parts) if parts else conform("inferences", pl.DataFrame())
-    return _finish(context, store, questions, frame, built, sent)
+    yield from _finish(context, store, questions, frame, built, sent)
 
 
 def _run_api_cell(
@@ -295,11 +307,18 @@ def _finish(
     frame: pl.DataFrame,
     built: list[str],
     sent: int,
-) -> MaterializeResult:
+) -> Iterator[MaterializeResult | AssetCheckResult]:
     """Check the partition (one row per question per run) and the runs this step built (no active
     question unaccounted), then write every run's rows."""
     partition = frame
-    duplicates = partition.height - partition.select("run_id", "qid").n_unique() if partition.height else 0
+    # One row per question per run: several runs of a cell live in its partition.
+    duplicated = sorted(
+        f"{run_id}: {qid}"
+        for run_id, qid in partition.filter(pl.struct("run_id", "qid").is_duplicated())
+        .select("run_id", "qid")
+        .unique()
+        .iter_rows()
+    )
     frame = partition.filter(pl.col("run_id").is_in(built))
     active = frame.filter(~pl.col("skipped"))
     expected = set(questions.filter(pl.col("status") == "active")["qid"])
@@ -315,16 +334,12 @@ def _finish(
         active.filter(pl.col("answer_strict").is_not_null()).height / active.height if active.height else 0.0
     )
     checks = [
-        AssetCheckResult(
-            check_name="every_active_question_has_a_row",
-            passed=not unaccounted,
-            metadata={"rows": frame.height, "unaccounted": ", ".join(unaccounted)[:2000] or "none"},
+        problems_result(
+            "every_active_question_has_a_row",
+            unaccounted,
+            summary=f"{len(unaccounted)} of {len(expected) * len(built)} active questions without an answer",
         ),
-        AssetCheckResult(
-            check_name="one_row_per_question",  # per run: several runs of a cell live in its partition
-            passed=duplicates == 0,
-            metadata={"duplicates": duplicates},
-        ),
+        problems_result("one_row_per_question", [f"{key} twice or more" for key in duplicated]),
         AssetCheckResult(
             check_name="error_rate_at_most_2_percent",
             passed=error_rate <= MAX_ERROR_RATE,
@@ -332,13 +347,9 @@ def _finish(
             metadata={"error_rate": error_rate, "errors": errors, "strict_compliance": strict},
         ),
     ]
-    if duplicates or unaccounted:
-        raise Failure(
-            description=f"{context.partition_key}: {duplicates} duplicate rows; active questions with neither "
-            f"an answer nor an error row: {unaccounted or 'none'}; nothing written"
-        )
+    yield from stop_on_blocking_failures(checks, BLOCKING_INFERENCE_CHECKS, f"cell {context.partition_key}")
     store.write_partition("inferences", partition, str(context.partition_key))
-    return MaterializeResult(
+    yield MaterializeResult(
         metadata={
             "rows": partition.height,
             "runs": MetadataValue.text(", ".join(sorted(partition["run_id"].drop_nulls().unique()))),
@@ -350,4 +361,41 @@ def _finish(
             "cost_usd": MetadataValue.float(float(frame["cost_usd"].fill_null(0).sum())),
         },
         check_results=checks,
+    )
+
+
+def _verify_offline(
+    context: AssetExecutionContext, questions: pl.DataFrame, existing: pl.DataFrame
+) -> Iterator[MaterializeResult | AssetCheckResult]:
+    """Send nothing: pass when some run of the cell answers every active question, else record the
+    most complete run's unanswered questions as the failed blocking check (the rows stay as they are)."""
+    active_qids = questions.filter(pl.col("status") == "active").sort("number")["qid"].to_list()
+    answered = existing.filter(ANSWERED) if not existing.is_empty() else existing
+    by_run = {
+        run_id: set(rows["qid"]) for (run_id,), rows in answered.partition_by("run_id", as_dict=True).items()
+    }
+    best = max(by_run, key=lambda run_id: len(by_run[run_id]), default=None)
+    unanswered = [q for q in active_qids if best is None or q not in by_run[best]]
+    run = [r for r in existing.filter(pl.col("run_id") == best).iter_rows(named=True)] if best else []
+    active_rows = [r for r in run if not r["skipped"]]
+    errors = sum(r["error"] is not None for r in active_rows)
+    seen = [r["qid"] for r in run]
+    checks = [
+        problems_result(
+            "every_active_question_has_a_row",
+            unanswered,
+            summary=f"{len(unanswered)} of {len(active_qids)} active questions without an answer"
+            + (f" (run {best})" if best else ""),
+        ),
+        problems_result("one_row_per_question", sorted({q for q in seen if seen.count(q) > 1})),
+        AssetCheckResult(
+            check_name="error_rate_at_most_2_percent",
+            passed=not active_rows or errors / len(active_rows) <= MAX_ERROR_RATE,
+            severity=AssetCheckSeverity.ERROR,
+            metadata={"errors": errors},
+        ),
+    ]
+    yield from stop_on_blocking_failures(checks, BLOCKING_INFERENCE_CHECKS, f"cell {context.partition_key}")
+    yield MaterializeResult(
+        metadata={"verified_run": best or "none", "requests_sent": 0}, check_results=checks
     )

@@ -3,8 +3,10 @@
 Each run folder is one run (its folder name is the run id). Its rows replace that run's rows in every
 `inferences` partition (model key × edition) it touches; the rows of other runs stay, so a rerun never
 overwrites the study's run (which run counts is decided by the leaderboard, `core/runs.py`). Each
-touched partition is reported as a materialization so the UI and the downstream automation see it like
-any other run. Each folder's summary (or its absence: an aborted run) lands in `published_run_summaries`.
+folder's summary (or its absence: an aborted run) lands in `published_run_summaries`. A touched cell that answers every active question of its edition (or whose edition is not ingested yet)
+is reported as a materialization of that partition; an incomplete one (an aborted run) is not: its rows
+are kept for `oabench status`, and `oabench import` then verifies it offline (`inferences` with
+`offline: true`), which fails its blocking check, so the partition shows as failed, as status says.
 Importing the same folder twice rewrites the same rows: nothing changes.
 """
 
@@ -28,6 +30,7 @@ from oabench_pipeline.core.published_runs import (
     read_run_summary,
     validate_published_runs,
 )
+from oabench_pipeline.inference.cell import ANSWERED
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import cell_partition_key
 from oabench_pipeline.resources import WarehouseResource
@@ -38,6 +41,16 @@ class ImportConfig(Config):
     """Folder holding OABench run folders (`<run_id>/config.json` + `inferences.jsonl`)."""
 
     path: str
+
+
+def unanswered_questions(store: Warehouse, edition: str, rows: pl.DataFrame) -> list[str]:
+    """Active questions of the edition with no answer in `rows` (none when the edition is not ingested)."""
+    questions = store.read("questions", edition)
+    if questions.is_empty():
+        return []
+    active = set(questions.filter(pl.col("status") == "active")["qid"])
+    answered = rows.filter(ANSWERED)["qid"]
+    return sorted(active - set(answered))
 
 
 def imported_row(record: ImportedRecord, dagster_run_id: str) -> dict:
@@ -109,10 +122,14 @@ def published_runs(
     for summary in summaries:
         store.write_partition("published_run_summaries", pl.DataFrame([summary.model_dump()]), summary.run_id)
     cells = frame.partition_by(["model_key", "edition"], as_dict=True)
+    incomplete = []
     for (model_key, edition), rows in sorted(cells.items()):
         partition = cell_partition_key(str(model_key), int(edition))
         merged = merge_into_partition(store, str(partition), rows)
         store.write_partition("inferences", merged, str(partition))
+        if unanswered := unanswered_questions(store, str(edition), merged):
+            incomplete.append(f"{partition} ({len(unanswered)} unanswered)")
+            continue
         context.log_event(
             AssetMaterialization(
                 asset_key="inferences",
@@ -124,6 +141,7 @@ def published_runs(
         metadata={
             "records": frame.height,
             "cells": len(cells),
+            "incomplete_cells": ", ".join(incomplete) or "none",
             "runs": len(summaries),
             "aborted_runs": sum(not s.has_summary for s in summaries),
             "model_keys": ", ".join(keys),

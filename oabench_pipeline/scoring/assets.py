@@ -2,13 +2,13 @@
 
 import base64
 import datetime as dt
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
-    AssetCheckSpec,
     AssetExecutionContext,
     Config,
     Failure,
@@ -22,8 +22,9 @@ from oabench_pipeline.automation.downstream import (
     REPORT_CONDITION,
     SCORES_CONDITION,
 )
+from oabench_pipeline.checks import check_specs, stop_on_blocking_failures
 from oabench_pipeline.core.leaderboard import build_leaderboard_tables
-from oabench_pipeline.core.reports import leaderboard_markdown, write_reports
+from oabench_pipeline.core.reports import write_reports
 from oabench_pipeline.core.scoring import score_inferences
 from oabench_pipeline.inference.assets import cell_keys
 from oabench_pipeline.metadata import table_schema
@@ -44,6 +45,19 @@ LEADERBOARD_TABLES = (
     "runs",
     "run_variance",
 )
+
+LEADERBOARD_CHECKS = {
+    "edition_sums_equal_aggregate": "Each model key's official and technical scores equal the sums of its "
+    "per-edition scores; blocking: the tables are not replaced.",
+    "official_at_least_technical": "No model key's official score is below its technical score (annulled "
+    "questions only add official credit); blocking.",
+    "accuracies_within_0_1": "Every accuracy column lies in [0, 1]; blocking.",
+    "complete_keys_have_80_rows_per_edition": "A model key marked complete has 80 scored rows in each "
+    "edition; blocking.",
+    "pricing_snapshot_not_older_than_runs": "Warning only: estimated costs use a price snapshot taken at "
+    "most a day before the calls they price.",
+}
+BLOCKING_LEADERBOARD_CHECKS = [n for n in LEADERBOARD_CHECKS if n != "pricing_snapshot_not_older_than_runs"]
 
 
 @asset(
@@ -117,19 +131,11 @@ class LeaderboardConfig(Config):
         **{f"columns of {name}": table_schema(name) for name in LEADERBOARD_TABLES[1:]},
     },
     automation_condition=LEADERBOARD_CONDITION,
-    check_specs=[
-        AssetCheckSpec("edition_sums_equal_aggregate", asset="leaderboard", blocking=True),
-        AssetCheckSpec("official_at_least_technical", asset="leaderboard", blocking=True),
-        AssetCheckSpec("accuracies_within_0_1", asset="leaderboard", blocking=True),
-        AssetCheckSpec("complete_keys_have_80_rows_per_edition", asset="leaderboard", blocking=True),
-        AssetCheckSpec(
-            "pricing_snapshot_not_older_than_runs",
-            asset="leaderboard",
-            description="Estimated costs use a price snapshot taken at most a day before the calls",
-        ),
-    ],
+    check_specs=check_specs("leaderboard", LEADERBOARD_CHECKS, blocking=BLOCKING_LEADERBOARD_CHECKS),
 )
-def leaderboard(config: LeaderboardConfig, warehouse: WarehouseResource) -> MaterializeResult:
+def leaderboard(
+    config: LeaderboardConfig, warehouse: WarehouseResource
+) -> Iterator[MaterializeResult | AssetCheckResult]:
     """Every leaderboard and analysis table, rebuilt from all scored cells in one DuckDB pass.
 
     Each cell counts through its canonical run: the newest complete run (completed before the end of
@@ -147,20 +153,12 @@ def leaderboard(config: LeaderboardConfig, warehouse: WarehouseResource) -> Mate
         answered_at = con.sql(
             "select model_key, min(created_at) as first_answer from inferences where source = 'live' group by all"
         ).pl()
-    checks = leaderboard_checks(tables, row_counts)
-    failing = [c for c in checks if not c.passed]
-    if failing:
-        raise Failure(
-            description="leaderboard checks failed, tables not replaced: "
-            + "; ".join(
-                f"{c.check_name}: {c.metadata.get('problem').value}"
-                for c in failing  # type: ignore[union-attr]
-            )
-        )
+    checks = [*leaderboard_checks(tables, row_counts), pricing_age_check(tables["leaderboard"], answered_at)]
+    yield from stop_on_blocking_failures(checks, BLOCKING_LEADERBOARD_CHECKS, "leaderboard")
     for name in LEADERBOARD_TABLES:
         store.write_partition(name, tables[name])
     board = tables["leaderboard"]
-    return MaterializeResult(
+    yield MaterializeResult(
         metadata={
             "as_of": as_of.isoformat() if as_of else "newest",
             "model_keys": board.height,
@@ -169,7 +167,7 @@ def leaderboard(config: LeaderboardConfig, warehouse: WarehouseResource) -> Mate
                 "\n".join(f"- `{n}`: {tables[n].height} rows" for n in LEADERBOARD_TABLES)
             ),
         },
-        check_results=[*checks, pricing_age_check(tables["leaderboard"], answered_at)],
+        check_results=checks,
     )
 
 
@@ -259,8 +257,10 @@ def _check(name: str, problems: list[str]) -> AssetCheckResult:
 def leaderboard_report(config: LeaderboardConfig, warehouse: WarehouseResource) -> MaterializeResult:
     """The leaderboard for people: HTML, Markdown, CSV/Parquet exports and two charts in `warehouse/reports/`.
 
-    `cost_vs_accuracy.png` puts cost on a log axis with the Pareto frontier drawn; `accuracy_by_area.png`
-    is a model × legal-area heatmap. The Markdown table and both charts also show here in the UI.
+    Headed by when it was generated and the newest answer it covers. `cost_vs_accuracy.png` puts cost
+    on a log axis with the Pareto frontier drawn; `accuracy_by_area.png` is a legal area × model heatmap.
+    `summary` shows inline here; the full table and each chart open from their "[Show Markdown]" (the UI
+    shows a Markdown value inline only under 1,000 characters, and an embedded PNG is far longer).
     With `as_of` set, the tables are rebuilt in memory for that day (the stored ones are left as they are).
     """
     store = warehouse.warehouse()
@@ -272,11 +272,22 @@ def leaderboard_report(config: LeaderboardConfig, warehouse: WarehouseResource) 
             tables = build_leaderboard_tables(con, as_of=as_of)
     if tables["leaderboard"].is_empty():
         raise Failure(description="the leaderboard is empty: score some inferences first")
-    files = write_reports(tables, store.root / "reports")
+    newest = "select max(created_at) as newest from inferences"
+    if as_of is not None:  # the newest answer the as-of tables can count
+        newest += f" where created_at < timestamptz '{as_of + dt.timedelta(days=1)} 00:00:00+00'"
+    data_as_of = store.query(newest)["newest"][0]
+    generated_at = dt.datetime.now(dt.UTC)
+    files = write_reports(tables, store.root / "reports", data_as_of=data_as_of, generated_at=generated_at)
+    caption = f"\n\n{files.cost_plot_caption}" if files.cost_plot_caption else ""
     return MaterializeResult(
         metadata={
-            "leaderboard": MetadataValue.md(leaderboard_markdown(tables)),
-            "cost_vs_accuracy": MetadataValue.md(_inline_png(files.cost_plot, "cost vs accuracy")),
+            "summary": MetadataValue.md(files.summary),
+            "generated_at": MetadataValue.timestamp(generated_at),
+            "data_as_of": MetadataValue.timestamp(data_as_of)
+            if data_as_of
+            else MetadataValue.text("no answers"),
+            "leaderboard": MetadataValue.md(files.markdown.read_text(encoding="utf-8")),
+            "cost_vs_accuracy": MetadataValue.md(_inline_png(files.cost_plot, "cost vs accuracy") + caption),
             "accuracy_by_area": MetadataValue.md(_inline_png(files.area_plot, "accuracy by area")),
             "as_of": as_of.isoformat() if as_of else "newest",
             "html": MetadataValue.path(str(files.html)),

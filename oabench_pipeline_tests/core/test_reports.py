@@ -53,7 +53,8 @@ def test_write_reports_files_and_content(tables: dict[str, pl.DataFrame], tmp_pa
 
 def test_markdown_table_shape(tables: dict[str, pl.DataFrame]) -> None:
     markdown = leaderboard_markdown(tables)
-    table_lines = [line for line in markdown.splitlines() if line.startswith("|")]
+    ranking = markdown.split("\n\n")[0]  # the ranking, then the notes and the per-edition table
+    table_lines = [line for line in ranking.splitlines() if line.startswith("|")]
     assert len(table_lines) == 2 + tables["leaderboard"].height
     assert len({line.count(" | ") for line in table_lines[2:]}) == 1  # escaped cells keep the column count
     assert "(incomplete)" in markdown
@@ -67,3 +68,53 @@ def test_cost_plot_without_any_cost(tables: dict[str, pl.DataFrame], tmp_path: P
     files = write_reports(no_cost, tmp_path)
     assert files.cost_plot.read_bytes().startswith(PNG_SIGNATURE)
     assert "no cost data" in files.cost_plot_caption
+
+
+def test_report_says_when_and_explains_ranks(tables: dict[str, pl.DataFrame], tmp_path: Path) -> None:
+    import datetime as dt
+
+    as_of = dt.datetime(2026, 3, 3, 18, 10, tzinfo=dt.UTC)
+    generated = dt.datetime(2026, 11, 30, 23, 0, tzinfo=dt.UTC)
+    files = write_reports(tables, tmp_path, data_as_of=as_of, generated_at=generated)
+    markdown = files.markdown.read_text(encoding="utf-8")
+    page = files.html.read_text(encoding="utf-8")
+    when = "Generated 2026-11-30 23:00 UTC · Data as of 2026-03-03 18:10 UTC (newest answer)"
+    assert markdown.startswith(when)
+    assert page.index("Generated 2026-11-30 23:00 UTC") < page.index("<table>")
+    assert "Rank (range)" in markdown and "McNemar" in markdown and "Rank (range)" in page
+    # Said once: the caption of keys the cost chart cannot place is text, next to the chart in HTML.
+    assert markdown.count("Not plotted") == 1 and page.count("Not plotted") == 1
+    assert files.summary.startswith(when) and len(files.summary) < 1000  # shown inline in the UI
+
+
+def test_per_edition_results_say_which_editions_a_run_covered(
+    tables: dict[str, pl.DataFrame], tmp_path: Path
+) -> None:
+    """A key that ran one edition of two reads `0/1 run (E) of 2` and `not run`, not `0/2 editions passed`."""
+    board, by_edition = tables["leaderboard"], tables["leaderboard_by_edition"]
+    key = board["model_key"][0]
+    first, second = sorted(by_edition["edition"].unique().to_list())
+    partial = dict(tables)
+    partial["leaderboard_by_edition"] = by_edition.filter(
+        ~((pl.col("model_key") == key) & (pl.col("edition") == second))
+    )
+    partial["leaderboard"] = board.with_columns(
+        complete=pl.when(pl.col("model_key") == key).then(False).otherwise(pl.col("complete")),
+        editions_passed=pl.when(pl.col("model_key") == key)
+        .then(pl.lit(0, pl.UInt32))
+        .otherwise(pl.col("editions_passed")),
+    )
+    markdown = write_reports(partial, tmp_path).markdown.read_text(encoding="utf-8")
+    label = board["label"][0]
+    row = next(line for line in markdown.splitlines() if f"| {key} |" in line)
+    assert f"0/1 run ({first}) of 2" in row
+    per_edition = next(line for line in markdown.splitlines() if line.startswith(f"| {label} |"))
+    assert per_edition.endswith("| not run |")
+
+
+def test_chart_ticks_read_as_money_and_percent() -> None:
+    from oabench_pipeline.core.reports import _fmt_dollars
+
+    assert [_fmt_dollars(v) for v in (0.11, 0.2, 0.05, 0.002, 1.0, 20.0, 1500.0)] == [
+        "$0.11", "$0.2", "$0.05", "$0.002", "$1", "$20", "$1,500",
+    ]  # fmt: skip

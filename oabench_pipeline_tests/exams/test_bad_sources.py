@@ -245,3 +245,26 @@ def test_45th_booklet_pinned_as_44th_is_stopped_by_the_header_check(
     assert after.tables == before.tables
     assert after.raw == {**before.raw, booklet_45.sha256: after.raw[booklet_45.sha256]}
     assert sha256(after.raw[booklet_45.sha256]) == booklet_45.sha256
+    assert_failed_check_recorded(
+        "questions", "booklet_edition_matches", "44", "header says edition 45, registry says 44"
+    )
+
+
+def assert_failed_check_recorded(asset: str, check_name: str, partition: str, problem: str) -> None:
+    """The blocking check's failure is stored as a failed evaluation (the Checks tab), and the partition
+    shows as failed, not materialized."""
+    from dagster import AssetCheckKey, AssetKey, DagsterInstance, partition_loading_context
+    from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+    from dagster._core.storage.partition_status_cache import AssetPartitionStatus
+
+    from oabench_pipeline.partitions import editions_partitions
+
+    with DagsterInstance.get() as instance:
+        key = AssetCheckKey(AssetKey(asset), check_name)
+        latest = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)[0]
+        assert latest.status == AssetCheckExecutionRecordStatus.FAILED
+        evaluation = latest.event.dagster_event.event_specific_data
+        assert evaluation.passed is False and problem in evaluation.metadata["problems"].value
+        with partition_loading_context(dynamic_partitions_store=instance):
+            status = instance.get_status_by_partition(AssetKey(asset), [partition], editions_partitions)
+        assert status == {partition: AssetPartitionStatus.FAILED}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -159,3 +160,46 @@ def test_dagster_asset_materialize_an_ingested_edition(
     for kind in paths:
         assert (pipeline.settings.raw_dir / edition.file(kind).sha256).is_file()
     assert warehouse.read("questions", "44").equals(rows_before)
+
+
+def test_one_instance_from_the_repository_root_with_nothing_exported(
+    tmp_path: Path, mirror_server: StaticFileServer
+) -> None:
+    """`oabench` and `dagster asset materialize`, run where the repository's dagster.yaml is and with no
+    DAGSTER_HOME, share one instance: the partition `oabench ingest` registered is found, and both runs
+    are in `warehouse/dagster_home` (the folder the UI's `dagster dev` reads from there too)."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    shutil.copy(REPO_ROOT / "dagster.yaml", checkout / "dagster.yaml")
+    env = {k: v for k, v in _env(tmp_path, mirror_server.base_url).items() if k != "DAGSTER_HOME"}
+    del env["OABENCH_WAREHOUSE"]  # the default, warehouse/oabench.duckdb under the working directory
+
+    def run_here(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [str(BIN / args[0]), *args[1:]],
+            cwd=checkout,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=SUBPROCESS_TIMEOUT_S,
+            check=False,
+        )
+        assert done.returncode == 0, (
+            f"{' '.join(args)} exited {done.returncode}\n{done.stdout}\n{done.stderr}"
+        )
+        return done
+
+    run_here("oabench", "ingest", "--editions", "44")
+    in_process = json.dumps({"execution": {"config": {"in_process": {}}}})
+    run_here("dagster", "asset", "materialize", "-m", "oabench_pipeline", "--select", "questions", "--partition", "44", "--config-json", in_process)  # fmt: skip
+
+    from dagster import DagsterInstance
+    from dagster._core.instance.ref import InstanceRef
+
+    home = checkout / "warehouse" / "dagster_home"
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        runs = instance.get_runs()
+        assert {r.tags.get("dagster/partition") for r in runs} >= {"44"}
+        assert "__ASSET_JOB" in {r.job_name for r in runs}  # the dagster CLI's run
+        assert "__ephemeral_asset_job__" in {r.job_name for r in runs}  # oabench's runs
+    assert not list(checkout.glob(".tmp_dagster_home_*"))  # the temporary home is removed on exit

@@ -147,3 +147,32 @@ def test_reports_are_real_images(imported: PipelineEnv) -> None:
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000, name
     html = (reports / "leaderboard.html").read_text(encoding="utf-8")
     assert "deepseek/deepseek-v3.2" in html and "data:image/png;base64" in html
+
+
+def test_partial_run_is_a_failed_cell_in_the_instance_as_in_status(imported: PipelineEnv) -> None:
+    """The aborted GPT-5 Mini run must not look healthy in the UI: failed check, failed partition."""
+    from dagster import AssetCheckKey, AssetKey, DagsterInstance
+    from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+
+    from oabench_pipeline.status import collect_status, run_states
+
+    cell = ("45", PARTIAL_RUN_KEY)
+    with DagsterInstance.get() as instance:
+        check = AssetCheckKey(AssetKey("inferences"), "every_active_question_has_a_row")
+        history = instance.event_log_storage.get_asset_check_execution_history(check, limit=20)
+        failed = [r for r in history if r.status == AssetCheckExecutionRecordStatus.FAILED]
+        assert failed  # one per import: only the aborted run's cell, the finished ones pass
+        partitions = {instance.get_run_by_id(r.run_id).tags["dagster/partition"] for r in failed}
+        assert partitions == {f"45|{PARTIAL_RUN_KEY}"}
+        evaluation = failed[0].event.dagster_event.event_specific_data
+        assert evaluation.passed is False
+        assert evaluation.metadata["problems"].value.startswith(
+            "79 of 80 active questions without an answer (run 2026-03-03T13-41-07-320Z_openai--gpt-5-mini_direto):"
+            " oab-45-1f-q1; oab-45-1f-q2;"
+        )
+        assert run_states(instance, [cell]) == {f"45|{PARTIAL_RUN_KEY}": "failed"}
+        report = collect_status(imported.settings, instance, ["45"], [PARTIAL_RUN_KEY])
+    assert [c.state for c in report.cells] == ["failed"]
+    # The imported answers stay: the failed verification wrote nothing over them.
+    rows = imported.warehouse.read("inferences", f"45|{PARTIAL_RUN_KEY}")
+    assert rows.filter(pl.col("source") == "imported").height == 24

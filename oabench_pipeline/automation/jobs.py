@@ -1,0 +1,75 @@
+"""The jobs the sensors and the schedule launch, and the run requests that target them.
+
+One job per partitions definition: Dagster runs one partition of one partitions definition per run, so a
+sensor targeting a mixed asset selection cannot even be loaded. Sensors pick the job per request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from dagster import (
+    AssetSelection,
+    MultiPartitionKey,
+    RunRequest,
+    define_asset_job,
+)
+
+from oabench_pipeline.core.models_registry import ModelConfig
+from oabench_pipeline.inference.endpoints import endpoint_tags
+from oabench_pipeline.partitions import editions_partitions, model_edition_partitions
+
+ingest_edition_job = define_asset_job(
+    "ingest_edition",
+    selection=AssetSelection.assets("exam_pdfs", "answer_keys", "questions"),
+    partitions_def=editions_partitions,
+    description="Download, parse and validate one edition: official PDFs, answer key, questions.",
+)
+inference_cell_job = define_asset_job(
+    "run_inference_cell",
+    selection=AssetSelection.assets("inferences"),
+    partitions_def=model_edition_partitions,
+    description="One benchmark cell: a model configuration's answers to one edition.",
+)
+editions_table_job = define_asset_job(
+    "refresh_editions_table",
+    selection=AssetSelection.assets("editions"),
+    description="Rebuild the editions table.",
+)
+models_table_job = define_asset_job(
+    "refresh_models_table", selection=AssetSelection.assets("models"), description="Rebuild the models table."
+)
+AUTOMATION_JOBS = [ingest_edition_job, inference_cell_job, editions_table_job, models_table_job]
+
+
+def ingest_requests(edition_keys: Iterable[str]) -> list[RunRequest]:
+    """One ingest run per new edition."""
+    return [
+        RunRequest(job_name=ingest_edition_job.name, partition_key=key, run_key=f"ingest-{key}")
+        for key in sorted(edition_keys, key=int)
+    ]
+
+
+def editions_table_request(edition_keys: Sequence[str], stage: str) -> list[RunRequest]:
+    """A refresh of the (unpartitioned) editions table once editions were added or ingested."""
+    if not edition_keys:
+        return []
+    keys = "-".join(sorted(edition_keys, key=int))
+    return [RunRequest(job_name=editions_table_job.name, run_key=f"editions-table-{stage}-{keys}")]
+
+
+def cell_requests(
+    edition_keys: Iterable[str], models: Iterable[ModelConfig], run_key_prefix: str
+) -> list[RunRequest]:
+    """One `inferences` run per (edition, model) cell, tagged with its endpoint (per-provider run limits);
+    run keys make a repeated request a no-op."""
+    return [
+        RunRequest(
+            job_name=inference_cell_job.name,
+            partition_key=MultiPartitionKey({"edition": edition, "model": model.key}),
+            run_key=f"{run_key_prefix}-{edition}-{model.key}",
+            tags=endpoint_tags(model),
+        )
+        for edition in sorted(edition_keys, key=int)
+        for model in sorted(models, key=lambda m: m.key)
+    ]

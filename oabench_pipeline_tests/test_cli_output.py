@@ -1,0 +1,129 @@
+"""What the terminal shows: tables that fit, one rendering for table and markdown, full precision for scripts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from oabench_pipeline.cli import main
+from oabench_pipeline.cli_output import format_table, leaderboard_summary, render_cell, wrap_words
+from oabench_pipeline.status import CellStatus, StatusReport
+from oabench_pipeline.tables import conform
+from oabench_pipeline.warehouse import Warehouse
+
+SAMPLE = pl.DataFrame(
+    {
+        "model_key": ["a/x", "b/y"],
+        "complete": [True, False],
+        "p50_latency_ms": [3223.749999999999, None],
+        "cost_usd": [0.000123456, 12.5],
+    }
+)
+
+
+def test_table_and_markdown_render_values_alike() -> None:
+    assert [render_cell(v) for v in (True, False, None, 3223.749999999999, 0.000123456, 0.0, 7)] == [
+        "yes", "no", "—", "3223.75", "0.000123", "0", "7",
+    ]  # fmt: skip
+    table = format_table(SAMPLE, "table").splitlines()
+    markdown = format_table(SAMPLE, "markdown").splitlines()
+    assert markdown[2] == "| a/x | yes | 3223.75 | 0.000123 |"
+    assert markdown[3] == "| b/y | no | — | 12.5 |"
+    for table_line, markdown_line in zip(table[2:], markdown[2:], strict=True):
+        assert table_line.split() == markdown_line.strip("| ").split(" | ")
+
+
+def test_csv_and_json_keep_full_precision() -> None:
+    records = json.loads(format_table(SAMPLE, "json"))
+    assert records[0]["p50_latency_ms"] == 3223.749999999999 and records[1]["p50_latency_ms"] is None
+    assert records[0]["complete"] is True
+    assert "3223.749999999999" in format_table(SAMPLE, "csv")
+
+
+def test_long_reasons_wrap_at_spaces_and_file_names_stay_whole() -> None:
+    name = "warehouse/responses/openai/gpt-5.2:reasoning-medium/45.jsonl"
+    lines = wrap_words(f"log {name} is newer than the partition written at 12:00", 30)
+    assert name in lines and all(len(line) <= 30 for line in lines if line != name)
+    frame = pl.DataFrame({"state": ["stale"], "reason": [f"log {name} is newer than the partition"]})
+    rendered = format_table(frame, "table", wrap={"reason": 30})
+    assert name in rendered and "..." not in rendered and len(rendered.splitlines()) > 3
+
+
+def leaderboard_rows() -> pl.DataFrame:
+    row = {
+        "rank": 1,
+        "tie_group": 1,
+        "model_key": "openai/gpt-5.2:reasoning-medium-with-a-long-suffix",
+        "official_score": 204,
+        "official_total": 240,
+        "official_accuracy": 0.85,
+        "accuracy_ci_low": 0.8042,
+        "accuracy_ci_high": 0.8917,
+        "editions_passed": 3,
+        "editions_total": 3,
+        "cost_usd": 1234.5678,
+        "p50_latency_ms": 123456.5,
+        "complete": True,
+    }
+    partial = {**row, "rank": None, "model_key": "openai/gpt-5-mini", "complete": False, "cost_usd": None}
+    return conform("leaderboard", pl.DataFrame([row, partial]))
+
+
+def test_default_leaderboard_fits_120_columns() -> None:
+    covered = {"openai/gpt-5.2:reasoning-medium-with-a-long-suffix": [43, 44, 45], "openai/gpt-5-mini": [45]}
+    frame, note = leaderboard_summary(leaderboard_rows(), covered)
+    lines = format_table(frame, "table").splitlines()
+    assert max(len(line) for line in lines) <= 120
+    assert lines[0].split() == ["rank", "model", "score", "accuracy", "[95%", "CI]", "passed", "cost", "$", "p50", "ms"]  # fmt: skip
+    assert "0.850 [0.804–0.892]" in lines[2] and "204/240" in lines[2] and "3/3" in lines[2]
+    assert lines[3].split()[:2] == ["—", "openai/gpt-5-mini"] and note and note.startswith("* incomplete")
+    assert "3/1 of 3" in lines[3]  # passed of the editions it ran, of those required
+
+
+def test_status_says_unknown_cost_instead_of_zero() -> None:
+    cells = [
+        CellStatus("45", "openai/gpt-5-mini", "missing", 0, 0, 80, 80, None, "never run"),
+        CellStatus("45", "baseline/random", "missing", 0, 0, 80, 0, 0.0, "never run"),
+    ]
+    report = StatusReport(cells, unpriced=["openai/gpt-5-mini"])
+    assert report.display_frame()["est_cost_usd"].to_list() == ["unknown (no price snapshot)", "$0.0000"]
+    assert report.summary().endswith(
+        "est. prompt cost to complete unknown (no price snapshot): materialize model_pricing"
+    )
+    assert "$0.0000" not in report.summary()
+
+
+@pytest.fixture
+def small_warehouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Warehouse:
+    monkeypatch.setenv("OABENCH_WAREHOUSE", str(tmp_path / "warehouse" / "oabench.duckdb"))
+    warehouse = Warehouse(tmp_path / "warehouse" / "oabench.duckdb")
+    warehouse.write_partition("leaderboard", leaderboard_rows())
+    return warehouse
+
+
+def test_sql_queries_the_warehouse(small_warehouse: Warehouse) -> None:
+    query = "select model_key, complete, p50_latency_ms from leaderboard order by rank nulls last"
+    result = CliRunner().invoke(main, ["sql", query, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == [
+        {"model_key": "openai/gpt-5.2:reasoning-medium-with-a-long-suffix", "complete": True, "p50_latency_ms": 123456.5},
+        {"model_key": "openai/gpt-5-mini", "complete": False, "p50_latency_ms": 123456.5},
+    ]  # fmt: skip
+    table = CliRunner().invoke(main, ["sql", "select count(*) as models from leaderboard"])
+    assert table.output.splitlines() == ["models", "------", "     2"]
+
+
+def test_sql_is_read_only_and_errors_are_one_line(small_warehouse: Warehouse, tmp_path: Path) -> None:
+    target = tmp_path / "out.csv"
+    refused = CliRunner().invoke(main, ["sql", f"copy (select * from leaderboard) to '{target}'"])
+    assert refused.exit_code == 1 and not target.exists()
+    assert refused.output.strip() == (
+        "Error: query failed: read-only: only SELECT/SHOW/DESCRIBE/EXPLAIN queries run here, not COPY"
+    )
+    missing = CliRunner().invoke(main, ["sql", "select * from no_such_table"])
+    assert missing.exit_code == 1 and len(missing.output.strip().splitlines()) == 1
+    assert "no_such_table does not exist" in missing.output
