@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from datetime import datetime
 from pathlib import Path
 from typing import Any
