@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -59,7 +60,9 @@ def registry(env: PipelineEnv, base_url: str) -> None:
 def materialize_cell(partition: str) -> subprocess.CompletedProcess[str]:
     """One cell run in its own process, as a run launcher would start it, with the multiprocess executor."""
     command = [
-        str(REPO_ROOT / ".venv" / "bin" / "dagster"),
+        # The running interpreter's own `dagster` script: the suite runs from any environment (a venv
+        # elsewhere, `uv run`, tox, conda), not only from `<repo>/.venv`.
+        str(Path(sys.executable).parent / "dagster"),
         "asset",
         "materialize",
         "-m",
