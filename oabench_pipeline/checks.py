@@ -65,5 +65,5 @@ def stop_on_blocking_failures(
         lines.append(f"- {result.check_name}" + (f": {detail}" if detail else ""))
     raise Failure(
         description="\n".join(lines),
-        metadata={"failed_checks": ", ".join(r.check_name for r in failing)},
+        metadata={"failed_checks": ", ".join(str(r.check_name) for r in failing)},
     )

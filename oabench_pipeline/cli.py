@@ -7,7 +7,7 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 import polars as pl
@@ -73,7 +73,7 @@ def ensure_partitions(instance: DagsterInstance, partitions_name: str, keys: lis
 
 
 def run_assets(
-    defs: Definitions, instance: DagsterInstance, selection: list[str], **kwargs: object
+    defs: Definitions, instance: DagsterInstance, selection: list[str], **kwargs: Any
 ) -> RunOutcome:
     from oabench_pipeline.runner import run_assets as run
 

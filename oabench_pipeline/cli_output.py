@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import TracebackType
 
 import polars as pl
 from rich.console import Console
@@ -33,9 +34,11 @@ class ProgressBar:
         self._listening.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._listening.__exit__(*exc)
-        self._progress.__exit__(*exc)
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._listening.__exit__(exc_type, exc, tb)
+        self._progress.__exit__(exc_type, exc, tb)
 
     def start_cell(self, name: str) -> None:
         self._task = self._progress.add_task(name, total=None, errors=0, cost=0.0)

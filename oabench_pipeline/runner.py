@@ -11,11 +11,15 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from dagster import AssetSelection, DagsterInstance, Definitions, ExecuteInProcessResult, materialize
 from dagster._core.storage.defs_state.base import set_defs_state_storage
 
 from oabench_pipeline.settings import Settings
+
+if TYPE_CHECKING:
+    from dagster import AssetsDefinition, AssetSpec, SourceAsset
 
 
 class InstanceHomeError(Exception):
@@ -125,7 +129,8 @@ def _materialize(
     tags: dict[str, str] | None,
 ) -> ExecuteInProcessResult:
     return materialize(
-        list(defs.assets or []),
+        # Our definitions hold no CacheableAssetsDefinition (the legacy kind `materialize` refuses).
+        cast("list[AssetsDefinition | AssetSpec | SourceAsset]", list(defs.assets or [])),
         selection=AssetSelection.assets(*selection),
         partition_key=partition_key,
         instance=instance,
@@ -147,6 +152,9 @@ def failure_messages(result: ExecuteInProcessResult) -> list[str]:
             messages.append(user.description)
             continue
         error = data.error
+        if error is None:
+            messages.append(f"{event.step_key}: failed")
+            continue
         while error.cause is not None:  # the user's exception, not Dagster's wrapper around it
             error = error.cause
         messages.append(f"{event.step_key}: {error.message.strip()}")
@@ -159,7 +167,7 @@ def failed_checks(result: ExecuteInProcessResult) -> list[str]:
     for event in result.all_events:
         if event.event_type_value != "ASSET_CHECK_EVALUATION":
             continue
-        evaluation = event.event_specific_data
+        evaluation = event.asset_check_evaluation_data
         if not evaluation.passed:
             partition = f" [{evaluation.partition}]" if evaluation.partition else ""
             failed.append(f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name}{partition}")

@@ -268,7 +268,8 @@ def parse_completion(payload: bytes) -> _Parsed:
         raise _MalformedBody("choices[0].message missing")
     # OpenRouter says `reasoning`; vLLM and DeepSeek say `reasoning_content`.
     reasoning = message.get("reasoning") or message.get("reasoning_content")
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
     details = usage.get("completion_tokens_details")
     details = details if isinstance(details, dict) else {}
     return _Parsed(
