@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 from filelock import FileLock
 from filelock import Timeout as FileLockTimeout
 
+from oabench_pipeline.core.files import write_atomically
 from oabench_pipeline.tables import TABLES, conform, empty_frame
 
 UNPARTITIONED = "all"
@@ -102,18 +103,12 @@ class Warehouse:
         """Replace one partition's rows with `frame`, atomically: readers see the old or the new file."""
         frame = conform(table, frame)
         target = self.partition_path(table, partition_key)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staged = target.with_name(f".{uuid.uuid4().hex}.tmp")
         # Encoded in memory first: polars reports a full disk as "Invalid thrift: transport error",
         # while a plain file write says ENOSPC, which the user can act on.
         encoded = io.BytesIO()
         frame.write_parquet(encoded)
         try:
-            with staged.open("wb") as handle:
-                handle.write(encoded.getbuffer())
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(staged, target)
+            write_atomically(target, encoded.getvalue())
         except OSError as error:
             if error.errno == errno.ENOSPC:
                 raise DiskFullError(
@@ -121,8 +116,6 @@ class Warehouse:
                     f"(table {table}, partition {partition_key} keeps its previous rows)"
                 ) from None
             raise
-        finally:
-            staged.unlink(missing_ok=True)
         _remove_stale_temporaries(target.parent)
         self.ensure_views()
         return target
@@ -416,9 +409,7 @@ class Warehouse:
 
     def _write_marker(self, fingerprint: str) -> None:
         marker = {"fingerprint": fingerprint, "file": _file_identity(self.db_path)}
-        staged = self._catalogue_marker.with_name(f".views.{uuid.uuid4().hex}.tmp")
-        staged.write_text(json.dumps(marker), encoding="utf-8")
-        os.replace(staged, self._catalogue_marker)
+        write_atomically(self._catalogue_marker, json.dumps(marker))
 
 
 class WarehouseError(Exception):

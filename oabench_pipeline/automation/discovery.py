@@ -15,10 +15,7 @@ No Dagster here: the sensor and the schedule call these functions, and so can a 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
-import os
-import time
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from oabench_pipeline.core.editions import AreaRange, Edition, PinnedFile, load_editions, parse_editions
+from oabench_pipeline.core.files import HashingWriter, write_atomically
 from oabench_pipeline.core.portal import (
     ExamListing,
     FirstPhaseFiles,
@@ -131,24 +129,20 @@ def download_unpinned(client: httpx.Client, url: str, store: RawStore, max_bytes
     """
     with store.staging_file() as staged:
         staged_path = Path(staged.name)
-    digest, size, head = hashlib.sha256(), 0, b""
     try:
         with staged_path.open("wb") as handle, client.stream("GET", url) as response:
             if response.status_code != 200:
                 raise DiscoveryError(f"{url}: HTTP {response.status_code} {response.reason_phrase}")
+            writer = HashingWriter(handle)
             for block in response.iter_bytes(1 << 16):
-                head = head or block[:16]
-                size += len(block)
-                if size > max_bytes:
+                if writer.size + len(block) > max_bytes:
                     raise DiscoveryError(f"{url}: more than {max_bytes} bytes, not an exam PDF")
-                digest.update(block)
-                handle.write(block)
-        if not head.startswith(PDF_MAGIC):
-            kind = "an HTML page" if head.lstrip()[:1] == b"<" else "not a PDF"
-            raise DiscoveryError(f"{url}: got {kind} ({size} bytes) instead of a PDF")
-        sha256 = digest.hexdigest()
-        store.promote(staged_path, sha256)
-        return sha256, size
+                writer.write(block)
+        if not writer.head.startswith(PDF_MAGIC):
+            kind = "an HTML page" if writer.head.lstrip()[:1] == b"<" else "not a PDF"
+            raise DiscoveryError(f"{url}: got {kind} ({writer.size} bytes) instead of a PDF")
+        store.promote(staged_path, writer.sha256)
+        return writer.sha256, writer.size
     except httpx.HTTPError as error:
         raise DiscoveryError(f"{url}: {type(error).__name__}: {error}") from None
     finally:
@@ -321,20 +315,6 @@ def editions_toml(editions: Sequence[Edition], generated_on: dt.date | None = No
     return "\n".join([*header, *_schemes_toml(ordered), *body])
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    """Readers see the old file or the new one, never a half-written one (temp file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staged = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    try:
-        with staged.open("w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(staged, path)
-    finally:
-        staged.unlink(missing_ok=True)
-
-
 def record_discovered_editions(path: Path, editions: Sequence[Edition]) -> list[Edition]:
     """Add `editions` to the discovered-editions file, keeping its entries; returns the ones added.
 
@@ -349,5 +329,5 @@ def record_discovered_editions(path: Path, editions: Sequence[Edition]) -> list[
     text = editions_toml([*existing, *added], generated_on=dt.date.today())
     # Round-trip check before replacing anything: a file the registry loader rejects is never written.
     parse_editions(tomllib.loads(text), str(path))
-    _write_atomically(path, text)
+    write_atomically(path, text)
     return added

@@ -49,6 +49,7 @@ from typing import Any, Literal, TypeVar
 
 import httpx
 
+from oabench_pipeline.core.http_status import TRANSIENT_STATUSES
 from oabench_pipeline.inference.types import (
     REDACTED,
     ChatRequest,
@@ -82,8 +83,6 @@ CHAT_PATH = "/chat/completions"
 KEEPALIVE_EXPIRY_S = 5.0  # httpx's default: an idle connection older than this is not reused
 USER_AGENT = "oabench-pipeline"
 
-# Statuses that mean "the same request may well succeed later".
-TRANSIENT_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529})
 # Statuses that mean "no request to this endpoint/model/key can succeed": stop everything.
 FATAL_STATUSES: dict[int, str] = {
     401: "authentication rejected (check the API key)",
