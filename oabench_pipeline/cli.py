@@ -30,7 +30,7 @@ from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prom
 from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
-from oabench_pipeline.settings import Settings
+from oabench_pipeline.settings import Settings, SettingsError
 from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse, WarehouseError, partition_key_of
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ class _OabenchGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except WarehouseError as error:
+        except (WarehouseError, SettingsError) as error:
             raise click.ClickException(str(error)) from None
 
 

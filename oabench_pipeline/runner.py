@@ -34,7 +34,7 @@ def instance_for(settings: Settings) -> DagsterInstance:
     Use it as a context manager: entering it makes its storages the current ones for Dagster.
     Raises `InstanceHomeError` (one line naming DAGSTER_HOME) when the folder cannot be used.
     """
-    home = os.environ.get("DAGSTER_HOME")
+    home = settings.dagster_home
     origin = "DAGSTER_HOME"
     if not home:
         home = str(settings.warehouse_path.parent / "dagster_home")
@@ -83,8 +83,6 @@ telemetry:
   enabled: false
 """
 
-CONSOLE_LOG_LEVEL = os.environ.get("OABENCH_LOG_LEVEL", "WARNING")
-
 
 @dataclass(frozen=True)
 class RunOutcome:
@@ -107,7 +105,8 @@ def run_assets(
     Dagster's console logger is set to WARNING (unless `run_config` sets `loggers`): the CLI prints its
     own progress, and the full event log stays in the instance for the UI.
     """
-    run_config = {"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}, **(run_config or {})}
+    log_level = Settings.from_env().log_level
+    run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}, **(run_config or {})}
     # Dagster keeps "the current definitions-state storage" in a context variable that another
     # instance's exit can leave pointing at a disposed instance; pin it to ours for this run.
     with set_defs_state_storage(instance.defs_state_storage):

@@ -36,14 +36,13 @@ from oabench_pipeline.core.portal import (
 )
 from oabench_pipeline.exams.downloads import PDF_MAGIC
 from oabench_pipeline.exams.raw_store import RawStore
+from oabench_pipeline.settings import DEFAULT_PORTAL_URL, PORTAL_URL_ENV
 
-PORTAL_URL_ENV = "OABENCH_PORTAL_URL"
-DEFAULT_PORTAL_URL = "https://examedeordem.oab.org.br"
 USER_AGENT = "oabench-pipeline (+https://github.com/; edition discovery, a few requests a day)"
 
 
 def portal_base_url(environ: Mapping[str, str]) -> str:
-    """The portal to watch: `$OABENCH_PORTAL_URL`, else the official one (the caller passes os.environ)."""
+    """The portal to watch: `$OABENCH_PORTAL_URL` in `environ`, else the official one."""
     return (environ.get(PORTAL_URL_ENV) or "").strip() or DEFAULT_PORTAL_URL
 
 
