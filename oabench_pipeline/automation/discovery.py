@@ -15,13 +15,14 @@ No Dagster here: the sensor and the schedule call these functions, and so can a 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
+import tomli_w
 
 from oabench_pipeline.core.editions import AreaRange, Edition, PinnedFile, load_editions, parse_editions
 from oabench_pipeline.core.files import HashingWriter, write_atomically
@@ -251,58 +252,35 @@ def discover_new_editions(
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _toml_string(text: str) -> str:
-    # A JSON string is a valid TOML basic string (same escapes); keep "º" and accents readable.
-    return json.dumps(text, ensure_ascii=False)
-
-
-def _pinned_file_toml(table: str, pinned: PinnedFile) -> list[str]:
-    lines = [
-        f"[{table}]",
-        f"label = {_toml_string(pinned.label)}",
-        f"url = {_toml_string(pinned.url)}",
-        f'sha256 = "{pinned.sha256}"',
-    ]
+def _pinned_file_table(pinned: PinnedFile) -> dict[str, Any]:
+    table: dict[str, Any] = {"label": pinned.label, "url": pinned.url, "sha256": pinned.sha256}
     if pinned.bytes is not None:
-        lines.append(f"bytes = {pinned.bytes}")
-    return lines
+        table["bytes"] = pinned.bytes
+    return table
 
 
-def _edition_toml(edition: Edition) -> list[str]:
-    return [
-        "[[editions]]",
-        f"edition = {edition.edition}",
-        f"exam_name = {_toml_string(edition.exam_name)}",
-        f"exam_date = {edition.exam_date.isoformat()}",
-        f"exam_page_url = {_toml_string(edition.exam_page_url)}",
-        f"area_scheme = {_toml_string(edition.area_scheme)}",
-        f"question_count = {edition.question_count}",
-        f"pinned_by = {_toml_string(edition.pinned_by)}",
-        "",
-        *_pinned_file_toml("editions.booklet", edition.booklet),
-        "",
-        *_pinned_file_toml("editions.answer_key", edition.answer_key),
-        "",
-    ]
-
-
-def _schemes_toml(editions: Sequence[Edition]) -> list[str]:
-    schemes: dict[str, tuple[AreaRange, ...]] = {}
-    for edition in editions:
-        schemes.setdefault(edition.area_scheme, edition.areas)
-    lines = ["[area_schemes]"]
-    for name, areas in schemes.items():
-        lines.append(f"{_toml_string(name)} = [")
-        lines += [
-            f"    {{ first = {a.first}, last = {a.last}, area = {_toml_string(a.area)} }}," for a in areas
-        ]
-        lines.append("]")
-    return [*lines, ""]
+def _edition_table(edition: Edition) -> dict[str, Any]:
+    return {
+        "edition": edition.edition,
+        "exam_name": edition.exam_name,
+        "exam_date": edition.exam_date,
+        "exam_page_url": edition.exam_page_url,
+        "area_scheme": edition.area_scheme,
+        "question_count": edition.question_count,
+        "pinned_by": edition.pinned_by,
+        "booklet": _pinned_file_table(edition.booklet),
+        "answer_key": _pinned_file_table(edition.answer_key),
+    }
 
 
 def editions_toml(editions: Sequence[Edition], generated_on: dt.date | None = None) -> str:
     """The editions in the registry's TOML format, with the area schemes they use (self-contained)."""
     ordered = sorted(editions, key=lambda e: e.edition)
+    schemes: dict[str, list[dict[str, Any]]] = {}
+    for edition in ordered:
+        schemes.setdefault(
+            edition.area_scheme, [{"first": a.first, "last": a.last, "area": a.area} for a in edition.areas]
+        )
     stamp = f" Last written {generated_on.isoformat()}." if generated_on else ""
     header = [
         "# Editions discovered on the OAB portal by the oab_portal_sensor, pinned on first download:",
@@ -310,8 +288,8 @@ def editions_toml(editions: Sequence[Edition], generated_on: dt.date | None = No
         "# Same format as registry/editions.toml; a registry entry for the same edition wins over this one.",
         "",
     ]
-    body = [line for edition in ordered for line in _edition_toml(edition)]
-    return "\n".join([*header, *_schemes_toml(ordered), *body])
+    body = tomli_w.dumps({"area_schemes": schemes, "editions": [_edition_table(e) for e in ordered]})
+    return "\n".join(header) + body
 
 
 def record_discovered_editions(path: Path, editions: Sequence[Edition]) -> list[Edition]:
