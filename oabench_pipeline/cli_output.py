@@ -9,6 +9,7 @@ import polars as pl
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
+from oabench_pipeline.core.markdown import markdown_table
 from oabench_pipeline.inference.progress import CellProgress, listening
 
 
@@ -113,9 +114,7 @@ def format_table(frame: pl.DataFrame, fmt: str, wrap: dict[str, int] | None = No
         return json.dumps(frame.to_dicts(), ensure_ascii=False, default=str, indent=2)
     cells = [[render_cell(v) for v in row] for row in frame.iter_rows()]
     if fmt == "markdown":
-        header = "| " + " | ".join(frame.columns) + " |"
-        rows = ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
-        return "\n".join([header, "|" + "---|" * len(frame.columns), *rows])
+        return "\n".join(markdown_table(frame.columns, cells))
     return _text_table(frame, cells, wrap or {})
 
 

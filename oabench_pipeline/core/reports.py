@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from oabench_pipeline.core.files import write_atomically
+from oabench_pipeline.core.markdown import markdown_table
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -177,27 +178,14 @@ NOTES = (
 )
 
 
-def _md_cell(text: str) -> str:
-    """Escape what would break a Markdown table cell."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
-def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return [
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join("---" for _ in header) + "|",
-        *("| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows),
-    ]
-
-
 def leaderboard_markdown(tables: dict[str, pl.DataFrame], context: ReportContext | None = None) -> str:
     """The leaderboard as Markdown: when, the ranking, the notes, the per-edition results."""
     lines = []
     if context is not None:
         lines += [" · ".join(context.lines()), ""]
-    lines += _md_table(*_display_rows(tables))
+    lines += markdown_table(*_display_rows(tables))
     lines += ["", *(f"{note}\n" for note in NOTES), "**Per edition**", ""]
-    lines += _md_table(*_per_edition_rows(tables))
+    lines += markdown_table(*_per_edition_rows(tables))
     return "\n".join(lines) + "\n"
 
 
