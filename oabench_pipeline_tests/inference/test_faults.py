@@ -55,7 +55,14 @@ def assert_every_question_answered_once(env: PipelineEnv, server: ReplayServer) 
     )
 
 
-@pytest.mark.parametrize("name", list(PROFILES))
+# Through `oabench run`, the profile that combines every fault (5xx, hangs, malformed bodies, dropped
+# connections and a 429 storm). Each fault alone is `test_client.py::test_each_fault_is_retried_and_ends_answered`
+# (same server, same duplicate-answer counts, no Dagster run), and the fault-free run is `test_run_replay.py`;
+# `benchmarks/reliability.py` still runs every profile of `PROFILES` through the CLI.
+END_TO_END_PROFILES = ["combined"]
+
+
+@pytest.mark.parametrize("name", END_TO_END_PROFILES)
 def test_profile_completes_with_every_question_answered_once(
     name: str, fresh_env: PipelineEnv, shared_oab: Path
 ) -> None:
@@ -68,11 +75,11 @@ def test_profile_completes_with_every_question_answered_once(
         assert run_cell(fresh_env, concurrency_for(profile)) == 0
         assert_every_question_answered_once(fresh_env, server)
         faults = server.stats.faults
-    if name == "none":
-        assert faults == {}
-    else:
-        # The profile really bit: otherwise this test would pass without exercising any retry.
-        assert sum(faults.values()) > 0, faults
+    # Every drawn kind of fault really bit (the draws are seeded per request number, so this holds on any
+    # machine): otherwise this test would pass without exercising its retry. Whether the storm's 429s
+    # happen depends on how many requests the client gets in flight, so it is not required here
+    # (`test_client.py::test_server_overload_429_is_absorbed` requires it).
+    assert {"5xx", "hang", "malformed_json", "drop"} <= set(faults), faults
 
 
 def test_error_rows_are_cleared_by_one_rerun(fresh_env: PipelineEnv, shared_oab: Path) -> None:
