@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,23 @@ def shared_oab_dir() -> Path:
     """`../shared/oab` beside the repo (or `$OABENCH_SHARED_DIR/oab`): real PDFs and published runs, read-only."""
     base = Path(os.environ.get("OABENCH_SHARED_DIR", REPO_ROOT.parent / "shared"))
     return (base / "oab").resolve()
+
+
+@pytest.fixture(autouse=True)
+def _no_dagster_state_from_an_earlier_test() -> Iterator[None]:
+    """Each test starts with no "current definitions-state storage".
+
+    Dagster keeps it in a context variable that an instance's exit can leave pointing at the disposed
+    instance; a later test in the same process that builds a repository then fails with "undefined
+    DagsterInstance weakref" (which test comes later depends on how the files are spread over workers).
+    """
+    if "dagster" not in sys.modules:  # nothing to reset, and pure tests need not import Dagster
+        yield
+        return
+    from dagster._core.storage.defs_state.base import set_defs_state_storage
+
+    with set_defs_state_storage(None):
+        yield
 
 
 @pytest.fixture(scope="session")
