@@ -17,6 +17,7 @@ from dagster import AssetSelection, DagsterInstance, Definitions, ExecuteInProce
 from dagster._core.storage.defs_state.base import set_defs_state_storage
 
 from oabench_pipeline.settings import Settings
+from oabench_pipeline.warehouse import views_refreshed_once
 
 if TYPE_CHECKING:
     from dagster import AssetsDefinition, AssetSpec, SourceAsset
@@ -109,7 +110,7 @@ def run_assets(
     run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}, **(run_config or {})}
     # Dagster keeps "the current definitions-state storage" in a context variable that another
     # instance's exit can leave pointing at a disposed instance; pin it to ours for this run.
-    with set_defs_state_storage(instance.defs_state_storage):
+    with set_defs_state_storage(instance.defs_state_storage), views_refreshed_once():
         result = _materialize(defs, instance, selection, partition_key, run_config, tags)
     return RunOutcome(
         result.success,

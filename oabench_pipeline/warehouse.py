@@ -27,6 +27,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -75,6 +76,31 @@ def _sql_literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+# Set inside `views_refreshed_once`: the warehouses whose catalogue a write left to refresh at its end.
+_deferred_view_refresh: ContextVar[dict[Path, Warehouse] | None] = ContextVar(
+    "oabench_deferred_view_refresh", default=None
+)
+
+
+@contextmanager
+def views_refreshed_once() -> Iterator[None]:
+    """Partition writes inside leave the catalogue alone; each warehouse written refreshes it once at the end.
+
+    For a whole run (runner.run_assets): the leaderboard step writes a dozen tables, and a fresh warehouse
+    rebuilt its catalogue after each new one. Nothing inside a run reads the catalogue (steps read the
+    files through an in-memory DuckDB), and a run killed before the end leaves partition files whose views
+    the next `oabench` command makes, as after any crash.
+    """
+    pending: dict[Path, Warehouse] = {}
+    token = _deferred_view_refresh.set(pending)
+    try:
+        yield
+    finally:
+        _deferred_view_refresh.reset(token)
+    for warehouse in pending.values():
+        warehouse.ensure_views()
+
+
 class Warehouse:
     """Partitioned Parquet tables with a DuckDB catalogue of views over them."""
 
@@ -117,7 +143,11 @@ class Warehouse:
                 ) from None
             raise
         _remove_stale_temporaries(target.parent)
-        self.ensure_views()
+        pending = _deferred_view_refresh.get()
+        if pending is None:
+            self.ensure_views()
+        else:
+            pending.setdefault(self.db_path, self)
         return target
 
     # -- reading ---------------------------------------------------------------------------------------
