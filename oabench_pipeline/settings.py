@@ -11,6 +11,7 @@
 | OABENCH_AUTOMATION       | on                                        | `off`: downstream_automation starts STOPPED |
 | OABENCH_MODEL_TIMEOUT_S  | 120                                       | overall deadline of one model request  |
 | OABENCH_DOWNLOAD_TIMEOUT_S | 300                                     | overall deadline of one PDF download   |
+| OABENCH_MODEL_BACKOFF_S  | 0.5                                       | first retry's backoff ceiling (doubles) |
 | OABENCH_LOG_LEVEL        | WARNING                                   | Dagster console log level of the CLI   |
 | DAGSTER_HOME             | <warehouse folder>/dagster_home           | the Dagster instance (runner.py)       |
 
@@ -58,6 +59,7 @@ class _Environment(BaseSettings):
     download_timeout_s: float = Field(
         300.0, gt=0, allow_inf_nan=False, validation_alias="OABENCH_DOWNLOAD_TIMEOUT_S"
     )
+    model_backoff_s: float = Field(0.5, ge=0, allow_inf_nan=False, validation_alias="OABENCH_MODEL_BACKOFF_S")
     automation: str = Field("on", validation_alias="OABENCH_AUTOMATION")
     log_level: str = Field("WARNING", validation_alias="OABENCH_LOG_LEVEL")
     dagster_home: str | None = Field(None, validation_alias="DAGSTER_HOME")
@@ -75,6 +77,9 @@ class Settings:
     model_timeout_s: float = 120.0
     # Seconds one official PDF may take to download, retries included (ExamSourcesResource).
     download_timeout_s: float = 300.0
+    # Ceiling (s) of the model client's first retry backoff, doubling per retry (full jitter; a server's
+    # Retry-After still wins). The test suite sets it to milliseconds.
+    model_backoff_s: float = 0.5
     # False (`OABENCH_AUTOMATION=off`): the downstream_automation sensor starts STOPPED (automation/downstream.py).
     automation: bool = True
     # Dagster's console log level in `oabench` runs (runner.run_assets).
@@ -103,6 +108,7 @@ class Settings:
             portal_url=env.portal_url.strip() or DEFAULT_PORTAL_URL,
             model_timeout_s=env.model_timeout_s,
             download_timeout_s=env.download_timeout_s,
+            model_backoff_s=env.model_backoff_s,
             automation=env.automation.strip().lower() not in OFF_VALUES,
             log_level=env.log_level.strip().upper(),
             dagster_home=env.dagster_home,

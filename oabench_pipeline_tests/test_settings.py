@@ -17,6 +17,7 @@ from oabench_pipeline.settings import DEFAULT_PORTAL_URL, Settings, SettingsErro
         ("OABENCH_MODEL_TIMEOUT_S", "abc"),
         ("OABENCH_MODEL_TIMEOUT_S", "-1"),
         ("OABENCH_DOWNLOAD_TIMEOUT_S", "nan"),
+        ("OABENCH_MODEL_BACKOFF_S", "-0.5"),
     ],
 )
 def test_a_bad_value_names_its_variable(name: str, value: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -40,6 +41,7 @@ def test_empty_means_unset_and_values_are_read(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("OABENCH_PORTAL_URL", "")
     monkeypatch.setenv("OABENCH_WAREHOUSE", str(tmp_path / "w" / "oabench.duckdb"))
     monkeypatch.setenv("OABENCH_DOWNLOAD_TIMEOUT_S", "2.5")
+    monkeypatch.setenv("OABENCH_MODEL_BACKOFF_S", "0")
     monkeypatch.setenv("OABENCH_AUTOMATION", "Off")
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     settings = Settings.from_env()
@@ -47,5 +49,6 @@ def test_empty_means_unset_and_values_are_read(tmp_path: Path, monkeypatch: pyte
     assert settings.portal_url == DEFAULT_PORTAL_URL
     assert settings.raw_dir == tmp_path / "w" / "raw"
     assert settings.download_timeout_s == 2.5
+    assert settings.model_backoff_s == 0.0
     assert settings.automation is False
     assert settings.dagster_home == str(tmp_path / "home")

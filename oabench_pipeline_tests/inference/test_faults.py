@@ -68,6 +68,9 @@ def test_profile_completes_with_every_question_answered_once(
 ) -> None:
     profile = PROFILES[name]
     fresh_env.set("OABENCH_MODEL_TIMEOUT_S", CLIENT_TIMEOUT_S)
+    # The client's own backoff (not the suite's milliseconds): under a 429 storm it is what spreads the
+    # retries out, and this test certifies that the shipped policy gets through the storm.
+    fresh_env.monkeypatch.delenv("OABENCH_MODEL_BACKOFF_S")
     with replay_server(fresh_env, shared_oab, profile) as server:
         use_replay_models(fresh_env, server.base_url, [MODEL])
         # The profiles are capped within the client's retry budgets: the first run must finish the cell
