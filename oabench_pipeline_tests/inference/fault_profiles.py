@@ -10,14 +10,15 @@ from __future__ import annotations
 from oabench_pipeline_tests.servers.openai_replay import FaultProfile
 
 # A client timeout the hangs outlast: a hung request is abandoned after this many seconds and retried.
-# Short, so that the suite does not sleep through hangs, yet 50× the replay latency of the tests.
-CLIENT_TIMEOUT_S = 0.25
-HANG_S = 0.5
-# The 429 storm answers 429 (Retry-After: 0.05) to whatever is in flight beyond this many requests; the
-# client honours a fractional Retry-After as it does a whole one (`parse_retry_after`), in milliseconds
-# rather than the seconds a real gateway asks for.
+# Short, so that the suite does not sleep through hangs, yet 8× the storm's replay latency: a loaded
+# machine's slow answer must not look like a hang (a spurious timeout spends the transient retry budget).
+CLIENT_TIMEOUT_S = 0.4
+HANG_S = 0.8
+# The 429 storm answers 429 (Retry-After: 0.2) to whatever is in flight beyond this many requests; the
+# client honours a fractional Retry-After as it does a whole one (`parse_retry_after`). A fifth of the
+# second a real gateway asks for, yet long enough for the storm to calm before the retries come back.
 STORM_LIMIT = 8
-STORM_RETRY_AFTER_S = 0.05
+STORM_RETRY_AFTER_S = 0.2
 # Concurrency of the runs under a storm: well above the limit, so the storm really happens.
 STORM_CONCURRENCY = 16
 # Latency of the replayed answers under a storm: long enough that 16 requests are really in flight at
