@@ -31,6 +31,7 @@ from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
 from oabench_pipeline.settings import Settings
+from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse, WarehouseError, partition_key_of
 
 if TYPE_CHECKING:
@@ -306,7 +307,8 @@ def _cell_is_current(warehouse: Warehouse, model: ModelConfig, edition: str, rep
     )
 
 
-REPORT_ASSETS = ["leaderboard", "leaderboard_report"]
+# Every analysis table (one asset each, built by one step) and the report that renders them.
+REPORT_ASSETS = [*ANALYSIS_TABLES, "leaderboard_report"]
 
 
 def _choose_models(settings: Settings, keys: list[str] | None) -> list[ModelConfig]:
