@@ -174,15 +174,7 @@ def _run_api_cell(
         if plan.pending:
             _check_budget_before(model, plan.pending, store, logged)
             _call_model(
-                context,
-                model,
-                edition,
-                plan,
-                logged,
-                log_path,
-                model_client,
-                config,
-                models_registry.models(),
+                context, model, edition, plan, logged, log_path, model_client, config, models_registry.models()
             )
             logged = latest_by_hash(read_log(log_path))
         rows += api_cell_rows(model, questions, plan, logged, run_id=run_id)
