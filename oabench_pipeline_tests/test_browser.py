@@ -3,7 +3,8 @@
 A warehouse with the three editions and the published OABench runs imported (`oabench import`, so the
 leaderboard, the report and the aborted GPT-5 Mini run are all there) is served by a real
 `dagster-webserver` on 127.0.0.1; Chromium (Debian's `chromium`, driven over the DevTools protocol)
-loads the asset graph, the `inferences` asset's Checks tab, `leaderboard_report`'s latest
+loads the asset graph, the `inferences` asset's Checks tab, an analysis table's asset page
+(`pairwise_comparison`: description, columns, its own checks), `leaderboard_report`'s latest
 materialization (its inline summary, and a chart opened from "[Show Markdown]"), then the HTML report
 file, and the test asserts on what the pages render. Without Chromium the test is skipped, except in CI
 (`CI=true`), where `.ci/run` installs it and its absence is a failure.
@@ -102,6 +103,16 @@ def test_checks_tab_shows_descriptions_and_the_failed_check(site: Site, browser:
     assert "No description provided" not in page
     browser.click_text("every_active_question_has_a_row")
     browser.wait_for_text("Each active question of the edition has an answer", "Failed")
+
+
+def test_an_analysis_table_has_its_own_asset_page(site: Site, browser: Browser) -> None:
+    """`pairwise_comparison` is an asset: its description, its columns and its own passed checks."""
+    browser.goto(site.server.url + "/assets/pairwise_comparison")
+    browser.wait_for_text("pairwise_comparison", "McNemar", "p_holm", "a_only_correct", "Holm's correction")
+    browser.goto(site.server.url + "/assets/pairwise_comparison?view=checks")
+    page = browser.wait_for_text("one_row_per_pair", "p_values_valid", "Passed")
+    assert "No description provided" not in page
+    assert "edition_sums_equal_aggregate" not in page  # the leaderboard's checks stay on its own page
 
 
 def test_report_materialization_shows_summary_inline_and_charts(site: Site, browser: Browser) -> None:
