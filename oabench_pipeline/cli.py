@@ -142,6 +142,13 @@ def ingest(editions_opt: str | None, force: bool) -> None:
     _set_aside_damaged(warehouse, "editions", [UNPARTITIONED], "rebuilding it from the registry")
     store = RawStore(settings.raw_dir)
     stale = [key for key in wanted if force or not edition_is_current(warehouse, store, known[key])]
+    to_fetch = [
+        key
+        for key in stale
+        if any(store.verified_path(f.sha256) is None for f in (known[key].booklet, known[key].answer_key))
+    ]
+    if to_fetch and (problem := settings.source_mirror_problem()):
+        raise click.ClickException(f"{problem}; nothing was ingested")
     for key in wanted:
         if key not in stale:
             click.echo(f"edition {key}: {_summary(warehouse, key)} (up to date)")
