@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from dagster import AssetKey
+import polars as pl
+from dagster import AssetCheckKey, AssetKey
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from oabench_pipeline.definitions import build_definitions
+from oabench_pipeline.partitions import cell_partition_key
+from oabench_pipeline.runner import instance_for, run_assets
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.tables import ANALYSIS_TABLES, table_columns
+from oabench_pipeline_tests.pipeline_env import PipelineEnv
 
 
 def test_every_analysis_table_has_its_schema_description_checks_and_is_selectable_alone() -> None:
@@ -49,3 +54,32 @@ def table_description_head(table: str) -> str:
     from oabench_pipeline.tables import ANALYSIS_DESCRIPTIONS
 
     return ANALYSIS_DESCRIPTIONS[table].split(":")[0]
+
+
+def test_a_failed_blocking_check_is_recorded_and_no_table_is_written(fresh_env: PipelineEnv) -> None:
+    """A scores partition with a duplicated row: the leaderboard's blocking check fails as an evaluation
+    on its Checks tab, the step fails naming it, and every analysis table keeps its last good file."""
+    result = fresh_env.cli("run", "--models", "baseline/random,baseline/longest-choice")
+    assert result.exit_code == 0, result.output
+    store = fresh_env.warehouse
+    cell = str(cell_partition_key("baseline/random", 43))
+    scores = store.read("scores", cell)
+    store.write_partition("scores", pl.concat([scores, scores.head(1)]), cell)  # 81 rows for one run
+    files = {table: store.partition_path(table) for table in ANALYSIS_TABLES}
+    before = {table: path.stat().st_mtime_ns for table, path in files.items()}
+
+    settings = fresh_env.settings
+    with instance_for(settings) as instance:
+        outcome = run_assets(build_definitions(settings), instance, list(ANALYSIS_TABLES))
+        check = AssetCheckKey(AssetKey("leaderboard"), "complete_keys_have_80_rows_per_edition")
+        [latest] = instance.event_log_storage.get_asset_check_execution_history(check, limit=1)
+        failed = instance.event_log_storage.get_asset_check_execution_history(
+            AssetCheckKey(AssetKey("pairwise_comparison"), "p_values_valid"), limit=1
+        )
+
+    assert not outcome.success
+    assert "complete_keys_have_80_rows_per_edition: baseline/random×43: 81" in "\n".join(outcome.errors)
+    assert "nothing was written" in "\n".join(outcome.errors)
+    assert latest.status == AssetCheckExecutionRecordStatus.FAILED
+    assert failed[0].run_id == outcome.run_id  # every selected check's evaluation is recorded, too
+    assert {table: path.stat().st_mtime_ns for table, path in files.items()} == before
