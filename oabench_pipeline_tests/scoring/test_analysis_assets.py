@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 from dagster import AssetCheckKey, AssetKey
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+from dagster._core.storage.defs_state.base import set_defs_state_storage
 
 from oabench_pipeline.definitions import build_definitions
 from oabench_pipeline.partitions import cell_partition_key
@@ -15,7 +16,10 @@ from oabench_pipeline_tests.pipeline_env import PipelineEnv
 
 
 def test_every_analysis_table_has_its_schema_description_checks_and_is_selectable_alone() -> None:
-    graph = build_definitions(Settings.from_env()).get_repository_def().asset_graph
+    # An instance closed by an earlier test can stay "the current definitions-state storage" (a context
+    # variable, see runner.py); loading definitions would then consult it. None: load with no state.
+    with set_defs_state_storage(None):
+        graph = build_definitions(Settings.from_env()).get_repository_def().asset_graph
     checks_by_asset: dict[str, set[str]] = {}
     for check in graph.asset_check_keys:
         checks_by_asset.setdefault(check.asset_key.to_user_string(), set()).add(check.name)
