@@ -32,7 +32,7 @@ EXPECTED_GROUPS = {
     "published_runs": "inference",
     "inferences": "inference",
     "scores": "scoring",
-    **{table: "scoring" for table in ANALYSIS_TABLES},  # leaderboard and each analysis table
+    **{table: "analysis" for table in ANALYSIS_TABLES},  # leaderboard and each analysis table
     "leaderboard_report": "reports",
 }
 INGEST_ASSETS = ("exam_pdfs", "answer_keys", "questions")

@@ -25,7 +25,7 @@ def test_every_analysis_table_has_its_schema_description_checks_and_is_selectabl
         checks_by_asset.setdefault(check.asset_key.to_user_string(), set()).add(check.name)
     for table in ANALYSIS_TABLES:
         node = graph.get(AssetKey(table))
-        assert node.group_name == "scoring", table
+        assert node.group_name == "analysis", table
         assert (node.description or "").startswith(table_description_head(table)), table
         schema = node.metadata["dagster/column_schema"]
         contract = table_columns(table)
