@@ -87,3 +87,28 @@ def test_a_failed_blocking_check_is_recorded_and_no_table_is_written(fresh_env: 
     assert latest.status == AssetCheckExecutionRecordStatus.FAILED
     assert failed[0].run_id == outcome.run_id  # every selected check's evaluation is recorded, too
     assert {table: path.stat().st_mtime_ns for table, path in files.items()} == before
+
+
+def test_one_as_of_setting_serves_every_selected_table(fresh_env: PipelineEnv) -> None:
+    """`ops.leaderboard.config.as_of` (the op keeps its name) applies to whichever tables are selected."""
+    result = fresh_env.cli("run", "--models", "baseline/random,baseline/longest-choice")
+    assert result.exit_code == 0, result.output
+    store = fresh_env.warehouse
+    assert store.read("pairwise_comparison").height == 1 and store.read("runs").height == 2
+    board_before = store.partition_path("leaderboard").stat().st_mtime_ns
+    settings = fresh_env.settings
+    as_of = {"ops": {"leaderboard": {"config": {"as_of": "2000-01-01"}}}}  # before any run completed
+    with instance_for(settings) as instance:
+        outcome = run_assets(
+            build_definitions(settings), instance, ["pairwise_comparison", "runs"], run_config=as_of
+        )
+        materialized = {
+            key.to_user_string(): instance.get_latest_materialization_event(key)
+            for key in (AssetKey("pairwise_comparison"), AssetKey("runs"))
+        }
+    assert outcome.success, outcome.errors
+    assert store.read("pairwise_comparison").is_empty() and store.read("runs").is_empty()
+    for name, event in materialized.items():
+        assert event is not None and event.run_id == outcome.run_id, name
+        assert event.asset_materialization.metadata["as_of"].value == "2000-01-01", name
+    assert store.partition_path("leaderboard").stat().st_mtime_ns == board_before  # not selected
