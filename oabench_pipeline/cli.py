@@ -31,6 +31,7 @@ from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
 from oabench_pipeline.settings import Settings, SettingsError
+from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse, WarehouseError, partition_key_of
 
 if TYPE_CHECKING:
@@ -145,6 +146,13 @@ def ingest(editions_opt: str | None, force: bool) -> None:
     _set_aside_damaged(warehouse, "editions", [UNPARTITIONED], "rebuilding it from the registry")
     store = RawStore(settings.raw_dir)
     stale = [key for key in wanted if force or not edition_is_current(warehouse, store, known[key])]
+    to_fetch = [
+        key
+        for key in stale
+        if any(store.verified_path(f.sha256) is None for f in (known[key].booklet, known[key].answer_key))
+    ]
+    if to_fetch and (problem := settings.source_mirror_problem()):
+        raise click.ClickException(f"{problem}; nothing was ingested")
     for key in wanted:
         if key not in stale:
             click.echo(f"edition {key}: {_summary(warehouse, key)} (up to date)")
@@ -310,7 +318,8 @@ def _cell_is_current(warehouse: Warehouse, model: ModelConfig, edition: str, rep
     )
 
 
-REPORT_ASSETS = ["leaderboard", "leaderboard_report"]
+# Every analysis table (one asset each, built by one step) and the report that renders them.
+REPORT_ASSETS = [*ANALYSIS_TABLES, "leaderboard_report"]
 
 
 def _choose_models(settings: Settings, keys: list[str] | None) -> list[ModelConfig]:

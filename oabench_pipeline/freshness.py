@@ -23,6 +23,7 @@ from oabench_pipeline.inference.cell import (
     replicate_plans,
 )
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
+from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import Warehouse
 
 
@@ -133,12 +134,13 @@ def scores_are_current(warehouse: Warehouse, model_key: str, edition: str) -> bo
 
 
 def leaderboard_is_current(warehouse: Warehouse) -> bool:
-    """The leaderboard was rebuilt after every scores partition and the models table were written."""
-    board = warehouse.partition_path("leaderboard")
+    """Every analysis table was rebuilt after every scores partition and the models table were written,
+    and the report after them (each table is its own asset: one may have been rebuilt alone)."""
     scores = list(warehouse.table_dir("scores").glob("*.parquet"))
     report = warehouse.root / "reports" / "leaderboard.html"
-    return _newer_or_equal(board, *scores, warehouse.partition_path("models")) and _newer_or_equal(
-        report, board
+    tables = [warehouse.partition_path(table) for table in ANALYSIS_TABLES]
+    return all(_newer_or_equal(t, *scores, warehouse.partition_path("models")) for t in tables) and (
+        _newer_or_equal(report, *tables)
     )
 
 
