@@ -262,7 +262,8 @@ def run(
             f"leaderboard rebuilt: {len(chosen)} model key(s) × {len(editions)} edition(s), {len(todo)} cell(s) run; "
             "`oabench leaderboard` prints it"
         )
-        return _report_incomplete(warehouse, cells, replicates, failures)
+        incomplete = _report_incomplete(warehouse, cells, replicates, failures)
+        return interrupts.exit_code() or incomplete  # a signal during the leaderboard: it finished anyway
 
     sys.exit(interrupts.run_stoppably(work, announce=interrupts.echo_err))
 

@@ -32,7 +32,7 @@ from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 from oabench_pipeline.core.editions import load_editions
 from oabench_pipeline.core.models_registry import ModelConfig, load_models_registry
 from oabench_pipeline.core.runs import live_run_id, with_logical_run_ids
-from oabench_pipeline.freshness import stale_reasons, summary_editions
+from oabench_pipeline.freshness import scores_are_current, stale_reasons, summary_editions
 from oabench_pipeline.inference.cell import ANSWERED, CellPlan, complete_imported_runs, replicate_plans
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
 from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
@@ -348,6 +348,8 @@ def _state(
     if errors or missing:
         return "failed", f"{errors} error row(s), {missing} unanswered question(s)"
     reasons = stale_reasons(store, edition, cell_key, rows, model, questions)
+    if not scores_are_current(store, cell_key.partition("|")[2], edition):
+        reasons.append("scores older than the answers, or unreadable (`oabench run` re-scores it)")
     if reasons:
         return "stale", "; ".join(reasons)
     return "complete", ""
