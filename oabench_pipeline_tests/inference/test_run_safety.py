@@ -3,8 +3,8 @@ Ctrl-C that stops, exit codes that tell the truth.
 
 - Two runs of one cell at once: the second waits for the cell's lock, says so in one line, then sends only
   what the first left (nothing: every question is paid once).
-- A run SIGKILLed mid-cell: `oabench status` does not call it running; the next run takes the stale lock
-  over (one line), marks the dead Dagster run failed, and completes the cell.
+- A run frozen mid-cell is `running` in `oabench status`; SIGKILLed, it is not (`failed`); the next run
+  takes the stale lock over (one line), marks the dead Dagster run failed, and completes the cell.
 - SIGINT/SIGTERM mid-cell: nothing is sent two seconds after the signal, the replies in flight land in the
   response log, no partition is written, the next cell never starts, the output says how to resume, the
   exit code is 130/143; the resumed run pays for nothing twice. A second Ctrl-C exits at once.
@@ -121,6 +121,9 @@ def test_a_killed_run_is_not_running_and_its_stale_lock_is_taken_over(
         stop_children.append(killed)
         log = cell_log_path(fresh_env.warehouse.root / "responses", MODEL, "44")
         wait_until(lambda: log_line_count(log) >= 3, killed, "answers logged")
+        os.kill(killed.pid, signal.SIGSTOP)  # frozen mid-cell: still alive, still holding the lock
+        status = fresh_env.cli("status", "--models", MODEL, "--editions", "44", "--format", "json")
+        assert json.loads(status.output)["cells"][0]["state"] == "running", status.output
         os.killpg(killed.pid, signal.SIGKILL)
         killed.wait()
         holder = read_holder(cell_lock_path(fresh_env.warehouse.root, MODEL, "44"))
