@@ -505,11 +505,14 @@ def _run_cells(
 def _announce_cell_lock(console: Console, warehouse: Warehouse, model: ModelConfig, edition: str) -> None:
     """One line when another process is answering the cell (this run waits for it), or died holding it."""
     path = cell_lock_path(warehouse.root, model.key, edition)
+    held = is_held(path)
     holder = read_holder(path)
-    if is_held(path):
+    # Held before or after reading the record: busy. A record with the lock free before and after, and
+    # still the same record (a clean release deletes it first), is a holder that died.
+    if held or is_held(path):
         who = holder.describe() if holder else "another process"
         message = f"{model.key} × {edition}: being answered by {who}; waiting for it, then sending only what it left"
-    elif holder is not None:
+    elif holder is not None and read_holder(path) == holder:
         message = (
             f"{model.key} × {edition}: taking over the lock of {holder.describe()}, which died holding it"
         )
