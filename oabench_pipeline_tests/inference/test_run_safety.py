@@ -2,7 +2,7 @@
 Ctrl-C that stops, exit codes that tell the truth.
 
 - Two runs of one cell at once: the second waits for the cell's lock, says so in one line, then sends only
-  what the first left (nothing: every question is paid once).
+  what the first left (nothing: every question is paid once); a third, Ctrl-C'd while waiting, exits 130.
 - A run frozen mid-cell is `running` in `oabench status`; SIGKILLed, it is not (`failed`); the next run
   takes the stale lock over (one line), marks the dead Dagster run failed, and completes the cell.
 - SIGINT/SIGTERM mid-cell: nothing is sent two seconds after the signal, the replies in flight land in the
@@ -88,14 +88,21 @@ def replay(env: PipelineEnv, shared_oab: Path, latency_s: float, concurrency: in
 def test_two_runs_of_one_cell_send_each_question_once(
     fresh_env: PipelineEnv, shared_oab: Path, stop_children: list
 ) -> None:
-    server = replay(fresh_env, shared_oab, latency_s=0.3, concurrency=3)  # 80 questions: ~8 s of sending
+    server = replay(fresh_env, shared_oab, latency_s=0.5, concurrency=3)  # 80 questions: ~13 s of sending
     try:
         first = start_run(fresh_env, "first", "--models", MODEL, "--editions", "44")
         stop_children.append(first)
         log = cell_log_path(fresh_env.warehouse.root / "responses", MODEL, "44")
         wait_until(lambda: log_line_count(log) >= 2, first, "the first run logged answers")
         second = start_run(fresh_env, "second", "--models", MODEL, "--editions", "44")
-        stop_children.append(second)
+        third = start_run(fresh_env, "third", "--models", MODEL, "--editions", "44")
+        stop_children.extend([second, third])
+        # Ctrl-C while waiting for the lock: the third gives up at once, having sent nothing.
+        wait_until(lambda: "being answered by" in output(fresh_env, "third"), third, "the third run waits")
+        third.send_signal(signal.SIGINT)
+        assert third.wait(timeout=10) == 130, output(fresh_env, "third")
+        assert "while waiting for its lock; nothing was sent" in output(fresh_env, "third")
+        assert first.poll() is None, "the first run should still be answering (make the replies slower)"
         assert first.wait(timeout=RUN_TIMEOUT_S) == 0, output(fresh_env, "first")
         assert second.wait(timeout=RUN_TIMEOUT_S) == 0, output(fresh_env, "second")
         stats = server.stats
