@@ -102,8 +102,12 @@ def main() -> None:
 def _heal_catalogue(settings: Settings) -> None:
     """Every command first makes sure the DuckDB catalogue holds today's views (warehouse.ensure_views).
 
-    Quietly: a rebuild is routine (the first command of a new warehouse makes the file).
+    Quietly: a rebuild is routine (the first command of a new warehouse makes the file). When the
+    warehouse folder is not a folder at all, the command itself says so in one line: no warning first.
     """
+    folder = settings.warehouse_path.parent
+    if folder.exists() and not folder.is_dir():
+        return
     try:
         Warehouse(settings.warehouse_path).ensure_views()
     except OSError as error:  # a read-only warehouse can still be read
