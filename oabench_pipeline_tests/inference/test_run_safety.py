@@ -9,6 +9,7 @@ Ctrl-C that stops, exit codes that tell the truth.
   response log, no partition is written, the next cell never starts, the output says how to resume, the
   exit code is 130/143; the resumed run pays for nothing twice. A second Ctrl-C exits at once.
 - A cell whose every call failed exits 1 and is named with its error.
+- `dagster asset materialize` (a step on its process's main thread, as in a run worker) stops the same way.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dagster import DagsterRunStatus
 
 from oabench_pipeline.inference.cell_lock import cell_lock_path, read_holder
 from oabench_pipeline.inference.response_log import cell_log_path
-from oabench_pipeline.runner import instance_for
+from oabench_pipeline.runner import ensure_partitions, instance_for
 from oabench_pipeline_tests.conftest import REPO_ROOT
 from oabench_pipeline_tests.inference.paid_calls import active_prompt_keys, cell_rows, log_line_count
 from oabench_pipeline_tests.inference.replay import TEST_KEY, published_replies, use_replay_models
@@ -214,3 +215,46 @@ def test_a_cell_whose_every_call_failed_exits_1_and_is_named(fresh_env: Pipeline
     assert "1 of 1 cell(s) not complete:" in result.output
     assert "acme/m × 45: 80 error row(s) (most often: HTTP 400: " in result.output
     assert "maximum context length" in result.output
+
+
+def test_a_step_on_a_main_thread_stops_as_gracefully(
+    fresh_env: PipelineEnv, shared_oab: Path, stop_children: list
+) -> None:
+    """Outside `oabench run` (a run worker, `dagster asset materialize`) the step runs on its process's
+    main thread, where Dagster's interrupt used to vanish in the event loop: Ctrl-C stops it the same way."""
+    server = replay(fresh_env, shared_oab, latency_s=0.2, concurrency=4)
+    try:
+        with instance_for(fresh_env.settings) as instance:
+            ensure_partitions(instance, "editions", ["43"])
+            ensure_partitions(instance, "model_keys", [MODEL])
+        in_process = json.dumps({"execution": {"config": {"in_process": {}}}})
+        command = [
+            str(REPO_ROOT / ".venv" / "bin" / "dagster"),
+            *("asset", "materialize", "-m", "oabench_pipeline", "--select", "inferences"),
+            *("--partition", f"43|{MODEL}", "--config-json", in_process),
+        ]
+        proc = subprocess.Popen(
+            command,
+            cwd=REPO_ROOT,
+            env=dict(os.environ),
+            stdout=(fresh_env.root / "materialize.out").open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        stop_children.append(proc)
+        log = cell_log_path(fresh_env.warehouse.root / "responses", MODEL, "43")
+        wait_until(lambda: log_line_count(log) >= 8, proc, "answers logged")
+        proc.send_signal(signal.SIGINT)
+        signalled = time.monotonic()
+        returncode = proc.wait(timeout=30)
+        time.sleep(max(0.0, signalled + 2.0 - time.monotonic()))
+        sent_by_2s = server.stats.total_requests
+        time.sleep(0.5)
+        assert server.stats.total_requests == sent_by_2s, "a request was sent 2 s after the signal"
+        said = output(fresh_env, "materialize")
+        assert returncode != 0, said
+        assert "stopped, interrupted (SIGINT)" in said, said
+        assert log_line_count(log) == server.stats.total_requests < 78
+        assert cell_rows(fresh_env.warehouse, MODEL, "43").is_empty()
+    finally:
+        server.__exit__(None, None, None)
