@@ -183,6 +183,8 @@ def _cell_lock(
         who = holder.describe() if holder else "another process"
         context.log.info(f"{cell}: being answered by {who}; waiting for it")
 
+    if reason := interrupts.requested():  # cells started after a Ctrl-C (e.g. queued in a pool) send nothing
+        raise Failure(description=f"{cell}: {reason} before it started; nothing was sent")
     lock = CellLock(cell_lock_path(store.root, model_key, edition), run_id=context.run_id)
     try:
         stale = lock.acquire(on_wait, interrupts.requested)
