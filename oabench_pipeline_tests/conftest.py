@@ -20,6 +20,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SLOW_FILES_FIRST = (
     "inference/test_concurrent_backfill.py",
     "inference/test_crash_safety.py",
+    "inference/test_run_safety.py",
     "inference/test_faults.py",
     "inference/test_real_endpoints.py",
     "automation/test_downstream.py",
