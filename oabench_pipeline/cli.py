@@ -7,7 +7,7 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 import polars as pl
@@ -32,7 +32,7 @@ from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prom
 from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
-from oabench_pipeline.settings import Settings
+from oabench_pipeline.settings import Settings, SettingsError
 from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse, WarehouseError, partition_key_of
 
@@ -77,7 +77,7 @@ def ensure_partitions(instance: DagsterInstance, partitions_name: str, keys: lis
 
 
 def run_assets(
-    defs: Definitions, instance: DagsterInstance, selection: list[str], **kwargs: object
+    defs: Definitions, instance: DagsterInstance, selection: list[str], **kwargs: Any
 ) -> RunOutcome:
     from oabench_pipeline.runner import run_assets as run
 
@@ -90,7 +90,7 @@ class _OabenchGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except WarehouseError as error:
+        except (WarehouseError, SettingsError) as error:
             raise click.ClickException(str(error)) from None
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from types import TracebackType
 
 import polars as pl
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
+from oabench_pipeline.core.markdown import markdown_table
 from oabench_pipeline.inference.progress import CellProgress, listening
 
 
@@ -33,9 +35,11 @@ class ProgressBar:
         self._listening.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._listening.__exit__(*exc)
-        self._progress.__exit__(*exc)
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._listening.__exit__(exc_type, exc, tb)
+        self._progress.__exit__(exc_type, exc, tb)
 
     def start_cell(self, name: str) -> None:
         self._task = self._progress.add_task(name, total=None, errors=0, cost=0.0)
@@ -110,9 +114,7 @@ def format_table(frame: pl.DataFrame, fmt: str, wrap: dict[str, int] | None = No
         return json.dumps(frame.to_dicts(), ensure_ascii=False, default=str, indent=2)
     cells = [[render_cell(v) for v in row] for row in frame.iter_rows()]
     if fmt == "markdown":
-        header = "| " + " | ".join(frame.columns) + " |"
-        rows = ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
-        return "\n".join([header, "|" + "---|" * len(frame.columns), *rows])
+        return "\n".join(markdown_table(frame.columns, cells))
     return _text_table(frame, cells, wrap or {})
 
 

@@ -312,15 +312,6 @@ class ModelConfig(BaseModel):
             raise ValueError(f"kind = 'baseline' needs a known baseline id, one of {', '.join(BASELINE_IDS)}")
         return kind
 
-    @property
-    def is_baseline(self) -> bool:
-        return self.kind == "baseline"
-
-
-def default_models_file() -> Path:
-    """The registry shipped with the package (the 11 OABench configurations and the baselines)."""
-    return Path(__file__).resolve().parents[1] / "registry" / "models.toml"
-
 
 # ---------------------------------------------------------------------------------------------------------
 # Loading, with errors that point at a line

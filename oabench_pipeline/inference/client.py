@@ -49,6 +49,7 @@ from typing import Any, Literal, TypeVar
 
 import httpx
 
+from oabench_pipeline.core.http_status import TRANSIENT_STATUSES
 from oabench_pipeline.inference.types import (
     REDACTED,
     ChatRequest,
@@ -83,8 +84,6 @@ KEEPALIVE_EXPIRY_S = 5.0  # httpx's default: an idle connection older than this 
 USER_AGENT = "oabench-pipeline"
 STOP_POLL_S = 0.25  # how often a retry's backoff checks `should_stop`
 
-# Statuses that mean "the same request may well succeed later".
-TRANSIENT_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529})
 # Statuses that mean "no request to this endpoint/model/key can succeed": stop everything.
 FATAL_STATUSES: dict[int, str] = {
     401: "authentication rejected (check the API key)",
@@ -269,7 +268,8 @@ def parse_completion(payload: bytes) -> _Parsed:
         raise _MalformedBody("choices[0].message missing")
     # OpenRouter says `reasoning`; vLLM and DeepSeek say `reasoning_content`.
     reasoning = message.get("reasoning") or message.get("reasoning_content")
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
     details = usage.get("completion_tokens_details")
     details = details if isinstance(details, dict) else {}
     return _Parsed(

@@ -50,8 +50,6 @@ CONCURRENCY = 8
 LATENCY_S = 0.03
 RUN_TIMEOUT_S = 300.0
 POLL_S = 0.002
-# After a kill the server still finishes what was in flight; this lets those answers be counted.
-SETTLE_S = 10 * LATENCY_S
 
 
 @dataclass(frozen=True)
@@ -132,7 +130,8 @@ def run_to(point: KillPoint, env: PipelineEnv, server: ReplayServer, index: int)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    time.sleep(SETTLE_S)
+    # After a kill the server still finishes what was in flight: count those answers too.
+    server.wait_idle()
     return AfterKill(
         point=point,
         returncode=proc.returncode,

@@ -517,6 +517,22 @@ class ReplayServer:
         loop.close()
         self._loop = None
 
+    def wait_idle(self, timeout_s: float = 60.0) -> None:
+        """Block until no connection is open and no request is being answered.
+
+        After its client was killed the server still answers what was in flight; this returns once those
+        answers are counted and the dead client's connections are closed (the kernel closed them when the
+        process died), rather than after a guessed sleep.
+        """
+        loop = self._loop
+        assert loop is not None, "server not started"
+
+        async def idle() -> None:
+            while self._transports or self._connections:
+                await asyncio.sleep(0.001)
+
+        asyncio.run_coroutine_threadsafe(asyncio.wait_for(idle(), timeout_s), loop).result()
+
     def _run(self, started: threading.Event) -> None:
         loop = self._loop
         assert loop is not None
@@ -697,8 +713,9 @@ class ReplayServer:
         limit = faults.max_in_flight_before_429
         if limit is not None and in_flight > limit:
             self._count_fault("429_overload")
+            retry_after = (("Retry-After", f"{faults.retry_after_s:g}"),)
             return _error_response(
-                429, "Rate limit exceeded: too many requests in flight" + echo, (("Retry-After", "1"),)
+                429, "Rate limit exceeded: too many requests in flight" + echo, retry_after
             )
         return None
 
