@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -390,41 +391,62 @@ def _run_cells(
     concurrency: int | None,
     replicates: int = 1,
 ) -> list[str]:
+    """Every cell at once, each its own in-process Dagster run (own checks, own state in the UI), in a
+    thread of this process: the requests of a model key's cells share its `concurrency` (and its host's
+    `endpoint_concurrency`) through `inference/capacity.py`, so the model's pool stays full across its
+    editions, and each run's Dagster bookkeeping overlaps other cells' model calls."""
     from oabench_pipeline.partitions import cell_partition_key
 
+    def one_cell(model: ModelConfig, edition: str) -> RunOutcome:
+        # Answers already complete (e.g. imported) need only re-scoring: no inference run at all.
+        assets = (
+            ["scores"]
+            if inferences_are_current(warehouse, model, edition, replicates)
+            else ["inferences", "scores"]
+        )
+        settings = {"concurrency": concurrency} if concurrency else {}
+        if replicates != 1:
+            settings["replicates"] = replicates
+        run_config = (
+            {"ops": {"inferences": {"config": settings}}} if settings and "inferences" in assets else None
+        )
+        bar.start_cell(f"{model.key} × {edition}")
+        return run_assets(
+            defs,
+            instance,
+            assets,
+            partition_key=cell_partition_key(model.key, int(edition)),
+            run_config=run_config,
+            tags=endpoint_tags(model),
+        )
+
     failures = []
-    with ProgressBar() as bar:
-        for model, edition in cells:
-            partition = cell_partition_key(model.key, int(edition))
-            bar.start_cell(f"{model.key} × {edition}")
-            # Answers already complete (e.g. imported) need only re-scoring: no inference run at all.
-            assets = (
-                ["scores"]
-                if inferences_are_current(warehouse, model, edition, replicates)
-                else ["inferences", "scores"]
-            )
-            settings = {"concurrency": concurrency} if concurrency else {}
-            if replicates != 1:
-                settings["replicates"] = replicates
-            run_config = (
-                {"ops": {"inferences": {"config": settings}}} if settings and "inferences" in assets else None
-            )
-            outcome = run_assets(
-                defs,
-                instance,
-                assets,
-                partition_key=partition,
-                run_config=run_config,
-                tags=endpoint_tags(model),
-            )
-            bar.finish_cell(outcome.success)
+    with ProgressBar() as bar, _cell_pool(len(cells)) as pool:
+        # Edition-major order: when there are more cells than threads, every model starts at once.
+        ordered = sorted(cells, key=lambda cell: (int(cell[1]), cells.index(cell)))
+        running = {pool.submit(one_cell, model, edition): (model, edition) for model, edition in ordered}
+        for future in as_completed(running):
+            model, edition = running[future]
+            outcome = future.result()
+            bar.finish_cell(f"{model.key} × {edition}", outcome.success)
             for check in outcome.failed_checks:
                 bar.console.print(f"[yellow]{model.key} × {edition}: check failed: {check}[/yellow]")
             if not outcome.success:
-                failures.append(str(partition))
+                failures.append(str(cell_partition_key(model.key, int(edition))))
                 for message in outcome.errors:
                     bar.console.print(f"[red]{model.key} × {edition}: {message}[/red]")
     return failures
+
+
+# Cell runs in flight in one `oabench` process. Requests are bounded by the models' capacities, not by
+# this; it only bounds the threads (and Dagster bookkeeping) at once.
+MAX_CELL_RUNS = 32
+
+
+def _cell_pool(cells: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(
+        max_workers=max(1, min(cells, MAX_CELL_RUNS)), thread_name_prefix="oabench-cell"
+    )
 
 
 def _must(outcome: RunOutcome, what: str) -> None:

@@ -44,12 +44,28 @@ def instance_for(settings: Settings) -> DagsterInstance:
     if not config.exists():
         config.write_text(DEFAULT_INSTANCE_YAML, encoding="utf-8")
     try:
-        return DagsterInstance.get()
+        instance = DagsterInstance.get()
     except Exception as error:  # sqlite3, Dagster config errors: one line, not 110 of traceback
         reason = " ".join(str(error).split())[:300]
         raise InstanceHomeError(
             f"{origin} {home_path}: cannot open the Dagster instance ({type(error).__name__}: {reason})"
         ) from None
+    _configure_python_logs_once(instance)
+    return instance
+
+
+def _configure_python_logs_once(instance: DagsterInstance) -> None:
+    """Build the instance's `python_logs` handlers now, once, instead of at the start of every run.
+
+    Dagster 1.13 calls `logging.config.dictConfig` as each run starts (`get_yaml_python_handlers`, even
+    with no `python_logs` configured). dictConfig holds logging's module lock while it flushes and
+    closes every handler, each under its own lock; a run in another thread holding its event handler's
+    lock while SQLAlchemy calls `logging.getLogger` (each SQLite event write) waits for that module lock:
+    a deadlock as soon as two cell runs share a process (`oabench run` runs them in threads). The
+    handlers are the same for every run of the instance, so they are built once, before any run.
+    """
+    handlers = instance.get_yaml_python_handlers()
+    instance.get_yaml_python_handlers = lambda: handlers  # type: ignore[method-assign]
 
 
 def _check_writable(home: Path, origin: str) -> None:
