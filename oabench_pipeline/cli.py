@@ -468,23 +468,38 @@ def import_runs(path: str) -> None:
     _must(run_assets(defs, instance, ["published_runs"], run_config=config), f"import {path}")
     warehouse = Warehouse(settings.warehouse_path)
     cells = warehouse.query("select distinct model_key, edition from inferences where source = 'imported'")
-    scored, incomplete = 0, []
-    for model_key, edition in cells.iter_rows():
+
+    def score_cell(model_key: str, edition: int) -> tuple[str, bool, RunOutcome | None]:
+        """(cell, incomplete?, the scores run or None when the edition is not ingested)."""
         partition = cell_partition_key(model_key, edition)
         if warehouse.read("questions", str(edition)).is_empty():
-            click.echo(
-                f"{model_key} × {edition}: edition not ingested, not scored (run `oabench ingest --editions {edition}`)"
-            )
-            continue
-        if unanswered_questions(warehouse, str(edition), warehouse.read("inferences", str(partition))):
+            return f"{model_key} × {edition}", False, None
+        incomplete = bool(
+            unanswered_questions(warehouse, str(edition), warehouse.read("inferences", str(partition)))
+        )
+        if incomplete:
             # Recorded as the failed cell it is (failed check, failed partition), as `oabench status` says.
             offline = {
                 "ops": {"inferences": {"config": {"offline": True}}},
                 "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},  # an expected failure
             }
             run_assets(defs, instance, ["inferences"], partition_key=partition, run_config=offline)
-            incomplete.append(f"{model_key} × {edition}")
-        _must(run_assets(defs, instance, ["scores"], partition_key=partition), f"scores {partition}")
+        outcome = run_assets(defs, instance, ["scores"], partition_key=partition)
+        return f"{model_key} × {edition}", incomplete, outcome
+
+    scored, incomplete = 0, []
+    # Every cell at once, each its own runs (as `oabench run`): Dagster's per-run bookkeeping overlaps.
+    with _cell_pool(cells.height) as pool:
+        results = list(pool.map(lambda row: score_cell(*row), cells.iter_rows()))
+    for (model_key, edition), (name, was_incomplete, outcome) in zip(cells.iter_rows(), results, strict=True):
+        if outcome is None:
+            click.echo(
+                f"{name}: edition not ingested, not scored (run `oabench ingest --editions {edition}`)"
+            )
+            continue
+        if was_incomplete:
+            incomplete.append(name)
+        _must(outcome, f"scores {cell_partition_key(model_key, edition)}")
         scored += 1
     _must(run_assets(defs, instance, ["models", *REPORT_ASSETS]), "leaderboard")
     click.echo(f"imported {cells.height} cell(s) from {path}; scored {scored}")
