@@ -79,8 +79,7 @@ class ProgressBar:
             self._refresh_total()
 
     def _refresh_total(self) -> None:
-        cells = [*self._cells.values(), *self._finished.values()]
-        done, total, errors, cost, eta = totals(cells, self._first_answer)
+        done, total, errors, cost, eta = self._totals()
         self._progress.update(
             self._total,
             total=total or None,
@@ -95,14 +94,15 @@ class ProgressBar:
             self.console.print(self.total_line(), highlight=False)
 
     def total_line(self) -> str:
-        done, total, errors, cost, eta = totals(
-            [*self._cells.values(), *self._finished.values()], self._first_answer
-        )
+        done, total, errors, cost, eta = self._totals()
         return (
             f"total: {done}/{total} answered, {errors} errors, ${cost:.4f}"
             + (f", ETA {eta:.0f}s" if eta is not None else "")
             + f"; {len(self._tasks)} cell(s) in flight, {len(self._finished)} done"
         )
+
+    def _totals(self) -> tuple[int, int, int, float, float | None]:
+        return totals(list(self._cells.values()), list(self._finished.values()), self._first_answer)
 
     def finish_cell(self, name: str, success: bool) -> None:
         with self._lock:
@@ -126,18 +126,21 @@ class ProgressBar:
 
 
 def totals(
-    cells: list[CellProgress], first_answer: float | None
+    in_flight: list[CellProgress], finished: list[CellProgress], first_answer: float | None
 ) -> tuple[int, int, int, float, float | None]:
-    """(done, total, errors, $, ETA seconds) over cells; the ETA from this run's answer rate so far."""
+    """(done, total, errors, $, ETA seconds) over every cell; the ETA covers the cells still in flight,
+    at this run's answer rate so far (none once nothing is in flight)."""
+    cells = [*in_flight, *finished]
     done = sum(c.done for c in cells)
     total = sum(c.total for c in cells)
     errors = sum(c.errors for c in cells)
     cost = sum(c.cost_usd for c in cells)
     finished_now = sum(c.answered + c.errors for c in cells)
+    remaining = sum(c.total - c.done for c in in_flight)
     eta = None
-    if first_answer is not None and finished_now and total > done:
+    if first_answer is not None and finished_now and remaining > 0:
         rate = finished_now / max(time.monotonic() - first_answer, 1e-3)
-        eta = (total - done) / rate
+        eta = remaining / rate
     return done, total, errors, cost, eta
 
 
