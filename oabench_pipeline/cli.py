@@ -397,7 +397,7 @@ def _run_cells(
     editions, and each run's Dagster bookkeeping overlaps other cells' model calls."""
     from oabench_pipeline.partitions import cell_partition_key
 
-    def one_cell(model: ModelConfig, edition: str) -> RunOutcome:
+    def one_cell(model: ModelConfig, edition: str) -> tuple[RunOutcome, str]:
         # Answers already complete (e.g. imported) need only re-scoring: no inference run at all.
         assets = (
             ["scores"]
@@ -411,7 +411,7 @@ def _run_cells(
             {"ops": {"inferences": {"config": settings}}} if settings and "inferences" in assets else None
         )
         bar.start_cell(f"{model.key} × {edition}")
-        return run_assets(
+        outcome = run_assets(
             defs,
             instance,
             assets,
@@ -419,6 +419,11 @@ def _run_cells(
             run_config=run_config,
             tags=endpoint_tags(model),
         )
+        # What a cell that sent no model call did (a cell that sent any has its counts instead).
+        quiet = (
+            "answers up to date, re-scored" if assets == ["scores"] else "answered with no model call, scored"
+        )
+        return outcome, quiet
 
     failures = []
     with ProgressBar() as bar, _cell_pool(len(cells)) as pool:
@@ -427,8 +432,8 @@ def _run_cells(
         running = {pool.submit(one_cell, model, edition): (model, edition) for model, edition in ordered}
         for future in as_completed(running):
             model, edition = running[future]
-            outcome = future.result()
-            bar.finish_cell(f"{model.key} × {edition}", outcome.success)
+            outcome, quiet = future.result()
+            bar.finish_cell(f"{model.key} × {edition}", outcome.success, quiet)
             for check in outcome.failed_checks:
                 bar.console.print(f"[yellow]{model.key} × {edition}: check failed: {check}[/yellow]")
             if not outcome.success:

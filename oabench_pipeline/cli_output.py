@@ -104,7 +104,8 @@ class ProgressBar:
     def _totals(self) -> tuple[int, int, int, float, float | None]:
         return totals(list(self._cells.values()), list(self._finished.values()), self._first_answer)
 
-    def finish_cell(self, name: str, success: bool) -> None:
+    def finish_cell(self, name: str, success: bool, quiet_note: str = "no model call") -> None:
+        """Print the cell's line; `quiet_note` says what it did when it sent no model call at all."""
         with self._lock:
             task = self._tasks.pop(name, None)
             if task is not None:
@@ -119,7 +120,7 @@ class ProgressBar:
                 )
             else:
                 self._finished[name] = CellProgress(cell=name, total=0, already_done=0)
-                what = "up to date, scored" if success else "no model call"
+                what = quiet_note
             status = "" if success else " [red]FAILED[/red]"
             self.console.print(f"{name}: {what}{status} [{elapsed:.1f}s]", highlight=False)
             self._refresh_total()
