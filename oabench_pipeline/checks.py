@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
-from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, Failure, MetadataValue
+from dagster import (
+    AssetCheckKey,
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    Failure,
+    MetadataValue,
+)
 
 MAX_LISTED = 10
 
@@ -46,7 +53,7 @@ def problems_result(
 
 
 def stop_on_blocking_failures(
-    results: list[AssetCheckResult], blocking: Iterable[str], what: str
+    results: list[AssetCheckResult], blocking: Iterable[str | AssetCheckKey], what: str
 ) -> Iterator[AssetCheckResult]:
     """When a blocking check failed: record every evaluation, then fail the step before anything is written.
 
@@ -54,7 +61,7 @@ def stop_on_blocking_failures(
     blocking checks pass (the results then travel with the `MaterializeResult`).
     """
     blocking = set(blocking)
-    failing = [r for r in results if r.check_name in blocking and not r.passed]
+    failing = [r for r in results if _is_blocking(r, blocking) and not r.passed]
     if not failing:
         return
     yield from results
@@ -62,8 +69,24 @@ def stop_on_blocking_failures(
     for result in failing:
         problems = result.metadata.get("problems") or result.metadata.get("problem")
         detail = getattr(problems, "value", None) or getattr(problems, "text", None)
-        lines.append(f"- {result.check_name}" + (f": {detail}" if detail else ""))
+        lines.append(f"- {_name(result)}" + (f": {detail}" if detail else ""))
     raise Failure(
         description="\n".join(lines),
-        metadata={"failed_checks": ", ".join(r.check_name for r in failing)},
+        metadata={"failed_checks": ", ".join(_name(r) for r in failing)},
     )
+
+
+def _is_blocking(result: AssetCheckResult, blocking: set[str | AssetCheckKey]) -> bool:
+    """`blocking` names checks (one asset) or holds check keys (a multi-asset, where names repeat)."""
+    if result.check_name in blocking:
+        return True
+    return (
+        result.asset_key is not None and AssetCheckKey(result.asset_key, str(result.check_name)) in blocking
+    )
+
+
+def _name(result: AssetCheckResult) -> str:
+    """`check`, or `asset.check` when the result names its asset (a multi-asset's checks)."""
+    if result.asset_key is None:
+        return str(result.check_name)
+    return f"{result.asset_key.to_user_string()}.{result.check_name}"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import click
 import polars as pl
 
+from oabench_pipeline import interrupts
 from oabench_pipeline.cli_output import ProgressBar, format_table, leaderboard_summary
 from oabench_pipeline.core.editions import known_editions
 from oabench_pipeline.core.models_registry import ModelConfig, ModelsRegistryError, load_models_registry
@@ -26,16 +27,19 @@ from oabench_pipeline.freshness import (
     scores_are_current,
     summary_editions,
 )
-from oabench_pipeline.inference.cell import cell_name, complete_imported_runs, replicate_plans
+from oabench_pipeline.inference.cell import ANSWERED, cell_name, complete_imported_runs, replicate_plans
+from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
 from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
 from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
 from oabench_pipeline.settings import Settings
+from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse, WarehouseError, partition_key_of
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance, Definitions
+    from rich.console import Console
 
     from oabench_pipeline.runner import RunOutcome
 
@@ -100,8 +104,12 @@ def main() -> None:
 def _heal_catalogue(settings: Settings) -> None:
     """Every command first makes sure the DuckDB catalogue holds today's views (warehouse.ensure_views).
 
-    Quietly: a rebuild is routine (the first command of a new warehouse makes the file).
+    Quietly: a rebuild is routine (the first command of a new warehouse makes the file). When the
+    warehouse folder is not a folder at all, the command itself says so in one line: no warning first.
     """
+    folder = settings.warehouse_path.parent
+    if folder.exists() and not folder.is_dir():
+        return
     try:
         Warehouse(settings.warehouse_path).ensure_views()
     except OSError as error:  # a read-only warehouse can still be read
@@ -142,6 +150,13 @@ def ingest(editions_opt: str | None, force: bool) -> None:
     _set_aside_damaged(warehouse, "editions", [UNPARTITIONED], "rebuilding it from the registry")
     store = RawStore(settings.raw_dir)
     stale = [key for key in wanted if force or not edition_is_current(warehouse, store, known[key])]
+    to_fetch = [
+        key
+        for key in stale
+        if any(store.verified_path(f.sha256) is None for f in (known[key].booklet, known[key].answer_key))
+    ]
+    if to_fetch and (problem := settings.source_mirror_problem()):
+        raise click.ClickException(f"{problem}; nothing was ingested")
     for key in wanted:
         if key not in stale:
             click.echo(f"edition {key}: {_summary(warehouse, key)} (up to date)")
@@ -244,17 +259,85 @@ def run(
         )
         return
     defs, instance = _dagster(settings)
-    ensure_partitions(instance, "editions", editions)
-    ensure_partitions(instance, "model_keys", [m.key for m in chosen])
-    if force or not models_table_is_current(warehouse, settings.models_file):
-        _must(run_assets(defs, instance, ["models"]), "models registry")
-    failures = _run_cells(defs, instance, warehouse, todo, concurrency, replicates)
-    _must(run_assets(defs, instance, REPORT_ASSETS), "leaderboard")
+    interrupts.reset()
+
+    def work() -> int:
+        """The Dagster part, on a worker thread: Ctrl-C stays ours (`interrupts.py`)."""
+        ensure_partitions(instance, "editions", editions)
+        ensure_partitions(instance, "model_keys", [m.key for m in chosen])
+        if force or not models_table_is_current(warehouse, settings.models_file):
+            _must(run_assets(defs, instance, ["models"]), "models registry")
+        failures = _run_cells(defs, instance, warehouse, todo, concurrency, replicates)
+        if interrupts.requested():
+            return _report_interrupted(warehouse, chosen, editions, concurrency, replicates)
+        _must(run_assets(defs, instance, REPORT_ASSETS), "leaderboard")
+        click.echo(
+            f"leaderboard rebuilt: {len(chosen)} model key(s) × {len(editions)} edition(s), {len(todo)} cell(s) run; "
+            "`oabench leaderboard` prints it"
+        )
+        incomplete = _report_incomplete(warehouse, cells, replicates, failures)
+        return interrupts.exit_code() or incomplete  # a signal during the leaderboard: it finished anyway
+
+    sys.exit(interrupts.run_stoppably(work, announce=interrupts.echo_err))
+
+
+def _report_interrupted(
+    warehouse: Warehouse,
+    chosen: list[ModelConfig],
+    editions: list[str],
+    concurrency: int | None,
+    replicates: int,
+) -> int:
+    """What an interrupted run kept and how to resume it; the exit code (130 for SIGINT, 143 for SIGTERM)."""
+    resume = f"oabench run --models {','.join(m.key for m in chosen)} --editions {','.join(editions)}"
+    resume += f" --concurrency {concurrency}" if concurrency else ""
+    resume += f" --replicates {replicates}" if replicates != 1 else ""
     click.echo(
-        f"leaderboard rebuilt: {len(chosen)} model key(s) × {len(editions)} edition(s), {len(todo)} cell(s) run; "
-        "`oabench leaderboard` prints it"
+        f"{interrupts.requested()}: nothing was sent after it; every answer received is kept in "
+        f"{warehouse.root / 'responses'}; no partition was written half-done and the leaderboard was not "
+        f"rebuilt. Resume (nothing kept is asked again): {resume}",
+        err=True,
     )
-    sys.exit(1 if failures else 0)
+    return interrupts.exit_code()
+
+
+def _report_incomplete(
+    warehouse: Warehouse, cells: list[tuple[ModelConfig, str]], replicates: int, failures: list[str]
+) -> int:
+    """Exit code 0 only when every requested cell is complete; else name each cell that is not, and why."""
+    incomplete = []
+    for model, edition in cells:
+        name = cell_name(model.key, edition)
+        if _cell_is_current(warehouse, model, edition, replicates):
+            continue
+        why = "its run failed (see above)" if name in failures else _why_incomplete(warehouse, model, edition)
+        incomplete.append(f"  {model.key} × {edition}: {why}")
+    if not incomplete:
+        return 0
+    click.echo(f"{len(incomplete)} of {len(cells)} cell(s) not complete:", err=True)
+    for line in incomplete:
+        click.echo(line, err=True)
+    click.echo("rerun `oabench run` to ask again what failed (answers kept are not asked again)", err=True)
+    return 1
+
+
+def _why_incomplete(warehouse: Warehouse, model: ModelConfig, edition: str) -> str:
+    """Error rows (with the most frequent error) and unanswered questions of the cell's newest run."""
+    rows = with_logical_run_ids(warehouse.read("inferences", cell_name(model.key, edition)), model.key)
+    if rows.is_empty():
+        return "no row written"
+    newest = rows.sort("created_at", nulls_last=True)["run_id"][-1]
+    run = rows.filter((pl.col("run_id") == newest) & ~pl.col("skipped").fill_null(False))
+    errors = run.filter(pl.col("error").is_not_null())
+    active = warehouse.read("questions", edition).filter(pl.col("status") == "active")["qid"]
+    unanswered = len(set(active) - set(run.filter(ANSWERED)["qid"]) - set(errors["qid"]))
+    parts = []
+    if errors.height:
+        common = errors["error"].mode().sort()[0]
+        parts.append(f"{errors.height} error row(s) (most often: {common[:160]})")
+    if unanswered:
+        parts.append(f"{unanswered} unanswered question(s)")
+    return ", ".join(parts) or "not up to date (`oabench status` says why)"
 
 
 def _set_aside_damaged_cells(
@@ -307,7 +390,8 @@ def _cell_is_current(warehouse: Warehouse, model: ModelConfig, edition: str, rep
     )
 
 
-REPORT_ASSETS = ["leaderboard", "leaderboard_report"]
+# Every analysis table (one asset each, built by one step) and the report that renders them.
+REPORT_ASSETS = [*ANALYSIS_TABLES, "leaderboard_report"]
 
 
 def _choose_models(settings: Settings, keys: list[str] | None) -> list[ModelConfig]:
@@ -397,7 +481,9 @@ def _run_cells(
     editions, and each run's Dagster bookkeeping overlaps other cells' model calls."""
     from oabench_pipeline.partitions import cell_partition_key
 
-    def one_cell(model: ModelConfig, edition: str) -> tuple[RunOutcome, str]:
+    def one_cell(model: ModelConfig, edition: str) -> tuple[RunOutcome, str] | None:
+        if interrupts.requested():
+            return None  # a cell not started yet after a Ctrl-C is not started at all
         # Answers already complete (e.g. imported) need only re-scoring: no inference run at all.
         assets = (
             ["scores"]
@@ -410,6 +496,8 @@ def _run_cells(
         run_config = (
             {"ops": {"inferences": {"config": settings}}} if settings and "inferences" in assets else None
         )
+        if "inferences" in assets:
+            _announce_cell_lock(bar.console, warehouse, model, edition)
         bar.start_cell(f"{model.key} × {edition}")
         outcome = run_assets(
             defs,
@@ -432,7 +520,10 @@ def _run_cells(
         running = {pool.submit(one_cell, model, edition): (model, edition) for model, edition in ordered}
         for future in as_completed(running):
             model, edition = running[future]
-            outcome, quiet = future.result()
+            result = future.result()
+            if result is None:
+                continue  # not started: a Ctrl-C came first
+            outcome, quiet = result
             bar.finish_cell(f"{model.key} × {edition}", outcome.success, quiet)
             for check in outcome.failed_checks:
                 bar.console.print(f"[yellow]{model.key} × {edition}: check failed: {check}[/yellow]")
@@ -452,6 +543,25 @@ def _cell_pool(cells: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(
         max_workers=max(1, min(cells, MAX_CELL_RUNS)), thread_name_prefix="oabench-cell"
     )
+
+
+def _announce_cell_lock(console: Console, warehouse: Warehouse, model: ModelConfig, edition: str) -> None:
+    """One line when another process is answering the cell (this run waits for it), or died holding it."""
+    path = cell_lock_path(warehouse.root, model.key, edition)
+    held = is_held(path)
+    holder = read_holder(path)
+    # Held before or after reading the record: busy. A record with the lock free before and after, and
+    # still the same record (a clean release deletes it first), is a holder that died.
+    if held or is_held(path):
+        who = holder.describe() if holder else "another process"
+        message = f"{model.key} × {edition}: being answered by {who}; waiting for it, then sending only what it left"
+    elif holder is not None and read_holder(path) == holder:
+        message = (
+            f"{model.key} × {edition}: taking over the lock of {holder.describe()}, which died holding it"
+        )
+    else:
+        return
+    console.print(message, markup=False, soft_wrap=True)
 
 
 def _must(outcome: RunOutcome, what: str) -> None:

@@ -1,5 +1,10 @@
 """Is a partition up to date? File times of the warehouse answer it without starting a Dagster run.
 
+The one answer to "is this cell done": `oabench run` skips a cell when `inferences_are_current` and
+`scores_are_current` hold and exits 0 only when they hold for every requested cell; `oabench status`
+calls a cell `complete` only under the same two conditions (else `stale`, `failed` or `missing`, with
+why). A partition whose file is unreadable (a damaged footer) is never up to date.
+
 The CLI uses this to skip work that would change nothing (a no-op rerun then costs well under a
 second per command instead of a run per cell); `--force` skips the check. The Dagster UI always
 recomputes what it is asked to.
@@ -23,7 +28,8 @@ from oabench_pipeline.inference.cell import (
     replicate_plans,
 )
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
-from oabench_pipeline.warehouse import Warehouse
+from oabench_pipeline.tables import ANALYSIS_TABLES
+from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse
 
 
 def _mtime(path: Path) -> float | None:
@@ -41,9 +47,16 @@ def _newer_or_equal(path: Path, *inputs: Path) -> bool:
     return all((t := _mtime(p)) is None or t <= written for p in inputs)
 
 
+def _readable(warehouse: Warehouse, table: str, key: str) -> bool:
+    """The partition file, if any, has an intact footer: an unreadable partition is never up to date."""
+    return not warehouse.damaged_partitions(table, [key], thorough=False)
+
+
 def edition_is_current(warehouse: Warehouse, store: RawStore, edition: Edition) -> bool:
     """The stored PDFs match the pins and both parsed tables were written from them since."""
     key = edition.partition_key
+    if not all(_readable(warehouse, t, key) for t in ("source_files", "answer_keys", "questions")):
+        return False
     sources = warehouse.read("source_files", key)
     if sources.is_empty() or set(sources["sha256"]) != {edition.booklet.sha256, edition.answer_key.sha256}:
         return False
@@ -73,6 +86,8 @@ def inferences_are_current(
 ) -> bool:
     """The cell has `replicates` complete runs, each answering exactly today's requests, and nothing is stale."""
     partition = cell_name(model.key, edition)
+    if not (_readable(warehouse, "inferences", partition) and _readable(warehouse, "questions", edition)):
+        return False
     existing = with_logical_run_ids(warehouse.read("inferences", partition), model.key)
     if existing.is_empty():
         return False
@@ -121,6 +136,8 @@ def stale_reasons(
 def scores_are_current(warehouse: Warehouse, model_key: str, edition: str) -> bool:
     partition = cell_name(model_key, edition)
     scores = warehouse.partition_path("scores", partition)
+    if not _readable(warehouse, "scores", partition):
+        return False
     # Scores written before runs existed have no run_id: the leaderboard cannot tell their run apart.
     if scores.is_file() and "run_id" not in pl.read_parquet_schema(scores):
         return False
@@ -133,12 +150,15 @@ def scores_are_current(warehouse: Warehouse, model_key: str, edition: str) -> bo
 
 
 def leaderboard_is_current(warehouse: Warehouse) -> bool:
-    """The leaderboard was rebuilt after every scores partition and the models table were written."""
-    board = warehouse.partition_path("leaderboard")
+    """Every analysis table was rebuilt after every scores partition and the models table were written,
+    and the report after them (each table is its own asset: one may have been rebuilt alone)."""
+    if not all(_readable(warehouse, table, UNPARTITIONED) for table in ANALYSIS_TABLES):
+        return False
     scores = list(warehouse.table_dir("scores").glob("*.parquet"))
     report = warehouse.root / "reports" / "leaderboard.html"
-    return _newer_or_equal(board, *scores, warehouse.partition_path("models")) and _newer_or_equal(
-        report, board
+    tables = [warehouse.partition_path(table) for table in ANALYSIS_TABLES]
+    return all(_newer_or_equal(t, *scores, warehouse.partition_path("models")) for t in tables) and (
+        _newer_or_equal(report, *tables)
     )
 
 

@@ -7,6 +7,7 @@ executor: no subprocess per step, so a no-op rerun costs little more than Dagste
 from __future__ import annotations
 
 import os
+import socket
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -105,6 +106,9 @@ telemetry:
 """
 
 CONSOLE_LOG_LEVEL = os.environ.get("OABENCH_LOG_LEVEL", "WARNING")
+# Every run `oabench` executes says which process runs it: `oabench status` tells a run whose process is gone
+# (killed) from one in progress, which the instance alone cannot (an in-process run has no run monitor).
+PID_TAG, HOST_TAG = "oabench/pid", "oabench/host"
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,7 @@ def _materialize(
         resources=dict(defs.resources or {}),
         run_config=run_config,
         raise_on_error=False,
-        tags=tags,
+        tags={PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname(), **(tags or {})},
     )
 
 

@@ -46,6 +46,24 @@ class Settings:
         """Editions found on the OAB portal by the sensor, pinned on first download (beside the warehouse)."""
         return self.warehouse_path.parent / "discovered_editions.toml"
 
+    def source_mirror_problem(self) -> str | None:
+        """Why OABENCH_SOURCE_BASE_URL, when it names a local folder, cannot serve the PDFs (None: it can).
+
+        A relative folder is read from the working directory: `../shared/oab/mirror` works from a
+        repository beside `shared/`, not from a clone elsewhere, and would otherwise fail file by file.
+        """
+        base = self.source_base_url
+        if not base or ("://" in base and not base.startswith("file://")):
+            return None  # the official host, or an http(s) mirror: its own errors name the URL
+        folder = Path(base.removeprefix("file://"))
+        if folder.is_dir():
+            return None
+        return (
+            f"OABENCH_SOURCE_BASE_URL={base}: no such folder ({folder.resolve()}, read from {Path.cwd()}); "
+            "point it at the mirror folder (e.g. ../shared/oab/mirror from a repository beside shared/), an "
+            "http(s) URL, or unset it to download from the official host"
+        )
+
     @classmethod
     def from_env(cls) -> Settings:
         warehouse = Path(os.environ.get("OABENCH_WAREHOUSE") or DEFAULT_WAREHOUSE).resolve()

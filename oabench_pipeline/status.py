@@ -19,25 +19,30 @@ exist are listed).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import os
+import socket
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 import polars as pl
-from dagster import AssetKey, DagsterInstance, partition_loading_context
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter, partition_loading_context
 from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 
 from oabench_pipeline.core.editions import load_editions
 from oabench_pipeline.core.models_registry import ModelConfig, load_models_registry
 from oabench_pipeline.core.runs import live_run_id, with_logical_run_ids
-from oabench_pipeline.freshness import stale_reasons, summary_editions
+from oabench_pipeline.freshness import scores_are_current, stale_reasons, summary_editions
 from oabench_pipeline.inference.cell import ANSWERED, CellPlan, complete_imported_runs, replicate_plans
+from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
 from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
 from oabench_pipeline.partitions import cell_partition_key, model_edition_partitions
+from oabench_pipeline.runner import HOST_TAG, PID_TAG
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import DamagedPartitionError, Warehouse
 
+PARTITION_TAG = "dagster/partition"
 CellState = Literal["complete", "missing", "failed", "stale", "running"]
 STATES: tuple[CellState, ...] = ("complete", "missing", "failed", "stale", "running")
 UNKNOWN_COST = "unknown (no price snapshot)"
@@ -181,6 +186,44 @@ def run_states(instance: DagsterInstance | None, cells: Sequence[tuple[str, str]
     return {k: wanted[s] for k, s in (statuses or {}).items() if s in wanted}
 
 
+def live_run_state(
+    instance: DagsterInstance | None, store: Warehouse, model_key: str, edition: str, runs: dict[str, str]
+) -> str | None:
+    """The run state corrected by the cell's lock: "running" only while a live process answers the cell.
+
+    A process holding the cell's lock is running it, whatever the instance says. The instance's "in
+    progress" without a lock holder is "dead" when the process is known to be gone: it died holding the
+    lock (its record is left behind) or it was an `oabench` run of this host whose PID no longer exists.
+    """
+    key = str(cell_partition_key(model_key, edition))
+    lock = cell_lock_path(store.root, model_key, edition)
+    if is_held(lock):
+        return "running"
+    state = runs.get(key)
+    if state != "running" or instance is None:
+        return state
+    in_progress = instance.get_runs(
+        RunsFilter(statuses=[DagsterRunStatus.STARTED], tags={PARTITION_TAG: key}), limit=10
+    )
+    stale = read_holder(lock)
+    dead = [r for r in in_progress if (stale and stale.run_id == r.run_id) or process_gone(r.tags)]
+    return "dead" if in_progress and len(dead) == len(in_progress) else state
+
+
+def process_gone(tags: Mapping[str, str]) -> bool:
+    """Whether the run's process (`oabench/pid` on `oabench/host`, tags of `oabench`'s runs) is gone."""
+    pid, host = tags.get(PID_TAG), tags.get(HOST_TAG)
+    if not pid or host != socket.gethostname():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, ValueError):
+        return False
+    return False
+
+
 def _counts(questions: pl.DataFrame, rows: pl.DataFrame) -> tuple[int, int, int]:
     """(answered, errors, missing) over the active questions."""
     active = set(questions.filter(pl.col("status") == "active")["qid"])
@@ -294,6 +337,8 @@ def _state(
 ) -> tuple[CellState, str]:
     if run_state == "running":
         return "running", "a run is materializing it"
+    if run_state == "dead":
+        return "failed", "its last run died without finishing (process killed?); rerun `oabench run`"
     if rows.is_empty():
         if run_state == "failed":
             return "failed", "last run failed before writing any row"
@@ -303,6 +348,8 @@ def _state(
     if errors or missing:
         return "failed", f"{errors} error row(s), {missing} unanswered question(s)"
     reasons = stale_reasons(store, edition, cell_key, rows, model, questions)
+    if not scores_are_current(store, cell_key.partition("|")[2], edition):
+        reasons.append("scores older than the answers, or unreadable (`oabench run` re-scores it)")
     if reasons:
         return "stale", "; ".join(reasons)
     return "complete", ""
@@ -333,7 +380,7 @@ def collect_status(
             reason = f"edition not ingested: `oabench ingest --editions {edition}`"
             statuses.append(CellStatus(edition, model_key, "missing", None, None, None, None, None, reason))
             continue
-        run_state = runs.get(str(cell_partition_key(model_key, edition)))
+        run_state = live_run_state(instance, store, model_key, edition, runs)
         status, no_price = cell_status(
             store, edition, model_key, registry.get(model_key), questions_by_edition[edition], run_state
         )

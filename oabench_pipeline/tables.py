@@ -455,3 +455,52 @@ def conform(table: str, frame: pl.DataFrame) -> pl.DataFrame:
 def empty_frame(table: str) -> pl.DataFrame:
     """A table with its contracted columns and no rows."""
     return pl.DataFrame(schema={c.name: c.dtype for c in TABLES[table]})
+
+
+# The tables built from every scored cell in one pass (`core/leaderboard.py`), each its own Dagster asset
+# (`scoring/assets.py`), in the order they are listed and written. Light on purpose: the CLI imports it
+# to decide what to rebuild without importing Dagster or the statistics.
+ANALYSIS_TABLES: tuple[str, ...] = (
+    "leaderboard",
+    "leaderboard_by_edition",
+    "leaderboard_by_area",
+    "pairwise_comparison",
+    "item_analysis",
+    "provider_summary",
+    "edition_deltas",
+    "pareto_frontier",
+    "latency_accuracy_correlation",
+    "contamination_by_cutoff",
+    "runs",
+    "run_variance",
+)
+
+# What each analysis table holds, as its asset's description in the UI (first line: the summary).
+ANALYSIS_DESCRIPTIONS: dict[str, str] = {
+    "leaderboard": "One row per model key: official and technical score with 95% Wilson intervals, rank "
+    "and rank interval among complete keys, editions passed, p_pass, cost, latency and replicate spread.\n\n"
+    "Each cell counts through its canonical run: the newest complete run (completed before the end of "
+    "`as_of`, UTC, when set). Keys whose every edition has no complete run are shown, never ranked.",
+    "leaderboard_by_edition": "One row per model key and edition: the canonical run's scores, whether it "
+    "passed (40/80), p_pass, invalid and missing answers, tokens and cost; `run_id` says which run counted.",
+    "leaderboard_by_area": "One row per model key and legal area: correct answers on active questions, the "
+    "area's active questions and the accuracy, in the booklet's area order.",
+    "pairwise_comparison": "One row per pair of ranked (complete) keys: their accuracies on the shared "
+    "questions, the discordant counts, the exact McNemar p-value and its Holm-corrected value.",
+    "item_analysis": "One row per question: how many keys got it right, its discrimination across keys, "
+    "the answer distribution and a flag when most keys agree against the official key.",
+    "provider_summary": "One row per provider (case-insensitive) over its complete keys: best key, mean, "
+    "min and max official accuracy, mean and total cost.",
+    "edition_deltas": "One row per complete key: official and technical accuracy change from its first to "
+    "its last edition (percentage points) with a Fisher exact p, not corrected for multiple comparisons.",
+    "pareto_frontier": "One row per key: cost (reported, else estimated) and official accuracy, and whether "
+    "no key costing no more beats it (`on_frontier`, complete keys with a cost only).",
+    "latency_accuracy_correlation": "Spearman's rho between p50 latency and official accuracy across "
+    "complete keys, with its two-sided p-value: is a slower model a more accurate one?",
+    "contamination_by_cutoff": "One row per key with a knowledge cutoff: technical accuracy on editions held "
+    "after the cutoff versus on or before it (a drop after the cutoff hints at contamination).",
+    "runs": "One row per run (live replicate, baseline or imported folder): when it started and completed, "
+    "which editions it completed, its replicate index, and whether it is complete.",
+    "run_variance": "One row per key with complete replicates: how many, the mean, range and standard "
+    "deviation of the official score, and how often an answer flips between replicates.",
+}

@@ -3,7 +3,8 @@
 A warehouse with the three editions and the published OABench runs imported (`oabench import`, so the
 leaderboard, the report and the aborted GPT-5 Mini run are all there) is served by a real
 `dagster-webserver` on 127.0.0.1; Chromium (Debian's `chromium`, driven over the DevTools protocol)
-loads the asset graph, the `inferences` asset's Checks tab, `leaderboard_report`'s latest
+loads the asset graph, the `inferences` asset's Checks tab, an analysis table's asset page
+(`pairwise_comparison`: description, columns, its own checks), `leaderboard_report`'s latest
 materialization (its inline summary, and a chart opened from "[Show Markdown]"), then the HTML report
 file, and the test asserts on what the pages render. Without Chromium the test is skipped, except in CI
 (`CI=true`), where `.ci/run` installs it and its absence is a failure.
@@ -25,6 +26,8 @@ from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
 pytestmark = pytest.mark.timeout(600)
 
+# Every group expanded but `analysis`: its twelve sibling tables make a column taller than any zoom the
+# lineage page fits to; collapsed, it is one box between `scores` and the report.
 GROUPS = ("sources", "exams", "inference", "scoring", "reports")
 GRAPH_PATH = "/asset-groups?expanded=" + ",".join(f"global@global:{g}" for g in GROUPS)
 
@@ -88,9 +91,11 @@ def browser(site: Site, tmp_path: Path) -> Iterator[Browser]:
 def test_asset_graph_shows_every_group_and_asset(site: Site, browser: Browser) -> None:
     browser.goto(site.server.url + GRAPH_PATH)
     browser.wait_for_text(
-        "editions", "exam_pdfs", "answer_keys", "questions", "inferences", "scores", "leaderboard",
-        "leaderboard_report", "published_runs",
+        "editions", "exam_pdfs", "answer_keys", "questions", "inferences", "scores", "leaderboard_report",
+        "published_runs",
     )  # fmt: skip
+    # The collapsed `analysis` group is drawn as a box in the graph, besides its entry in the side list.
+    assert browser.count_text("analysis") >= 2
 
 
 def test_checks_tab_shows_descriptions_and_the_failed_check(site: Site, browser: Browser) -> None:
@@ -102,6 +107,16 @@ def test_checks_tab_shows_descriptions_and_the_failed_check(site: Site, browser:
     assert "No description provided" not in page
     browser.click_text("every_active_question_has_a_row")
     browser.wait_for_text("Each active question of the edition has an answer", "Failed")
+
+
+def test_an_analysis_table_has_its_own_asset_page(site: Site, browser: Browser) -> None:
+    """`pairwise_comparison` is an asset: its description, its columns and its own passed checks."""
+    browser.goto(site.server.url + "/assets/pairwise_comparison")
+    browser.wait_for_text("pairwise_comparison", "McNemar", "p_holm", "a_only_correct", "Holm's correction")
+    browser.goto(site.server.url + "/assets/pairwise_comparison?view=checks")
+    page = browser.wait_for_text("one_row_per_pair", "p_values_valid", "Passed")
+    assert "No description provided" not in page
+    assert "edition_sums_equal_aggregate" not in page  # the leaderboard's checks stay on its own page
 
 
 def test_report_materialization_shows_summary_inline_and_charts(site: Site, browser: Browser) -> None:

@@ -152,3 +152,24 @@ def test_select_cells_crosses_the_registry_and_keeps_only_existing_history() -> 
     )
     assert cells == [("43", "a"), ("43", "gone"), ("45", "gone")]
     assert select_cells(["43"], ["a", "b"], [], only_models=["b"]) == [("43", "b")]
+
+
+def test_unreadable_or_older_scores_make_a_cell_stale_until_run_rescores_it(status_env: StatusEnv) -> None:
+    """One notion of done: the cell `oabench run` would re-score is not `complete` in `oabench status`."""
+    env = status_env.env
+    assert env.cli("run", "--models", BASELINE, "--editions", "45").exit_code == 0
+    _, cells = status_env.status("--editions", "45", "--models", BASELINE)
+    assert cells[("45", BASELINE)]["state"] == "complete"
+
+    scores = env.warehouse.partition_path("scores", f"45|{BASELINE}")
+    scores.write_bytes(scores.read_bytes()[:-100])  # a torn footer
+    result, cells = status_env.status("--editions", "45", "--models", BASELINE)
+    assert result.exit_code == 1
+    cell = cells[("45", BASELINE)]
+    assert cell["state"] == "stale" and "scores older than the answers, or unreadable" in cell["reason"]
+
+    rerun = env.cli("run", "--models", BASELINE, "--editions", "45")
+    assert rerun.exit_code == 0, rerun.output
+    assert "re-scoring it" in rerun.output
+    _, cells = status_env.status("--editions", "45", "--models", BASELINE)
+    assert cells[("45", BASELINE)]["state"] == "complete"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import Warehouse
 from oabench_pipeline_tests.servers.dagster_webserver import DagsterWebserver
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
@@ -31,7 +32,7 @@ EXPECTED_GROUPS = {
     "published_runs": "inference",
     "inferences": "inference",
     "scores": "scoring",
-    "leaderboard": "scoring",
+    **{table: "analysis" for table in ANALYSIS_TABLES},  # leaderboard and each analysis table
     "leaderboard_report": "reports",
 }
 INGEST_ASSETS = ("exam_pdfs", "answer_keys", "questions")
@@ -135,6 +136,10 @@ def test_ui_shows_the_asset_graph_and_ingests_an_edition(webserver: tuple[Dagste
     assert [d["dynamicPartitionsDefinitionName"] for d in dimensions] == ["editions"]
     assert {"qid", "stem", "choice_a", "status", "area"} <= set(_column_schema(nodes["questions"]))
     assert {"rank", "model_key", "official_accuracy"} <= set(_column_schema(nodes["leaderboard"]))
+    assert {"model_a", "model_b", "p_holm"} <= set(_column_schema(nodes["pairwise_comparison"]))
+    assert "McNemar" in nodes["pairwise_comparison"]["description"]
+    report_deps = {"/".join(d["path"]) for d in nodes["leaderboard_report"]["dependencyKeys"]}
+    assert report_deps == set(ANALYSIS_TABLES)  # the lineage draws every table feeding the report
     for key, node in nodes.items():
         schema = _column_schema(node)
         assert schema and all(schema.values()), f"{key}: columns without a description in the UI: {schema}"

@@ -38,13 +38,16 @@ GROUPS = ("sources", "exams", "inference", "scoring", "reports")
 
 # (file name, page path, texts to wait for, text to click first or None)
 PAGES = (
-    # The global lineage with every group expanded (the UI's `expanded` query parameter).
+    # The global lineage with every group expanded (the UI's `expanded` query parameter) but `analysis`:
+    # its twelve sibling tables make a column taller than the page fits; collapsed, it is one box.
     (
         "asset-graph.png",
         "/asset-groups?expanded=" + ",".join(f"global@global:{g}" for g in GROUPS),
         ("leaderboard_report", "inferences", "exam_pdfs"),
         None,
     ),
+    # An analysis table is an asset of its own: its description, columns, checks, automation.
+    ("analysis-table.png", "/assets/pairwise_comparison", ("McNemar", "p_holm"), None),
     # The latest materialization of the report: the summary drawn inline, the rest behind dialogs.
     ("leaderboard-report.png", "/assets/leaderboard_report?view=events", ("Data as of", "summary"), None),
     # One of its charts, opened from "[Show Markdown]" (the second one: cost vs accuracy).

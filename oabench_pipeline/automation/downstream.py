@@ -6,12 +6,13 @@ Declarative automation, evaluated by one `AutomationConditionSensorDefinition` (
   `inferences` partition, or its edition's `answer_keys` / `questions`, is materialized by a run that did
   not score it already (`oabench run` materializes inferences and scores together: nothing left to do).
   Only the changed cells are requested; a cell whose inferences are missing waits for them.
-- `leaderboard` (unpartitioned, reads every scored cell) uses `after_any_upstream_update()`: it fires once
+- `leaderboard` and every other analysis table (`tables.ANALYSIS_TABLES`: unpartitioned assets of one
+  multi-asset step, each reading every scored cell) use `after_any_upstream_update()`: it fires once
   when any upstream partition was updated since it was last requested, and waits while a scores cell is
   due on the same tick or any input is being materialized, so a burst of re-scored cells costs one
-  rebuild. Unlike `eager()` it ignores missing upstream partitions: a cell never run (an API model
+  rebuild. The tables share their inputs, so they are requested together, and run as one step. Unlike `eager()` it ignores missing upstream partitions: a cell never run (an API model
   without a key) must not block it forever.
-- `leaderboard_report` uses `eager()`: it is requested in the same run as the leaderboard it renders.
+- `leaderboard_report` uses `eager()`: it is requested in the same run as the tables it renders.
 
 The sensor is RUNNING by default, like the portal and registry sensors: a stale leaderboard after an
 automated run is the failure it exists to prevent. Turn it off with the toggle in the UI (Automation
@@ -28,8 +29,10 @@ from dagster import (
     DefaultSensorStatus,
 )
 
+from oabench_pipeline.tables import ANALYSIS_TABLES
+
 DOWNSTREAM_SENSOR_NAME = "downstream_automation"
-DOWNSTREAM_ASSETS = ("scores", "leaderboard", "leaderboard_report")
+DOWNSTREAM_ASSETS = ("scores", *ANALYSIS_TABLES, "leaderboard_report")
 # The asset daemon's own floor is 30 s; a minute is plenty for tables that take seconds to rebuild.
 DOWNSTREAM_TICK_S = 60
 

@@ -38,6 +38,7 @@ from oabench_pipeline.automation.sensor_support import (
 )
 from oabench_pipeline.core.editions import load_editions
 from oabench_pipeline.core.models_registry import ModelConfig
+from oabench_pipeline.freshness import inferences_are_current
 from oabench_pipeline.inference.resources import ModelsRegistryResource
 from oabench_pipeline.partitions import editions_partitions, model_keys_partitions
 from oabench_pipeline.resources import ExamSourcesResource, WarehouseResource
@@ -122,9 +123,16 @@ def _cells_for_new_models(
     if held_back:
         context.log.warning(f"models_registry_sensor: not run automatically: {'; '.join(held_back)}")
     editions = sorted(registered & ingested_editions(warehouse), key=int)
-    # The run key carries a timestamp: a key removed then added back is run again (resuming its log).
     chosen = [m for m in added if m.key in runnable]
-    return cell_requests(editions, chosen, run_key_prefix=f"registry-{int(time.time())}")
+    # The same test as `oabench run` and `oabench status` (freshness.py): a key removed then added back
+    # runs only its cells that are not complete (resuming its log); a complete cell costs no run at all.
+    store = warehouse.warehouse()
+    todo = [(e, m) for e in editions for m in chosen if not inferences_are_current(store, m, e)]
+    if done := len(editions) * len(chosen) - len(todo):
+        context.log.info(f"models_registry_sensor: {done} cell(s) of added keys already complete, not run")
+    # The run key carries a timestamp: a key removed then added back is run again.
+    prefix = f"registry-{int(time.time())}"
+    return [request for e, m in todo for request in cell_requests([e], [m], run_key_prefix=prefix)]
 
 
 @sensor(

@@ -13,6 +13,7 @@ exhausted budget the step fails and the table keeps its last good rows (the log 
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
@@ -21,6 +22,7 @@ from dagster import (
     AssetCheckSeverity,
     AssetExecutionContext,
     Config,
+    DagsterRunStatus,
     Failure,
     MaterializeResult,
     MetadataValue,
@@ -28,6 +30,7 @@ from dagster import (
     asset,
 )
 
+from oabench_pipeline import interrupts
 from oabench_pipeline.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.runs import baseline_run_id, live_run_id, with_logical_run_ids
@@ -40,6 +43,7 @@ from oabench_pipeline.inference.cell import (
     complete_imported_runs,
     replicate_plans,
 )
+from oabench_pipeline.inference.cell_lock import CellLock, LockHolder, LockWaitStopped, cell_lock_path
 from oabench_pipeline.inference.client import run_blocking, run_chat_requests
 from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
 from oabench_pipeline.inference.endpoints import cell_capacity
@@ -127,10 +131,30 @@ def inferences(
         raise Failure(
             description=f"edition {edition} has no questions yet: run `oabench ingest --editions {edition}`"
         )
-    existing = with_logical_run_ids(store.read("inferences", context.partition_key), model.key)
     if config.offline:
+        existing = with_logical_run_ids(store.read("inferences", context.partition_key), model.key)
         yield from _verify_offline(context, questions, existing)
         return
+    with _cell_lock(context, store, model.key, edition):
+        # Read under the lock: a run that held it before may have answered and written the cell.
+        existing = with_logical_run_ids(store.read("inferences", context.partition_key), model.key)
+        yield from _answer_cell(
+            context, config, model, edition, questions, store, existing, model_client, models_registry
+        )
+
+
+def _answer_cell(
+    context: AssetExecutionContext,
+    config: InferenceConfig,
+    model: ModelConfig,
+    edition: str,
+    questions: pl.DataFrame,
+    store: Warehouse,
+    existing: pl.DataFrame,
+    model_client: ModelClientResource,
+    models_registry: ModelsRegistryResource,
+) -> Iterator[MaterializeResult | AssetCheckResult]:
+    """Answer what the cell still needs (live calls or the baseline), check it and write the partition."""
     if model.kind == "baseline":
         rows = baseline_cell_rows(model, questions, run_id=baseline_run_id(model.key))
         built, sent = [baseline_run_id(model.key)], 0
@@ -145,6 +169,46 @@ def inferences(
     parts = [conform("inferences", f) for f in (others, new) if f is not None and not f.is_empty()]
     frame = pl.concat(parts) if parts else conform("inferences", pl.DataFrame())
     yield from _finish(context, store, questions, frame, built, sent)
+
+
+@contextmanager
+def _cell_lock(
+    context: AssetExecutionContext, store: Warehouse, model_key: str, edition: str
+) -> Iterator[None]:
+    """Hold the cell's lock (`cell_lock.py`) while answering it: a second run of the cell waits here, then
+    sends only what the first left. A lock whose holder died is taken over, and that holder's Dagster run,
+    if still marked in progress, is marked failed."""
+    cell = f"{model_key} × edition {edition}"
+
+    def on_wait(holder: LockHolder | None) -> None:
+        who = holder.describe() if holder else "another process"
+        context.log.info(f"{cell}: being answered by {who}; waiting for it")
+
+    if reason := interrupts.requested():  # cells started after a Ctrl-C (e.g. queued in a pool) send nothing
+        raise Failure(description=f"{cell}: {reason} before it started; nothing was sent")
+    lock = CellLock(cell_lock_path(store.root, model_key, edition), run_id=context.run_id)
+    try:
+        stale = lock.acquire(on_wait, interrupts.requested)
+    except LockWaitStopped as stopped:
+        raise Failure(description=f"{cell}: {stopped} while waiting for its lock; nothing was sent") from None
+    try:
+        if stale is not None:
+            context.log.warning(f"{cell}: took over the lock of {stale.describe()}, which died holding it")
+            _mark_dead_run_failed(context, stale)
+        yield
+    finally:
+        lock.release()
+
+
+def _mark_dead_run_failed(context: AssetExecutionContext, holder: LockHolder) -> None:
+    """The run of a process that died holding a cell's lock can never finish: say so in the instance."""
+    if not holder.run_id or holder.run_id == context.run_id:
+        return
+    run = context.instance.get_run_by_id(holder.run_id)
+    if run is not None and run.status in (DagsterRunStatus.STARTING, DagsterRunStatus.STARTED):
+        context.instance.report_run_failed(
+            run, f"its process ({holder.describe()}) died; run {context.run_id} took the cell over"
+        )
 
 
 def _run_api_cell(
@@ -233,7 +297,7 @@ def _call_model(
         publish(progress)
 
     def should_stop() -> str | None:
-        return log.stop_reason() or over_budget()
+        return interrupts.requested() or log.stop_reason() or over_budget()
 
     def over_budget() -> str | None:
         if model.max_cost_usd is not None and spent_before + progress.cost_usd >= model.max_cost_usd:
@@ -245,7 +309,7 @@ def _call_model(
     publish(progress)
     log = ResponseLog(log_path, on_durable)
     try:
-        with log:
+        with log, interrupts.stop_on_signals():
             stats = run_blocking(
                 run_chat_requests(
                     endpoint, plan.pending, concurrency, on_result, should_stop, capacity=capacity

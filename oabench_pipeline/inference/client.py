@@ -82,6 +82,7 @@ ERROR_TEXT_LIMIT = 500
 CHAT_PATH = "/chat/completions"
 KEEPALIVE_EXPIRY_S = 5.0  # httpx's default: an idle connection older than this is not reused
 USER_AGENT = "oabench-pipeline"
+STOP_POLL_S = 0.25  # how often a retry's backoff checks `should_stop`
 
 # Statuses that mean "the same request may well succeed later".
 TRANSIENT_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529})
@@ -635,9 +636,16 @@ def _spend(attempts: _Attempts, cause: RetryCause) -> None:
 
 
 async def _ask(
-    client: httpx.AsyncClient, endpoint: EndpointConfig, request: ChatRequest, tally: _Tally
-) -> ChatResult:
-    """Send one request until it yields a result, retrying within the configured budgets."""
+    client: httpx.AsyncClient,
+    endpoint: EndpointConfig,
+    request: ChatRequest,
+    tally: _Tally,
+    should_stop: Callable[[], str | None] | None = None,
+) -> ChatResult | None:
+    """Send one request until it yields a result, retrying within the configured budgets.
+
+    None: a retry was due when `should_stop` said stop; the request is dropped unanswered (not sent again).
+    """
     attempts = _Attempts()
     secrets = endpoint.secrets
     url = chat_url(endpoint.base_url)
@@ -679,7 +687,20 @@ async def _ask(
         tally.retries[failure.cause] += 1
         delay = backoff_delay(endpoint, used, failure.retry_after_s)
         logger.info("retrying %s in %.2fs (%s): %s", request.qid, delay, failure.cause, failure.detail)
-        await asyncio.sleep(delay)
+        if not await _sleep_unless_stopped(delay, should_stop):
+            return None
+
+
+async def _sleep_unless_stopped(delay: float, should_stop: Callable[[], str | None] | None) -> bool:
+    """Wait `delay` seconds; False as soon as `should_stop` gives a reason (checked every 0.25 s)."""
+    deadline = time.monotonic() + delay
+    while True:
+        if should_stop is not None and should_stop():
+            return False
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return True
+        await asyncio.sleep(min(remaining, STOP_POLL_S))
 
 
 # -------------------------------------------------------------------------------------------- the pool
@@ -701,8 +722,9 @@ async def run_chat_requests(
 ) -> RunStats:
     """Send `requests` with exactly `concurrency` in flight, reporting each result as it arrives.
 
-    `should_stop` is polled before each new request starts; once it returns a reason no new request
-    is launched, in-flight ones finish and are reported. A `FatalEndpointError` (or an exception from
+    `should_stop` is polled before each new request starts and during each retry's backoff; once it
+    returns a reason nothing more is sent (a request waiting to be retried is dropped, unreported),
+    in-flight ones finish and are reported. A `FatalEndpointError` (or an exception from
     `on_result`) cancels every in-flight request and propagates; results already delivered stay so.
     `client`: the endpoint's shared `httpx.AsyncClient` when the caller runs several cells on one
     loop; by default one is opened for this call (`new_http_client`) and closed at its end.
@@ -751,7 +773,9 @@ async def _run_pool(
                 except asyncio.QueueEmpty:
                     return
                 tally.started += 1
-                result = await _ask(client, endpoint, request, tally)
+                result = await _ask(client, endpoint, request, tally, should_stop)
+            if result is None:
+                continue  # stopped before a retry: the loop's check records why
             tally.results += 1
             if result.ok:
                 tally.answered += 1

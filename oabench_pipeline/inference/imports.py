@@ -31,6 +31,7 @@ from oabench_pipeline.core.published_runs import (
     validate_published_runs,
 )
 from oabench_pipeline.inference.cell import ANSWERED
+from oabench_pipeline.inference.cell_lock import CellLock, cell_lock_path
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import cell_partition_key
 from oabench_pipeline.resources import WarehouseResource
@@ -125,8 +126,10 @@ def published_runs(
     incomplete = []
     for (model_key, edition), rows in sorted(cells.items()):
         partition = cell_partition_key(str(model_key), int(edition))
-        merged = merge_into_partition(store, str(partition), rows)
-        store.write_partition("inferences", merged, str(partition))
+        # Under the cell's lock: a live run of the cell must not rebuild it from rows read before this write.
+        with CellLock(cell_lock_path(store.root, str(model_key), str(edition)), run_id=context.run_id):
+            merged = merge_into_partition(store, str(partition), rows)
+            store.write_partition("inferences", merged, str(partition))
         if unanswered := unanswered_questions(store, str(edition), merged):
             incomplete.append(f"{partition} ({len(unanswered)} unanswered)")
             continue

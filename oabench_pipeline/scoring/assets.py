@@ -1,4 +1,4 @@
-"""Scores per benchmark cell, then every leaderboard table rebuilt from all cells in one pass."""
+"""Scores per benchmark cell; the leaderboard and analysis tables (one asset each, one step); the report."""
 
 import base64
 import datetime as dt
@@ -7,14 +7,18 @@ from pathlib import Path
 
 import polars as pl
 from dagster import (
+    AssetCheckKey,
     AssetCheckResult,
     AssetCheckSeverity,
     AssetExecutionContext,
+    AssetKey,
+    AssetSpec,
     Config,
     Failure,
     MaterializeResult,
     MetadataValue,
     asset,
+    multi_asset,
 )
 
 from oabench_pipeline.automation.downstream import (
@@ -22,7 +26,8 @@ from oabench_pipeline.automation.downstream import (
     REPORT_CONDITION,
     SCORES_CONDITION,
 )
-from oabench_pipeline.checks import check_specs, stop_on_blocking_failures
+from oabench_pipeline.checks import check_specs, problems_result, stop_on_blocking_failures
+from oabench_pipeline.core.analysis.table_checks import TABLE_CHECKS, table_problems
 from oabench_pipeline.core.leaderboard import build_leaderboard_tables
 from oabench_pipeline.core.reports import write_reports
 from oabench_pipeline.core.scoring import score_inferences
@@ -30,21 +35,9 @@ from oabench_pipeline.inference.assets import cell_keys
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import model_edition_partitions
 from oabench_pipeline.resources import WarehouseResource
+from oabench_pipeline.tables import ANALYSIS_DESCRIPTIONS, ANALYSIS_TABLES
 
-LEADERBOARD_TABLES = (
-    "leaderboard",
-    "leaderboard_by_edition",
-    "leaderboard_by_area",
-    "pairwise_comparison",
-    "item_analysis",
-    "provider_summary",
-    "edition_deltas",
-    "pareto_frontier",
-    "latency_accuracy_correlation",
-    "contamination_by_cutoff",
-    "runs",
-    "run_variance",
-)
+LEADERBOARD_TABLES = ANALYSIS_TABLES  # every table the `leaderboard` step builds, one asset each
 
 LEADERBOARD_CHECKS = {
     "edition_sums_equal_aggregate": "Each model key's official and technical scores equal the sums of its "
@@ -58,6 +51,16 @@ LEADERBOARD_CHECKS = {
     "most a day before the calls they price.",
 }
 BLOCKING_LEADERBOARD_CHECKS = [n for n in LEADERBOARD_CHECKS if n != "pricing_snapshot_not_older_than_runs"]
+# The checks of every analysis table: the leaderboard's own above, the others' in core/analysis.
+CHECKS_BY_TABLE: dict[str, dict[str, str]] = {"leaderboard": LEADERBOARD_CHECKS, **TABLE_CHECKS}
+BLOCKING_CHECKS = {
+    AssetCheckKey(AssetKey(table), name)
+    for table, checks in CHECKS_BY_TABLE.items()
+    for name in checks
+    if name != "pricing_snapshot_not_older_than_runs"
+}
+# What every analysis table is computed from (the tables are siblings: none is read back from another).
+ANALYSIS_DEPS = ["scores", "models", "model_pricing", "editions"]
 
 
 @asset(
@@ -123,52 +126,87 @@ class LeaderboardConfig(Config):
             raise Failure(description=f"as_of {self.as_of!r}: not a date (YYYY-MM-DD)") from None
 
 
-@asset(
-    group_name="scoring",
-    deps=["scores", "models", "model_pricing", "editions"],
-    metadata={
-        "dagster/column_schema": table_schema("leaderboard").value,
-        **{f"columns of {name}": table_schema(name) for name in LEADERBOARD_TABLES[1:]},
-    },
-    automation_condition=LEADERBOARD_CONDITION,
-    check_specs=check_specs("leaderboard", LEADERBOARD_CHECKS, blocking=BLOCKING_LEADERBOARD_CHECKS),
+def _analysis_spec(table: str) -> AssetSpec:
+    description = ANALYSIS_DESCRIPTIONS[table]
+    return AssetSpec(
+        table,
+        # A group of their own: twelve siblings make a tall column that the lineage page cannot fit on
+        # screen beside the rest; collapsed, the group is one box between `scores` and the report.
+        group_name="analysis",
+        deps=ANALYSIS_DEPS,
+        description=f"{description}\n\nTable `{table}` in the warehouse; built with the other analysis "
+        "tables by one step (`leaderboard`), which computes what they share once and writes the selected ones.",
+        metadata={"dagster/column_schema": table_schema(table).value},
+        kinds={"duckdb", "parquet"},
+        automation_condition=LEADERBOARD_CONDITION,  # rebuilt once after upstream updates (downstream.py)
+    )
+
+
+@multi_asset(
+    name="leaderboard",
+    specs=[_analysis_spec(table) for table in ANALYSIS_TABLES],
+    check_specs=[
+        spec
+        for table, checks in CHECKS_BY_TABLE.items()
+        for spec in check_specs(
+            table, checks, [n for n in checks if AssetCheckKey(AssetKey(table), n) in BLOCKING_CHECKS]
+        )
+    ],
+    can_subset=True,
 )
 def leaderboard(
-    config: LeaderboardConfig, warehouse: WarehouseResource
+    context: AssetExecutionContext, config: LeaderboardConfig, warehouse: WarehouseResource
 ) -> Iterator[MaterializeResult | AssetCheckResult]:
-    """Every leaderboard and analysis table, rebuilt from all scored cells in one DuckDB pass.
+    """Every leaderboard and analysis table from all scored cells: one pass, each table its own asset.
 
-    Each cell counts through its canonical run: the newest complete run (completed before the end of
-    `as_of`, UTC, when set). Writes `leaderboard`, `leaderboard_by_edition`, `leaderboard_by_area`,
-    `pairwise_comparison`, `item_analysis`, `provider_summary`, `edition_deltas`, `pareto_frontier`,
-    `latency_accuracy_correlation`, `contamination_by_cutoff`, `runs` and `run_variance`.
+    The shared work (canonical runs, the DuckDB aggregate, the keys × questions matrices) is done once per
+    step, whatever is selected; only the selected tables are written and only their checks evaluated.
+    A selected blocking check that fails stops the step before any table is written.
     """
     store = warehouse.warehouse()
     if not store.has_table("scores"):
         raise Failure(description="nothing is scored yet: materialize inferences and scores first")
     as_of = config.as_of_date()
+    selected = [t for t in ANALYSIS_TABLES if AssetKey(t) in context.selected_asset_keys]
     with store.reader() as con:
         tables = build_leaderboard_tables(con, as_of=as_of)
         row_counts = con.sql("select model_key, edition, run_id, count(*) as n from scores group by all").pl()
         answered_at = con.sql(
             "select model_key, min(created_at) as first_answer from inferences where source = 'live' group by all"
         ).pl()
-    checks = [*leaderboard_checks(tables, row_counts), pricing_age_check(tables["leaderboard"], answered_at)]
-    yield from stop_on_blocking_failures(checks, BLOCKING_LEADERBOARD_CHECKS, "leaderboard")
-    for name in LEADERBOARD_TABLES:
+    checks = [
+        result
+        for result in analysis_checks(tables, row_counts, answered_at)
+        if AssetCheckKey(result.asset_key, str(result.check_name)) in context.selected_asset_check_keys
+    ]
+    yield from stop_on_blocking_failures(checks, BLOCKING_CHECKS, "leaderboard")
+    for name in selected:
         store.write_partition(name, tables[name])
-    board = tables["leaderboard"]
-    yield MaterializeResult(
-        metadata={
-            "as_of": as_of.isoformat() if as_of else "newest",
-            "model_keys": board.height,
-            "complete": int(board["complete"].sum()),
-            "tables": MetadataValue.md(
-                "\n".join(f"- `{n}`: {tables[n].height} rows" for n in LEADERBOARD_TABLES)
-            ),
-        },
-        check_results=checks,
-    )
+    as_of_text = as_of.isoformat() if as_of else "newest"
+    for name in selected:
+        metadata: dict[str, object] = {"rows": tables[name].height, "as_of": as_of_text}
+        if name == "leaderboard":
+            metadata |= {"model_keys": tables[name].height, "complete": int(tables[name]["complete"].sum())}
+        yield MaterializeResult(
+            asset_key=name,
+            metadata=metadata,
+            check_results=[r for r in checks if r.asset_key == AssetKey(name)],
+        )
+
+
+def analysis_checks(
+    tables: dict[str, pl.DataFrame], row_counts: pl.DataFrame, answered_at: pl.DataFrame
+) -> list[AssetCheckResult]:
+    """Every check of every analysis table, each result naming its asset (check names repeat across them)."""
+    board_checks = [
+        *leaderboard_checks(tables, row_counts),
+        pricing_age_check(tables["leaderboard"], answered_at),
+    ]
+    results = [r._replace(asset_key=AssetKey("leaderboard")) for r in board_checks]
+    for table in TABLE_CHECKS:
+        for name, problems in table_problems(table, tables[table]).items():
+            results.append(problems_result(name, problems)._replace(asset_key=AssetKey(table)))
+    return results
 
 
 PRICING_MAX_AGE = dt.timedelta(days=1)
@@ -250,7 +288,7 @@ def _check(name: str, problems: list[str]) -> AssetCheckResult:
 
 @asset(
     group_name="reports",
-    deps=[leaderboard],
+    deps=list(ANALYSIS_TABLES),
     automation_condition=REPORT_CONDITION,
     metadata={"dagster/column_schema": table_schema("leaderboard").value},  # leaderboard.csv / .parquet
 )

@@ -20,15 +20,18 @@ from dagster import (
 from dagster._core.definitions.asset_daemon_cursor import AssetDaemonCursor
 
 from oabench_pipeline.automation.downstream import DOWNSTREAM_SENSOR_NAME
+from oabench_pipeline.cli import REPORT_ASSETS
 from oabench_pipeline.definitions import build_definitions
 from oabench_pipeline.partitions import cell_partition_key
 from oabench_pipeline.runner import ensure_partitions, instance_for, run_assets
 from oabench_pipeline.settings import Settings
+from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
 
 BASELINES = ["baseline/longest-choice", "baseline/random"]
 INGEST = ["exam_pdfs", "answer_keys", "questions"]
-SCORES, LEADERBOARD, REPORT = AssetKey("scores"), AssetKey("leaderboard"), AssetKey("leaderboard_report")
+SCORES, REPORT = AssetKey("scores"), AssetKey("leaderboard_report")
+TABLES = tuple(AssetKey(t) for t in ANALYSIS_TABLES)  # `leaderboard` and the other analysis tables
 
 
 class Ticks:
@@ -41,7 +44,7 @@ class Ticks:
     def tick(self) -> dict[AssetKey, set[str | None]]:
         result = evaluate_automation_conditions(defs=self.defs, instance=self.instance, cursor=self.cursor)
         self.cursor = result.cursor
-        requested = {key: set(result.get_requested_partitions(key)) for key in (SCORES, LEADERBOARD, REPORT)}
+        requested = {key: set(result.get_requested_partitions(key)) for key in (SCORES, *TABLES, REPORT)}
         assert result.total_requested == sum(len(v) for v in requested.values())  # nothing else requested
         return {key: parts for key, parts in requested.items() if parts}
 
@@ -76,8 +79,9 @@ def test_changed_inputs_rescore_only_their_cells_then_rebuild_the_leaderboard(sc
     assert ticks.tick() == {}  # requested once (the sensor would have launched the run by now)
 
     assert run_assets(defs, instance, ["scores"], partition_key=cell).success
-    assert ticks.tick() == {LEADERBOARD: {None}, REPORT: {None}}  # one rebuild, the report with it
-    assert run_assets(defs, instance, ["leaderboard", "leaderboard_report"]).success
+    # One rebuild of every analysis table (one step), the report with it.
+    assert ticks.tick() == {**{table: {None} for table in TABLES}, REPORT: {None}}
+    assert run_assets(defs, instance, REPORT_ASSETS).success
     assert ticks.tick() == {}
 
     # A corrected answer key re-scores every cell of its edition, and only those.

@@ -29,10 +29,12 @@ from dagster import (
 from dagster._core.definitions.asset_daemon_cursor import AssetDaemonCursor
 
 from oabench_pipeline.automation.sensors import models_registry_sensor, oab_portal_sensor
+from oabench_pipeline.cli import REPORT_ASSETS
 from oabench_pipeline.definitions import build_definitions, build_resources
 from oabench_pipeline.partitions import cell_partition_key
 from oabench_pipeline.runner import ensure_partitions, instance_for, run_assets
 from oabench_pipeline.settings import Settings
+from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline_tests.automation.portal_fixture import PortalFixture
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
 
@@ -92,7 +94,7 @@ class World:
             defs=self.defs, instance=self.instance, cursor=self.conditions_cursor
         )
         self.conditions_cursor = result.cursor
-        keys = ("scores", "leaderboard", "leaderboard_report")
+        keys = ("scores", *REPORT_ASSETS)
         requested = {k: set(result.get_requested_partitions(AssetKey(k))) for k in keys}
         return {k: v for k, v in requested.items() if v}
 
@@ -100,7 +102,7 @@ class World:
         """Materialize what the conditions requested: scores per cell, then the unpartitioned tables."""
         for partition in sorted(requested.get("scores", set()), key=str):
             assert run_assets(self.defs, self.instance, ["scores"], partition_key=partition).success
-        tables = [k for k in ("leaderboard", "leaderboard_report") if k in requested]
+        tables = [k for k in REPORT_ASSETS if k in requested]
         if tables:
             assert run_assets(self.defs, self.instance, tables).success
 
@@ -124,7 +126,7 @@ def world(fresh_env: PipelineEnv) -> Iterator[World]:
                 assert run_assets(
                     w.defs, instance, ["inferences", "scores"], partition_key=cell(model, 43)
                 ).success
-            assert run_assets(w.defs, instance, ["leaderboard", "leaderboard_report"]).success
+            assert run_assets(w.defs, instance, REPORT_ASSETS).success
             assert w.automation() == {}  # the conditions' first evaluation: nothing left to do
             yield w
 
@@ -151,7 +153,7 @@ def test_a_new_edition_on_the_portal_is_ingested_run_scored_and_ranked_alone(wor
     assert world.automation() == {"scores": {cell(m, 46) for m in BASELINES}}
     world.launch_automation({"scores": {cell(m, 46) for m in BASELINES}})
     requested = world.automation()
-    assert requested == {"leaderboard": {None}, "leaderboard_report": {None}}
+    assert requested == {name: {None} for name in REPORT_ASSETS}  # every analysis table and the report
     world.launch_automation(requested)
     assert world.automation() == {}
     assert world.tick(oab_portal_sensor).run_requests == []  # done: nothing more for edition 46
@@ -163,7 +165,8 @@ def test_a_new_edition_on_the_portal_is_ingested_run_scored_and_ranked_alone(wor
         ), asset
     for asset in INGEST:
         assert materializations(world.instance, asset) == Counter({"43": 1, "46": 1}), asset
-    assert materializations(world.instance, "leaderboard") == Counter({None: 2})
+    for table in ANALYSIS_TABLES:  # each analysis table is its own asset, rebuilt with the others
+        assert materializations(world.instance, table) == Counter({None: 2}), table
     board = world.env.warehouse.read("leaderboard_by_edition")
     assert sorted(set(board["edition"].to_list())) == [43, 46]
 

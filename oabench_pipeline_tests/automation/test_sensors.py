@@ -25,6 +25,7 @@ from dagster import (
     build_schedule_context,
     build_sensor_context,
     instance_for_test,
+    materialize,
     partition_loading_context,
 )
 
@@ -49,6 +50,7 @@ from oabench_pipeline_tests.automation.portal_fixture import (
     new_edition_pdfs,
     sha256_hex,
 )
+from oabench_pipeline_tests.pipeline_env import copy_ingested
 
 BASELINES = ["baseline/longest-choice", "baseline/random"]
 UNSET_KEY_ENV = "OABENCH_TEST_KEY_THAT_IS_NEVER_SET"
@@ -250,6 +252,26 @@ def test_a_removed_model_deletes_nothing_and_refreshes_the_models_table(env: Env
     assert result.dynamic_partitions_requests == []  # no delete request: the key keeps its history
     assert jobs(result) == ["refresh_models_table"]
     assert env.instance.has_dynamic_partition("model_keys", EXTRA_BASELINE_KEY)
+
+
+def test_a_key_added_back_runs_only_its_cells_that_are_not_complete(
+    persistent_env: Env, ingested_template: Path
+) -> None:
+    """The sensor asks the same question as `oabench run` and `oabench status` (freshness.py)."""
+    env = persistent_env
+    copy_ingested(ingested_template, env.tmp / "warehouse")  # real questions: cells can be answered
+    env.models_file.write_text(REGISTRY_TOML + EXTRA_BASELINE, encoding="utf-8")
+    first = env.tick(models_registry_sensor)
+    env.apply(first)
+    done = MultiPartitionKey({"edition": "43", "model": EXTRA_BASELINE_KEY})
+    assert materialize(
+        [inferences], partition_key=done, resources=env.resources(), instance=env.instance
+    ).success
+    env.models_file.write_text(REGISTRY_TOML, encoding="utf-8")
+    removed = env.tick(models_registry_sensor, cursor=first.cursor)
+    env.models_file.write_text(REGISTRY_TOML + EXTRA_BASELINE, encoding="utf-8")
+    result = env.tick(models_registry_sensor, cursor=removed.cursor)
+    assert cells(result.run_requests or []) == {("44", EXTRA_BASELINE_KEY), ("45", EXTRA_BASELINE_KEY)}
 
 
 def test_an_unchanged_registry_skips(env: Env) -> None:

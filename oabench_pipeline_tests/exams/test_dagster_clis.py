@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from oabench_pipeline.core.analysis.table_checks import TABLE_CHECKS
 from oabench_pipeline.core.editions import editions_by_key, load_editions
+from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline_tests.conftest import REPO_ROOT
-from oabench_pipeline_tests.pipeline_env import make_env
+from oabench_pipeline_tests.pipeline_env import PipelineEnv, make_env
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
 BIN = Path(sys.executable).parent
@@ -37,7 +39,7 @@ def _env(root: Path, source_base_url: str) -> dict[str, str]:
         DAGSTER_HOME=str(home),
         OABENCH_WAREHOUSE=str(root / "warehouse" / "oabench.duckdb"),
         OABENCH_SOURCE_BASE_URL=source_base_url,
-        # dg compares the active venv with the project's `.venv` and warns on a mismatch.
+        # dg compares the active venv with the project's `.venv` (pyproject.toml silences its warning).
         VIRTUAL_ENV=str(BIN.parent),
         PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
         NO_COLOR="1",
@@ -72,8 +74,12 @@ def test_dagster_definitions_validate(
 
 
 def test_dg_lists_the_project_definitions(tmp_path: Path, mirror_server: StaticFileServer) -> None:
-    """`dg` finds the project from `[tool.dg]` in pyproject.toml; no other configuration is needed."""
-    done = _run("dg", "list", "defs", "--json", env=_env(tmp_path, mirror_server.base_url))
+    """`dg` finds the project from `[tool.dg]` in pyproject.toml; no other configuration is needed, and
+    `.venv/bin/dg` run with no venv activated says nothing about a venv mismatch (it is the project's)."""
+    env = _env(tmp_path, mirror_server.base_url)
+    del env["VIRTUAL_ENV"]
+    done = _run("dg", "list", "defs", "--json", env=env)
+    assert "does not match" not in done.stderr
     listed = json.loads(done.stdout)
 
     groups = {a["asset_key"]: a["group_name"] for a in listed["assets"]}
@@ -203,3 +209,45 @@ def test_one_instance_from_the_repository_root_with_nothing_exported(
         assert "__ASSET_JOB" in {r.job_name for r in runs}  # the dagster CLI's run
         assert "__ephemeral_asset_job__" in {r.job_name for r in runs}  # oabench's runs
     assert not list(checkout.glob(".tmp_dagster_home_*"))  # the temporary home is removed on exit
+
+
+def test_dagster_asset_materialize_one_analysis_table(
+    fresh_env: PipelineEnv, mirror_server: StaticFileServer
+) -> None:
+    """`dagster asset materialize --select pairwise_comparison`: the one table is rebuilt, with its checks,
+    and no other table is touched (each analysis table is its own asset of one subsettable step)."""
+    result = fresh_env.cli("run", "--models", "baseline/random,baseline/longest-choice")
+    assert result.exit_code == 0, result.output
+    warehouse = fresh_env.warehouse
+    files = {table: warehouse.partition_path(table) for table in ANALYSIS_TABLES}
+    before = {table: (path.stat().st_ino, path.stat().st_mtime_ns) for table, path in files.items()}
+    pairs_before = warehouse.read("pairwise_comparison")
+    assert pairs_before.height == 1  # the two baselines, both complete and ranked
+
+    _run(
+        "dagster", "asset", "materialize", "-m", "oabench_pipeline", "--select", "pairwise_comparison",
+        env=_env(fresh_env.root, mirror_server.base_url),
+    )  # fmt: skip
+
+    after = {table: (path.stat().st_ino, path.stat().st_mtime_ns) for table, path in files.items()}
+    assert [t for t in ANALYSIS_TABLES if after[t] != before[t]] == ["pairwise_comparison"]
+    assert warehouse.read("pairwise_comparison").equals(pairs_before)
+
+    from dagster import DagsterEventType, DagsterInstance
+
+    with DagsterInstance.get() as instance:  # the instance `oabench` and the dagster CLI share
+        [run] = instance.get_runs(limit=1)
+        assert run.job_name == "__ASSET_JOB"
+        events = instance.all_logs(run.run_id)
+    materialized = [
+        e.dagster_event.asset_key.to_user_string()
+        for e in events
+        if e.dagster_event and e.dagster_event.event_type == DagsterEventType.ASSET_MATERIALIZATION
+    ]
+    assert materialized == ["pairwise_comparison"]
+    evaluations = {
+        (e.dagster_event.event_specific_data.check_name, e.dagster_event.event_specific_data.passed)
+        for e in events
+        if e.dagster_event and e.dagster_event.event_type == DagsterEventType.ASSET_CHECK_EVALUATION
+    }
+    assert evaluations == {(name, True) for name in TABLE_CHECKS["pairwise_comparison"]}

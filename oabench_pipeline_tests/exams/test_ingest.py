@@ -92,3 +92,17 @@ def test_unknown_edition_is_a_usage_error(ingested: PipelineEnv) -> None:
     result = ingested.cli("ingest", "--editions", "99")
     assert result.exit_code == 2
     assert "unknown edition(s) 99" in result.output
+
+
+def test_a_mirror_folder_that_is_not_there_is_named_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's relative `../shared/oab/mirror`, run from a clone that is not beside `shared/`."""
+    env = make_env(tmp_path, monkeypatch, "../shared/oab/mirror")
+    monkeypatch.chdir(tmp_path)  # tmp_path/../shared does not exist
+    result = env.cli("ingest", "--editions", "44")
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: OABENCH_SOURCE_BASE_URL=../shared/oab/mirror: no such folder (")
+    assert str((tmp_path / "../shared/oab/mirror").resolve()) in result.output
+    assert "Traceback" not in result.output and "STEP_FAILURE" not in result.output
+    assert not env.warehouse.has_table("questions")  # nothing half-written

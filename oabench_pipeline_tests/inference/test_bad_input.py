@@ -134,9 +134,13 @@ def test_huge_non_utf8_and_html_replies_end_as_error_rows(fresh_env: PipelineEnv
         entries = [local_model(bad, server.base_url), local_model(portal, html_everywhere.base_url)]
         fresh_env.set("OABENCH_MODELS_FILE", write_models_file(fresh_env.root / "models.toml", entries))
         result = fresh_env.cli("run", "--models", f"{bad},{portal}", "--editions", EDITION)
-        # Error rows are reported, not fatal: the run completes and the leaderboard is rebuilt.
-        assert result.exit_code == 0, result.output
+        # Error rows are reported, not fatal: the run completes and the leaderboard is rebuilt; the exit
+        # code says the cells are not complete, and the summary names each with its errors.
+        assert result.exit_code == 1, result.output
         assert "leaderboard rebuilt" in result.output
+        assert "2 of 2 cell(s) not complete:" in result.output
+        assert f"{bad} × {EDITION}: 3 error row(s)" in result.output
+        assert f"{portal} × {EDITION}: 80 error row(s) (most often: gave up after" in result.output
         per_prompt = server.stats.requests_per_prompt
         texts = question_texts(fresh_env.warehouse)
 

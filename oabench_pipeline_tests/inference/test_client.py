@@ -620,3 +620,32 @@ def test_https_endpoint_with_untrusted_certificate_is_fatal_at_once(
     assert results == []
     assert not [r for r in caplog.records if "retrying" in r.getMessage()]  # fatal at the first attempt
     assert "SSL_CERT_FILE" in str(caught.value)
+
+
+def test_a_stop_during_a_retry_backoff_sends_nothing_more() -> None:
+    """Ctrl-C while a request waits to be retried (Retry-After 30 s): the wait ends, the retry is not sent,
+    and the request is not reported (nothing was received for it: a rerun asks it)."""
+    stop: list[str] = []
+    faults = FaultProfile(rate_429=1.0, retry_after_s=30.0)
+    with ReplayServer(replies=replies(2), api_key=KEY, faults=faults) as server:
+        endpoint = fast_endpoint(server.base_url, max_retry_after_s=60.0)
+
+        async def stop_soon() -> RunStats:
+            async def flip() -> None:
+                while server.stats.total_requests < 2:
+                    await asyncio.sleep(0.01)
+                stop.append("interrupted (SIGINT)")
+
+            flipper = asyncio.create_task(flip())
+            stats = await run_chat_requests(
+                endpoint, requests(2), 2, results.append, lambda: stop[0] if stop else None
+            )
+            await flipper
+            return stats
+
+        results: list[ChatResult] = []
+        stats = asyncio.run(asyncio.wait_for(stop_soon(), timeout=10))
+        assert server.stats.total_requests == 2
+    assert results == []
+    assert stats.stop_reason == "interrupted (SIGINT)"
+    assert stats.sent_requests == 2 and stats.results == 0

@@ -1,0 +1,239 @@
+"""What must hold in each analysis table, as checks that list the rows breaking it (no Dagster here).
+
+Each table's asset carries these as asset checks (`scoring/assets.py`), next to the leaderboard's own.
+They hold by construction, so a failure means a bug or a damaged input: every check here is blocking,
+and the step writes nothing. `TABLE_CHECKS` gives each check the description the UI's Checks tab shows;
+`table_problems` evaluates them on the tables `core/leaderboard.build_leaderboard_tables` returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import polars as pl
+
+# Holm's step-up and float sums may land a hair outside [0, 1]; anything past this is a real error.
+_TOLERANCE = 1e-9
+
+
+def _label(frame: pl.DataFrame, keys: Sequence[str]) -> pl.Series:
+    return frame.select(pl.concat_str([pl.col(k).cast(pl.String) for k in keys], separator=" × ")).to_series()
+
+
+def duplicated(frame: pl.DataFrame, keys: Sequence[str]) -> list[str]:
+    """The key values held by more than one row."""
+    if frame.is_empty():
+        return []
+    dupes = frame.group_by(list(keys)).len().filter(pl.col("len") > 1).sort(list(keys))
+    return [f"{label}: {n} rows" for label, n in zip(_label(dupes, keys), dupes["len"], strict=True)]
+
+
+def outside(frame: pl.DataFrame, keys: Sequence[str], column: str, low: float, high: float) -> list[str]:
+    """Rows whose `column` lies outside [low, high]; NULL and NaN (undefined, e.g. a correlation over
+    constant latencies) are not judged."""
+    value = pl.col(column).cast(pl.Float64).fill_nan(None)
+    bad = frame.filter((value < low - _TOLERANCE) | (value > high + _TOLERANCE)).select(*keys, column)
+    return [f"{label}: {column} {value}" for label, value in zip(_label(bad, keys), bad[column], strict=True)]
+
+
+def violating(frame: pl.DataFrame, keys: Sequence[str], condition: pl.Expr, what: str) -> list[str]:
+    """Rows where `condition` (an expression that must hold) is false; NULL counts as holding."""
+    bad = frame.filter(~condition.fill_null(True))
+    return [f"{label}: {what}" for label in _label(bad, keys)]
+
+
+def _within_totals(frame: pl.DataFrame, keys: Sequence[str], pairs: Sequence[tuple[str, str]]) -> list[str]:
+    problems = []
+    for part, whole in pairs:
+        condition = (pl.col(part) >= 0) & (pl.col(part) <= pl.col(whole))
+        problems += violating(frame, keys, condition, f"{part} outside 0..{whole}")
+    return problems
+
+
+Check = Callable[[pl.DataFrame], list[str]]
+
+# table -> check name -> (description shown in the UI, the function listing the problems)
+_CHECKS: dict[str, dict[str, tuple[str, Check]]] = {
+    "leaderboard_by_edition": {
+        "one_row_per_key_and_edition": (
+            "Each model key has at most one row per edition (its canonical run); blocking.",
+            lambda f: duplicated(f, ["model_key", "edition"]),
+        ),
+        "scores_within_totals": (
+            "0 ≤ technical score ≤ technical total, official score ≤ official total, and no official score "
+            "below the technical one; blocking.",
+            lambda f: (
+                _within_totals(
+                    f,
+                    ["model_key", "edition"],
+                    [("technical_score", "technical_total"), ("official_score", "official_total")],
+                )
+                + violating(
+                    f,
+                    ["model_key", "edition"],
+                    pl.col("official_score") >= pl.col("technical_score"),
+                    "official_score below technical_score",
+                )
+            ),
+        ),
+    },
+    "leaderboard_by_area": {
+        "one_row_per_key_and_area": (
+            "Each model key has one row per legal area; blocking.",
+            lambda f: duplicated(f, ["model_key", "area"]),
+        ),
+        "correct_within_total": (
+            "0 ≤ correct ≤ total in every row; blocking.",
+            lambda f: _within_totals(f, ["model_key", "area"], [("correct", "total")]),
+        ),
+    },
+    "pairwise_comparison": {
+        "one_row_per_pair": (
+            "Each unordered pair of distinct ranked keys appears once; blocking.",
+            lambda f: (
+                duplicated(
+                    f.select(
+                        a=pl.min_horizontal("model_a", "model_b"), b=pl.max_horizontal("model_a", "model_b")
+                    ),
+                    ["a", "b"],
+                )
+                + violating(f, ["model_a"], pl.col("model_a") != pl.col("model_b"), "compared with itself")
+            ),
+        ),
+        "p_values_valid": (
+            "p_value and p_holm lie in [0, 1] and Holm's correction never lowers a p-value; blocking.",
+            lambda f: (
+                outside(f, ["model_a", "model_b"], "p_value", 0, 1)
+                + outside(f, ["model_a", "model_b"], "p_holm", 0, 1)
+                + violating(
+                    f,
+                    ["model_a", "model_b"],
+                    pl.col("p_holm") >= pl.col("p_value") - _TOLERANCE,
+                    "p_holm below p_value",
+                )
+            ),
+        ),
+    },
+    "item_analysis": {
+        "one_row_per_qid": (
+            "Each question appears once; blocking.",
+            lambda f: duplicated(f, ["qid"]),
+        ),
+        "shares_within_0_1": (
+            "share_correct and modal_share lie in [0, 1]; blocking.",
+            lambda f: outside(f, ["qid"], "share_correct", 0, 1) + outside(f, ["qid"], "modal_share", 0, 1),
+        ),
+    },
+    "provider_summary": {
+        "one_row_per_provider": (
+            "Each provider (case-insensitive) appears once; blocking.",
+            lambda f: duplicated(f.select(pl.col("provider").str.to_lowercase()), ["provider"]),
+        ),
+        "accuracies_ordered": (
+            "min_accuracy ≤ mean_accuracy ≤ max_accuracy = best_accuracy, all in [0, 1]; blocking.",
+            lambda f: (
+                outside(f, ["provider"], "min_accuracy", 0, 1)
+                + outside(f, ["provider"], "max_accuracy", 0, 1)
+                + violating(
+                    f,
+                    ["provider"],
+                    (pl.col("min_accuracy") <= pl.col("mean_accuracy") + _TOLERANCE)
+                    & (pl.col("mean_accuracy") <= pl.col("max_accuracy") + _TOLERANCE)
+                    & ((pl.col("max_accuracy") - pl.col("best_accuracy")).abs() <= _TOLERANCE),
+                    "min ≤ mean ≤ max = best does not hold",
+                )
+            ),
+        ),
+    },
+    "edition_deltas": {
+        "one_row_per_key": (
+            "Each complete model key appears once; blocking.",
+            lambda f: duplicated(f, ["model_key"]),
+        ),
+        "deltas_consistent": (
+            "delta = last_accuracy - first_accuracy, and fisher_p lies in [0, 1]; blocking.",
+            lambda f: (
+                violating(
+                    f,
+                    ["model_key"],
+                    (pl.col("delta") - (pl.col("last_accuracy") - pl.col("first_accuracy"))).abs()
+                    <= _TOLERANCE,
+                    "delta differs from last_accuracy - first_accuracy",
+                )
+                + outside(f, ["model_key"], "fisher_p", 0, 1)
+            ),
+        ),
+    },
+    "pareto_frontier": {
+        "one_row_per_key": (
+            "Each model key appears once; blocking.",
+            lambda f: duplicated(f, ["model_key"]),
+        ),
+        "frontier_keys_complete_and_priced": (
+            "A key on the frontier is complete and has a cost; blocking.",
+            lambda f: violating(
+                f,
+                ["model_key"],
+                ~pl.col("on_frontier") | (pl.col("complete") & pl.col("cost_usd").is_not_null()),
+                "on the frontier while incomplete or without a cost",
+            ),
+        ),
+    },
+    "latency_accuracy_correlation": {
+        "correlation_valid": (
+            "spearman_rho lies in [-1, 1] and p_value in [0, 1]; blocking.",
+            lambda f: (
+                outside(f, ["latency_measure"], "spearman_rho", -1, 1)
+                + outside(f, ["latency_measure"], "p_value", 0, 1)
+            ),
+        ),
+    },
+    "contamination_by_cutoff": {
+        "one_row_per_key": (
+            "Each model key with a knowledge cutoff appears once; blocking.",
+            lambda f: duplicated(f, ["model_key"]),
+        ),
+        "correct_within_total": (
+            "0 ≤ correct ≤ total on both sides of the cutoff; blocking.",
+            lambda f: _within_totals(
+                f, ["model_key"], [("correct_after", "total_after"), ("correct_before", "total_before")]
+            ),
+        ),
+    },
+    "runs": {
+        "one_row_per_run": (
+            "Each run (model key × run id) appears once; blocking.",
+            lambda f: duplicated(f, ["model_key", "run_id"]),
+        ),
+    },
+    "run_variance": {
+        "one_row_per_key": (
+            "Each model key appears once; blocking.",
+            lambda f: duplicated(f, ["model_key"]),
+        ),
+        "spread_consistent": (
+            "score_min ≤ score_mean ≤ score_max, score_sd ≥ 0 and flip_rate in [0, 1]; blocking.",
+            lambda f: (
+                violating(
+                    f,
+                    ["model_key"],
+                    (pl.col("score_min") <= pl.col("score_mean") + _TOLERANCE)
+                    & (pl.col("score_mean") <= pl.col("score_max") + _TOLERANCE)
+                    & (pl.col("score_sd") >= 0),
+                    "score_min ≤ score_mean ≤ score_max, score_sd ≥ 0 does not hold",
+                )
+                + outside(f, ["model_key"], "flip_rate", 0, 1)
+            ),
+        ),
+    },
+}
+
+TABLE_CHECKS: dict[str, dict[str, str]] = {
+    table: {name: description for name, (description, _) in checks.items()}
+    for table, checks in _CHECKS.items()
+}
+
+
+def table_problems(table: str, frame: pl.DataFrame) -> dict[str, list[str]]:
+    """Check name -> the problems found in `frame` (empty: passed) for one analysis table."""
+    return {name: check(frame) for name, (_, check) in _CHECKS.get(table, {}).items()}

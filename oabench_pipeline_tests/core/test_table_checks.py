@@ -1,0 +1,76 @@
+"""The analysis tables' own checks: silent on real tables, and each one names the rows that break it."""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from oabench_pipeline.core.analysis.table_checks import TABLE_CHECKS, table_problems
+from oabench_pipeline.core.leaderboard import build_leaderboard_tables
+from oabench_pipeline.tables import ANALYSIS_TABLES
+from oabench_pipeline_tests.core.synthetic_results import make_synthetic_warehouse, register
+
+
+def test_tables_built_from_synthetic_results_pass_every_check() -> None:
+    warehouse = make_synthetic_warehouse(n_models=8, n_editions=3, seed=5)
+    tables = build_leaderboard_tables(register(duckdb.connect(), warehouse))
+    assert set(tables) == set(ANALYSIS_TABLES)
+    assert set(TABLE_CHECKS) == set(ANALYSIS_TABLES) - {"leaderboard"}  # its checks live with the asset
+    for table in TABLE_CHECKS:
+        assert not tables[table].is_empty(), table  # the checks really looked at rows
+        problems = table_problems(table, tables[table])
+        assert set(problems) == set(TABLE_CHECKS[table])
+        assert {name: found for name, found in problems.items() if found} == {}, table
+
+
+def test_a_duplicated_edition_row_and_a_score_over_its_total_are_named() -> None:
+    warehouse = make_synthetic_warehouse(n_models=3, n_editions=2, seed=1)
+    by_edition = build_leaderboard_tables(register(duckdb.connect(), warehouse))["leaderboard_by_edition"]
+    first = by_edition.head(1)
+    key, edition = first["model_key"].item(), first["edition"].item()
+    broken = pl.concat([by_edition, first.with_columns(technical_score=pl.col("technical_total") + 1)])
+
+    problems = table_problems("leaderboard_by_edition", broken)
+
+    assert problems["one_row_per_key_and_edition"] == [f"{key} × {edition}: 2 rows"]
+    assert problems["scores_within_totals"] == [
+        f"{key} × {edition}: technical_score outside 0..technical_total",
+        f"{key} × {edition}: official_score below technical_score",
+    ]
+
+
+def test_p_values_out_of_range_are_named_and_undefined_ones_are_not_judged() -> None:
+    frame = pl.DataFrame(
+        {
+            "model_a": ["a", "a", "b"],
+            "model_b": ["b", "c", "c"],
+            "p_value": [0.2, 0.5, float("nan")],
+            "p_holm": [0.1, 1.2, None],
+        }
+    )
+    problems = table_problems("pairwise_comparison", frame)
+    assert problems["one_row_per_pair"] == []
+    assert problems["p_values_valid"] == ["a × c: p_holm 1.2", "a × b: p_holm below p_value"]
+
+    swapped = pl.concat(
+        [
+            frame,
+            frame.head(1).select(model_a="model_b", model_b="model_a", p_value="p_value", p_holm="p_holm"),
+        ]
+    )
+    assert table_problems("pairwise_comparison", swapped)["one_row_per_pair"] == ["a × b: 2 rows"]
+
+
+def test_a_frontier_key_without_a_cost_is_named() -> None:
+    frame = pl.DataFrame(
+        {
+            "model_key": ["cheap", "free?", "partial"],
+            "complete": [True, True, False],
+            "cost_usd": [0.1, None, 0.05],
+            "on_frontier": [True, True, None],
+        }
+    )
+    assert table_problems("pareto_frontier", frame) == {
+        "one_row_per_key": [],
+        "frontier_keys_complete_and_priced": ["free?: on the frontier while incomplete or without a cost"],
+    }

@@ -1,0 +1,114 @@
+"""Each analysis table is an asset of its own: what the asset graph and each asset page show."""
+
+from __future__ import annotations
+
+import polars as pl
+from dagster import AssetCheckKey, AssetKey
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+from dagster._core.storage.defs_state.base import set_defs_state_storage
+
+from oabench_pipeline.definitions import build_definitions
+from oabench_pipeline.partitions import cell_partition_key
+from oabench_pipeline.runner import instance_for, run_assets
+from oabench_pipeline.settings import Settings
+from oabench_pipeline.tables import ANALYSIS_TABLES, table_columns
+from oabench_pipeline_tests.pipeline_env import PipelineEnv
+
+
+def test_every_analysis_table_has_its_schema_description_checks_and_is_selectable_alone() -> None:
+    # An instance closed by an earlier test can stay "the current definitions-state storage" (a context
+    # variable, see runner.py); loading definitions would then consult it. None: load with no state.
+    with set_defs_state_storage(None):
+        graph = build_definitions(Settings.from_env()).get_repository_def().asset_graph
+    checks_by_asset: dict[str, set[str]] = {}
+    for check in graph.asset_check_keys:
+        checks_by_asset.setdefault(check.asset_key.to_user_string(), set()).add(check.name)
+    for table in ANALYSIS_TABLES:
+        node = graph.get(AssetKey(table))
+        assert node.group_name == "analysis", table
+        assert (node.description or "").startswith(table_description_head(table)), table
+        schema = node.metadata["dagster/column_schema"]
+        contract = table_columns(table)
+        assert [c.name for c in schema.columns] == [c.name for c in contract], table
+        assert [c.description for c in schema.columns] == [c.description for c in contract], table
+        assert checks_by_asset.get(table), f"{table}: no asset check"
+        assert graph.assets_def_for_key(AssetKey(table)).can_subset, table
+        # Computed from the scored cells, not from each other: siblings in the lineage.
+        assert {k.to_user_string() for k in node.parent_keys} == {
+            "scores",
+            "models",
+            "model_pricing",
+            "editions",
+        }
+    # The leaderboard keeps its checks; the report renders every table.
+    assert {
+        "edition_sums_equal_aggregate",
+        "official_at_least_technical",
+        "accuracies_within_0_1",
+        "complete_keys_have_80_rows_per_edition",
+        "pricing_snapshot_not_older_than_runs",
+    } <= checks_by_asset["leaderboard"]
+    report = graph.get(AssetKey("leaderboard_report"))
+    assert {k.to_user_string() for k in report.parent_keys} == set(ANALYSIS_TABLES)
+    # One step builds them all, under the op name `leaderboard` (its `as_of` run config is unchanged).
+    assert {graph.assets_def_for_key(AssetKey(t)).node_def.name for t in ANALYSIS_TABLES} == {"leaderboard"}
+
+
+def table_description_head(table: str) -> str:
+    from oabench_pipeline.tables import ANALYSIS_DESCRIPTIONS
+
+    return ANALYSIS_DESCRIPTIONS[table].split(":")[0]
+
+
+def test_a_failed_blocking_check_is_recorded_and_no_table_is_written(fresh_env: PipelineEnv) -> None:
+    """A scores partition with a duplicated row: the leaderboard's blocking check fails as an evaluation
+    on its Checks tab, the step fails naming it, and every analysis table keeps its last good file."""
+    result = fresh_env.cli("run", "--models", "baseline/random,baseline/longest-choice")
+    assert result.exit_code == 0, result.output
+    store = fresh_env.warehouse
+    cell = str(cell_partition_key("baseline/random", 43))
+    scores = store.read("scores", cell)
+    store.write_partition("scores", pl.concat([scores, scores.head(1)]), cell)  # 81 rows for one run
+    files = {table: store.partition_path(table) for table in ANALYSIS_TABLES}
+    before = {table: path.stat().st_mtime_ns for table, path in files.items()}
+
+    settings = fresh_env.settings
+    with instance_for(settings) as instance:
+        outcome = run_assets(build_definitions(settings), instance, list(ANALYSIS_TABLES))
+        check = AssetCheckKey(AssetKey("leaderboard"), "complete_keys_have_80_rows_per_edition")
+        [latest] = instance.event_log_storage.get_asset_check_execution_history(check, limit=1)
+        failed = instance.event_log_storage.get_asset_check_execution_history(
+            AssetCheckKey(AssetKey("pairwise_comparison"), "p_values_valid"), limit=1
+        )
+
+    assert not outcome.success
+    assert "complete_keys_have_80_rows_per_edition: baseline/random×43: 81" in "\n".join(outcome.errors)
+    assert "nothing was written" in "\n".join(outcome.errors)
+    assert latest.status == AssetCheckExecutionRecordStatus.FAILED
+    assert failed[0].run_id == outcome.run_id  # every selected check's evaluation is recorded, too
+    assert {table: path.stat().st_mtime_ns for table, path in files.items()} == before
+
+
+def test_one_as_of_setting_serves_every_selected_table(fresh_env: PipelineEnv) -> None:
+    """`ops.leaderboard.config.as_of` (the op keeps its name) applies to whichever tables are selected."""
+    result = fresh_env.cli("run", "--models", "baseline/random,baseline/longest-choice")
+    assert result.exit_code == 0, result.output
+    store = fresh_env.warehouse
+    assert store.read("pairwise_comparison").height == 1 and store.read("runs").height == 2
+    board_before = store.partition_path("leaderboard").stat().st_mtime_ns
+    settings = fresh_env.settings
+    as_of = {"ops": {"leaderboard": {"config": {"as_of": "2000-01-01"}}}}  # before any run completed
+    with instance_for(settings) as instance:
+        outcome = run_assets(
+            build_definitions(settings), instance, ["pairwise_comparison", "runs"], run_config=as_of
+        )
+        materialized = {
+            key.to_user_string(): instance.get_latest_materialization_event(key)
+            for key in (AssetKey("pairwise_comparison"), AssetKey("runs"))
+        }
+    assert outcome.success, outcome.errors
+    assert store.read("pairwise_comparison").is_empty() and store.read("runs").is_empty()
+    for name, event in materialized.items():
+        assert event is not None and event.run_id == outcome.run_id, name
+        assert event.asset_materialization.metadata["as_of"].value == "2000-01-01", name
+    assert store.partition_path("leaderboard").stat().st_mtime_ns == board_before  # not selected
