@@ -50,12 +50,37 @@ def instance_for(settings: Settings) -> DagsterInstance:
     if not config.exists():
         config.write_text(DEFAULT_INSTANCE_YAML, encoding="utf-8")
     try:
-        return DagsterInstance.get()
+        instance = DagsterInstance.get()
     except Exception as error:  # sqlite3, Dagster config errors: one line, not 110 of traceback
         reason = " ".join(str(error).split())[:300]
         raise InstanceHomeError(
             f"{origin} {home_path}: cannot open the Dagster instance ({type(error).__name__}: {reason})"
         ) from None
+    _share_between_threads(instance)
+    return instance
+
+
+def _share_between_threads(instance: DagsterInstance) -> None:
+    """Make the instance safe for several in-process runs at once (`oabench run` runs cells in threads).
+
+    Two pieces of Dagster 1.13's run setup are process-wide and break when runs overlap in threads:
+
+    - `logging.config.dictConfig` at each run start (`get_yaml_python_handlers`, even with no
+      `python_logs` configured) holds logging's module lock while it closes every handler, each under
+      its own lock; a run in another thread holding its event handler's lock while SQLAlchemy calls
+      `logging.getLogger` (each SQLite event write) waits for that module lock: a deadlock. The
+      handlers are the same for every run of the instance, so they are built once, here.
+    - Compute-log capture redirects file descriptors 1 and 2 for the whole process during a run and
+      puts back what it found: overlapping runs put back each other's log files, and the command's
+      own output ends in a run's log. This process's runs therefore do not capture stdout/stderr
+      (`NoOpComputeLogManager`): the assets report through `context.log`, which the event log keeps
+      for the UI; runs launched by the UI or the daemon still capture as configured.
+    """
+    from dagster._core.storage.noop_compute_log_manager import NoOpComputeLogManager
+
+    handlers = instance.get_yaml_python_handlers()
+    instance.get_yaml_python_handlers = lambda: handlers  # type: ignore[method-assign]
+    instance._compute_log_manager = NoOpComputeLogManager()
 
 
 def _check_writable(home: Path, origin: str) -> None:

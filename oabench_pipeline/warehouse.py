@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -298,6 +299,12 @@ class Warehouse:
         if self._catalogue_fingerprint() == fingerprint:
             self._write_marker(fingerprint)  # healthy, touched by someone else (say a DuckDB session)
             return False
+        # Threads of this process (cells run at once) take turns here, quietly: the file lock below is
+        # for other processes, and its message says so.
+        with _thread_lock(self.db_path):
+            return self._ensure_views_locked(statements, fingerprint)
+
+    def _ensure_views_locked(self, statements: dict[str, str], fingerprint: str) -> bool:
         self.root.mkdir(parents=True, exist_ok=True)
         self.tables_dir.mkdir(exist_ok=True)
         lock = FileLock(str(self.db_path) + ".lock", timeout=self.lock_timeout_s)
@@ -506,3 +513,13 @@ def _lock_holder(message: str) -> str:
         return f"PID {found.group(2)} ({found.group(1)})"
     found = re.search(r"PID (\d+)", message)
     return f"PID {found.group(1)}" if found else "another process"
+
+
+_thread_locks: dict[str, threading.Lock] = {}
+_thread_locks_guard = threading.Lock()
+
+
+def _thread_lock(db_path: Path) -> threading.Lock:
+    """One lock per catalogue for the threads of this process."""
+    with _thread_locks_guard:
+        return _thread_locks.setdefault(str(db_path), threading.Lock())

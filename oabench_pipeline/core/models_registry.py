@@ -210,6 +210,9 @@ class ModelConfig(BaseModel):
         description='Static headers sent with every request; a value `{ env = "VAR" }` is a secret',
     )
     concurrency: int = Field(DEFAULT_CONCURRENCY, ge=1)
+    endpoint_concurrency: int | None = Field(
+        None, ge=1, description="Requests in flight to the base_url's host, all models on it together"
+    )
     max_cost_usd: float | None = Field(None, gt=0)
     knowledge_cutoff: date | None = None
     kind: ModelKind = "api"

@@ -165,6 +165,7 @@ class ServerStats:
     host_headers: frozenset[str] = frozenset()
     request_targets: frozenset[str] = frozenset()  # "POST /path?query" as received
     header_values: dict[str, frozenset[str]] = field(default_factory=dict)  # name (lower) -> values
+    arrival_order: tuple[tuple[str, str], ...] = ()  # prompt keys of chat requests, as they arrived
 
     def to_json(self) -> dict[str, Any]:
         """The counters a benchmark needs, JSON-friendly (per-prompt maps summarised)."""
@@ -201,6 +202,7 @@ class _MutableStats:
     host_headers: set[str] = field(default_factory=set)
     request_targets: set[str] = field(default_factory=set)
     header_values: dict[str, set[str]] = field(default_factory=dict)
+    arrival_order: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -576,6 +578,7 @@ class ReplayServer:
                 host_headers=frozenset(s.host_headers),
                 request_targets=frozenset(s.request_targets),
                 header_values={name: frozenset(values) for name, values in s.header_values.items()},
+                arrival_order=tuple(s.arrival_order),
             )
 
     def reset_stats(self) -> None:
@@ -663,6 +666,7 @@ class ReplayServer:
             self._counter += 1
             self._stats.total_requests += 1
             self._stats.requests_per_prompt[key] += 1
+            self._stats.arrival_order.append(key)
             if auth:
                 self._stats.authorization_headers.add(auth)
         early = self._refusal(model, auth, in_flight)
