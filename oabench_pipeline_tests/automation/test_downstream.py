@@ -20,7 +20,7 @@ from dagster import (
 from dagster._core.definitions.asset_daemon_cursor import AssetDaemonCursor
 
 from oabench_pipeline.automation.downstream import DOWNSTREAM_SENSOR_NAME
-from oabench_pipeline.cli import REPORT_ASSETS
+from oabench_pipeline.cli.common import REPORT_ASSETS
 from oabench_pipeline.definitions import build_definitions
 from oabench_pipeline.partitions import cell_partition_key
 from oabench_pipeline.runner import ensure_partitions, instance_for, run_assets
