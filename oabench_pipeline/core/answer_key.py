@@ -21,6 +21,9 @@ import pymupdf
 
 from oabench_pipeline.core.records import LETTERS, AnswerKeyEntry, ParsedAnswerKey
 
+# The `answer_keys` asset's code version: bump it with any change to what the parser reads from a key PDF.
+ANSWER_KEY_PARSER_VERSION = "answer-key-1"
+
 EXPECTED_QUESTIONS = 80
 ANNULLED_MARK = "*"
 

@@ -28,6 +28,10 @@ import pymupdf
 
 from oabench_pipeline.core.records import LETTERS, ParsedBooklet, ParsedQuestion
 
+# The `questions` asset's code version: bump it with any change to what the parser extracts, so Dagster
+# marks every edition's questions stale and the automation re-scores the cells whose questions changed.
+BOOKLET_PARSER_VERSION = "booklet-1"
+
 EXPECTED_QUESTIONS = 80
 
 # `43º EXAME DE ORDEM UNIFICADO`; the real booklets print a superscript "o" and "DO ORDEM".

@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+# `leaderboard_report`'s code version: bump it when the report's files change, to have it rebuilt.
+REPORT_VERSION = "report-1"
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
