@@ -20,7 +20,12 @@ from dagster import (
     evaluate_automation_conditions,
 )
 from dagster._core.definitions.asset_daemon_cursor import AssetDaemonCursor
-from dagster._core.definitions.data_version import extract_data_version_from_entry
+from dagster._core.definitions.data_version import (
+    CachingStaleStatusResolver,
+    StaleStatus,
+    extract_data_version_from_entry,
+)
+from dagster._core.loader import LoadingContextForTest
 
 from oabench_pipeline.automation.downstream import DOWNSTREAM_SENSOR_NAME
 from oabench_pipeline.cli import REPORT_ASSETS
@@ -115,6 +120,8 @@ def test_rebuilds_with_identical_data_rerun_nothing_downstream(scored_env) -> No
     assert run_assets(defs, instance, ["scores"], partition_key=cell).success
     assert ticks.tick() == {}
     assert ticks.tick() == {}
+    # The UI's staleness reads the same versions: the cell's scores are up to date.
+    assert _staleness(defs, instance, SCORES, cell) == StaleStatus.FRESH
 
     versions = _data_versions(instance, SCORES, cell)
     assert len(versions) == 2 and len(set(versions)) == 1  # `oabench run`'s, then the forced re-score's
@@ -130,6 +137,8 @@ def test_a_code_version_bump_reruns_the_asset_once(scored_env) -> None:
     # New scoring rules: every scored cell is re-scored once, then nothing more.
     ticks.defs = _with_code_versions(env, scores="scoring-test-bump")
     cells = {str(cell_partition_key(model, edition)) for model in MODELS for edition in (43, 44)}
+    assert {_staleness(ticks.defs, instance, SCORES, cell) for cell in cells} == {StaleStatus.STALE}  # the UI
+    assert _staleness(defs, instance, SCORES, min(cells)) == StaleStatus.FRESH
     assert ticks.tick() == {SCORES: cells}
     assert ticks.tick() == {}
 
@@ -137,6 +146,14 @@ def test_a_code_version_bump_reruns_the_asset_once(scored_env) -> None:
     ticks.defs = _with_code_versions(env, scores="scoring-test-bump", leaderboard="analysis-test-bump")
     assert ticks.tick() == {**{table: {None} for table in TABLES}, REPORT: {None}}
     assert ticks.tick() == {}
+
+
+def _staleness(defs: Definitions, instance: DagsterInstance, key: AssetKey, partition: str) -> StaleStatus:
+    """What the UI shows for one partition (the webserver resolves staleness with this same class)."""
+    resolver = CachingStaleStatusResolver(
+        instance, defs.resolve_asset_graph(), LoadingContextForTest(instance)
+    )
+    return resolver.get_status(key, partition)
 
 
 def _data_versions(instance: DagsterInstance, key: AssetKey, partition: str) -> list[str | None]:
