@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 import polars as pl
@@ -32,7 +33,7 @@ from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prom
 from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
-from oabench_pipeline.settings import Settings
+from oabench_pipeline.settings import Settings, SettingsError
 from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse, WarehouseError, partition_key_of
 
@@ -77,7 +78,7 @@ def ensure_partitions(instance: DagsterInstance, partitions_name: str, keys: lis
 
 
 def run_assets(
-    defs: Definitions, instance: DagsterInstance, selection: list[str], **kwargs: object
+    defs: Definitions, instance: DagsterInstance, selection: list[str], **kwargs: Any
 ) -> RunOutcome:
     from oabench_pipeline.runner import run_assets as run
 
@@ -90,7 +91,7 @@ class _OabenchGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except WarehouseError as error:
+        except (WarehouseError, SettingsError) as error:
             raise click.ClickException(str(error)) from None
 
 
@@ -474,45 +475,74 @@ def _run_cells(
     concurrency: int | None,
     replicates: int = 1,
 ) -> list[str]:
+    """Every cell at once, each its own in-process Dagster run (own checks, own state in the UI), in a
+    thread of this process: the requests of a model key's cells share its `concurrency` (and its host's
+    `endpoint_concurrency`) through `inference/capacity.py`, so the model's pool stays full across its
+    editions, and each run's Dagster bookkeeping overlaps other cells' model calls."""
     from oabench_pipeline.partitions import cell_partition_key
 
+    def one_cell(model: ModelConfig, edition: str) -> tuple[RunOutcome, str] | None:
+        if interrupts.requested():
+            return None  # a cell not started yet after a Ctrl-C is not started at all
+        # Answers already complete (e.g. imported) need only re-scoring: no inference run at all.
+        assets = (
+            ["scores"]
+            if inferences_are_current(warehouse, model, edition, replicates)
+            else ["inferences", "scores"]
+        )
+        settings = {"concurrency": concurrency} if concurrency else {}
+        if replicates != 1:
+            settings["replicates"] = replicates
+        run_config = (
+            {"ops": {"inferences": {"config": settings}}} if settings and "inferences" in assets else None
+        )
+        if "inferences" in assets:
+            _announce_cell_lock(bar.console, warehouse, model, edition)
+        bar.start_cell(f"{model.key} × {edition}")
+        outcome = run_assets(
+            defs,
+            instance,
+            assets,
+            partition_key=cell_partition_key(model.key, int(edition)),
+            run_config=run_config,
+            tags=endpoint_tags(model),
+        )
+        # What a cell that sent no model call did (a cell that sent any has its counts instead).
+        quiet = (
+            "answers up to date, re-scored" if assets == ["scores"] else "answered with no model call, scored"
+        )
+        return outcome, quiet
+
     failures = []
-    with ProgressBar() as bar:
-        for model, edition in cells:
-            if interrupts.requested():
-                break
-            partition = cell_partition_key(model.key, int(edition))
-            bar.start_cell(f"{model.key} × {edition}")
-            # Answers already complete (e.g. imported) need only re-scoring: no inference run at all.
-            assets = (
-                ["scores"]
-                if inferences_are_current(warehouse, model, edition, replicates)
-                else ["inferences", "scores"]
-            )
-            settings = {"concurrency": concurrency} if concurrency else {}
-            if replicates != 1:
-                settings["replicates"] = replicates
-            run_config = (
-                {"ops": {"inferences": {"config": settings}}} if settings and "inferences" in assets else None
-            )
-            if "inferences" in assets:
-                _announce_cell_lock(bar.console, warehouse, model, edition)
-            outcome = run_assets(
-                defs,
-                instance,
-                assets,
-                partition_key=partition,
-                run_config=run_config,
-                tags=endpoint_tags(model),
-            )
-            bar.finish_cell(outcome.success)
+    with ProgressBar() as bar, _cell_pool(len(cells)) as pool:
+        # Edition-major order: when there are more cells than threads, every model starts at once.
+        ordered = sorted(cells, key=lambda cell: (int(cell[1]), cells.index(cell)))
+        running = {pool.submit(one_cell, model, edition): (model, edition) for model, edition in ordered}
+        for future in as_completed(running):
+            model, edition = running[future]
+            result = future.result()
+            if result is None:
+                continue  # not started: a Ctrl-C came first
+            outcome, quiet = result
+            bar.finish_cell(f"{model.key} × {edition}", outcome.success, quiet)
             for check in outcome.failed_checks:
                 bar.console.print(f"[yellow]{model.key} × {edition}: check failed: {check}[/yellow]")
             if not outcome.success:
-                failures.append(str(partition))
+                failures.append(str(cell_partition_key(model.key, int(edition))))
                 for message in outcome.errors:
                     bar.console.print(f"[red]{model.key} × {edition}: {message}[/red]")
     return failures
+
+
+# Cell runs in flight in one `oabench` process. Requests are bounded by the models' capacities, not by
+# this; it only bounds the threads (and Dagster bookkeeping) at once.
+MAX_CELL_RUNS = 32
+
+
+def _cell_pool(cells: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(
+        max_workers=max(1, min(cells, MAX_CELL_RUNS)), thread_name_prefix="oabench-cell"
+    )
 
 
 def _announce_cell_lock(console: Console, warehouse: Warehouse, model: ModelConfig, edition: str) -> None:
@@ -553,23 +583,38 @@ def import_runs(path: str) -> None:
     _must(run_assets(defs, instance, ["published_runs"], run_config=config), f"import {path}")
     warehouse = Warehouse(settings.warehouse_path)
     cells = warehouse.query("select distinct model_key, edition from inferences where source = 'imported'")
-    scored, incomplete = 0, []
-    for model_key, edition in cells.iter_rows():
+
+    def score_cell(model_key: str, edition: int) -> tuple[str, bool, RunOutcome | None]:
+        """(cell, incomplete?, the scores run or None when the edition is not ingested)."""
         partition = cell_partition_key(model_key, edition)
         if warehouse.read("questions", str(edition)).is_empty():
-            click.echo(
-                f"{model_key} × {edition}: edition not ingested, not scored (run `oabench ingest --editions {edition}`)"
-            )
-            continue
-        if unanswered_questions(warehouse, str(edition), warehouse.read("inferences", str(partition))):
+            return f"{model_key} × {edition}", False, None
+        incomplete = bool(
+            unanswered_questions(warehouse, str(edition), warehouse.read("inferences", str(partition)))
+        )
+        if incomplete:
             # Recorded as the failed cell it is (failed check, failed partition), as `oabench status` says.
             offline = {
                 "ops": {"inferences": {"config": {"offline": True}}},
                 "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},  # an expected failure
             }
             run_assets(defs, instance, ["inferences"], partition_key=partition, run_config=offline)
-            incomplete.append(f"{model_key} × {edition}")
-        _must(run_assets(defs, instance, ["scores"], partition_key=partition), f"scores {partition}")
+        outcome = run_assets(defs, instance, ["scores"], partition_key=partition)
+        return f"{model_key} × {edition}", incomplete, outcome
+
+    scored, incomplete = 0, []
+    # Every cell at once, each its own runs (as `oabench run`): Dagster's per-run bookkeeping overlaps.
+    with _cell_pool(cells.height) as pool:
+        results = list(pool.map(lambda row: score_cell(*row), cells.iter_rows()))
+    for (model_key, edition), (name, was_incomplete, outcome) in zip(cells.iter_rows(), results, strict=True):
+        if outcome is None:
+            click.echo(
+                f"{name}: edition not ingested, not scored (run `oabench ingest --editions {edition}`)"
+            )
+            continue
+        if was_incomplete:
+            incomplete.append(name)
+        _must(outcome, f"scores {cell_partition_key(model_key, edition)}")
         scored += 1
     _must(run_assets(defs, instance, ["models", *REPORT_ASSETS]), "leaderboard")
     click.echo(f"imported {cells.height} cell(s) from {path}; scored {scored}")

@@ -3,29 +3,49 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
+from types import TracebackType
 
 import polars as pl
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
+from oabench_pipeline.core.markdown import markdown_table
 from oabench_pipeline.inference.progress import CellProgress, listening
 
 
 class ProgressBar:
-    """One bar per benchmark cell: answered / total, errors, $ so far, ETA (fed by inference progress)."""
+    """Every cell in flight at once: one line each (answered / total, errors, $ so far), and a total
+    line with its ETA, fed by inference progress from any thread.
 
-    def __init__(self) -> None:
-        self.console = Console(stderr=True)
+    On a terminal the lines are redrawn in place and a finished cell leaves one line above them; when
+    stderr is not a terminal (a log file, CI) nothing is redrawn: a line per finished cell and a total
+    line every `PLAIN_EVERY_S`.
+    """
+
+    PLAIN_EVERY_S = 10.0
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self.live = self.console.is_terminal
+        self._lock = threading.Lock()
+        self._cells: dict[str, CellProgress] = {}
+        self._tasks: dict[str, TaskID] = {}
+        self._started: dict[str, float] = {}
+        self._finished: dict[str, CellProgress] = {}
+        self._last_plain = time.monotonic()
+        self._first_answer: float | None = None
         self._progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("errors {task.fields[errors]}  ${task.fields[cost]:.4f}"),
-            TimeRemainingColumn(),
+            TextColumn("errors {task.fields[errors]}  ${task.fields[cost]:.4f}  {task.fields[eta]}"),
             console=self.console,
-            transient=False,
+            transient=True,
+            disable=not self.live,
         )
-        self._task: TaskID | None = None
+        self._total = self._progress.add_task("total", total=None, errors=0, cost=0.0, eta="")
         self._listening = listening(self._update)
 
     def __enter__(self) -> ProgressBar:
@@ -33,35 +53,100 @@ class ProgressBar:
         self._listening.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._listening.__exit__(*exc)
-        self._progress.__exit__(*exc)
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._listening.__exit__(exc_type, exc, tb)
+        self._progress.__exit__(exc_type, exc, tb)
+        if not self.live and (self._cells or self._finished):
+            self.console.print(self.total_line(), highlight=False)
 
     def start_cell(self, name: str) -> None:
-        self._task = self._progress.add_task(name, total=None, errors=0, cost=0.0)
+        with self._lock:
+            self._started[name] = time.monotonic()
+            self._tasks[name] = self._progress.add_task(name, total=None, errors=0, cost=0.0, eta="")
 
     def _update(self, progress: CellProgress) -> None:
-        if self._task is not None:
-            self._progress.update(
-                self._task,
-                total=progress.total,
-                completed=progress.done,
-                errors=progress.errors,
-                cost=progress.cost_usd,
-            )
+        with self._lock:
+            self._cells[progress.cell] = progress
+            if self._first_answer is None and progress.answered + progress.errors:
+                self._first_answer = time.monotonic()
+            task = self._tasks.get(progress.cell)
+            if task is not None:
+                self._progress.update(
+                    task,
+                    total=progress.total,
+                    completed=progress.done,
+                    errors=progress.errors,
+                    cost=progress.cost_usd,
+                )
+            self._refresh_total()
 
-    def finish_cell(self, success: bool) -> None:
-        if self._task is None:
-            return
-        task = self._progress.tasks[self._task]
-        total = task.total or 1
+    def _refresh_total(self) -> None:
+        done, total, errors, cost, eta = self._totals()
         self._progress.update(
-            self._task,
-            total=total,
-            completed=total if success and task.completed == 0 else task.completed,
-            description=task.description + ("" if success else " [red]FAILED[/red]"),
+            self._total,
+            total=total or None,
+            completed=done,
+            errors=errors,
+            cost=cost,
+            eta=f"ETA {eta:.0f}s" if eta is not None else "",
+            description=f"total ({len(self._tasks)} in flight)",
         )
-        self._task = None
+        if not self.live and time.monotonic() - self._last_plain >= self.PLAIN_EVERY_S:
+            self._last_plain = time.monotonic()
+            self.console.print(self.total_line(), highlight=False)
+
+    def total_line(self) -> str:
+        done, total, errors, cost, eta = self._totals()
+        return (
+            f"total: {done}/{total} answered, {errors} errors, ${cost:.4f}"
+            + (f", ETA {eta:.0f}s" if eta is not None else "")
+            + f"; {len(self._tasks)} cell(s) in flight, {len(self._finished)} done"
+        )
+
+    def _totals(self) -> tuple[int, int, int, float, float | None]:
+        return totals(list(self._cells.values()), list(self._finished.values()), self._first_answer)
+
+    def finish_cell(self, name: str, success: bool, quiet_note: str = "no model call") -> None:
+        """Print the cell's line; `quiet_note` says what it did when it sent no model call at all."""
+        with self._lock:
+            task = self._tasks.pop(name, None)
+            if task is not None:
+                self._progress.remove_task(task)
+            progress = self._cells.pop(name, None)
+            elapsed = time.monotonic() - self._started.pop(name, time.monotonic())
+            if progress is not None:
+                self._finished[name] = progress
+                what = (
+                    f"{progress.done}/{progress.total} answered, {progress.errors} errors, "
+                    f"${progress.cost_usd:.4f}"
+                )
+            else:
+                self._finished[name] = CellProgress(cell=name, total=0, already_done=0)
+                what = quiet_note
+            status = "" if success else " [red]FAILED[/red]"
+            self.console.print(f"{name}: {what}{status} [{elapsed:.1f}s]", highlight=False)
+            self._refresh_total()
+
+
+def totals(
+    in_flight: list[CellProgress], finished: list[CellProgress], first_answer: float | None
+) -> tuple[int, int, int, float, float | None]:
+    """(done, total, errors, $, ETA seconds) over every cell; the ETA covers the cells still in flight,
+    at this run's answer rate so far (none once nothing is in flight)."""
+    cells = [*in_flight, *finished]
+    done = sum(c.done for c in cells)
+    total = sum(c.total for c in cells)
+    errors = sum(c.errors for c in cells)
+    cost = sum(c.cost_usd for c in cells)
+    finished_now = sum(c.answered + c.errors for c in cells)
+    remaining = sum(c.total - c.done for c in in_flight)
+    eta = None
+    if first_answer is not None and finished_now and remaining > 0:
+        rate = finished_now / max(time.monotonic() - first_answer, 1e-3)
+        eta = remaining / rate
+    return done, total, errors, cost, eta
 
 
 NULL_TEXT = "—"
@@ -110,9 +195,7 @@ def format_table(frame: pl.DataFrame, fmt: str, wrap: dict[str, int] | None = No
         return json.dumps(frame.to_dicts(), ensure_ascii=False, default=str, indent=2)
     cells = [[render_cell(v) for v in row] for row in frame.iter_rows()]
     if fmt == "markdown":
-        header = "| " + " | ".join(frame.columns) + " |"
-        rows = ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
-        return "\n".join([header, "|" + "---|" * len(frame.columns), *rows])
+        return "\n".join(markdown_table(frame.columns, cells))
     return _text_table(frame, cells, wrap or {})
 
 

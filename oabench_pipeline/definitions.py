@@ -43,7 +43,9 @@ def build_resources(settings: Settings) -> dict[str, object]:
             download_timeout_s=settings.download_timeout_s,
         ),
         "models_registry": ModelsRegistryResource(path=str(settings.models_file)),
-        "model_client": ModelClientResource(timeout_s=settings.model_timeout_s),
+        "model_client": ModelClientResource(
+            timeout_s=settings.model_timeout_s, backoff_base_s=settings.model_backoff_s
+        ),
         "portal": PortalResource(base_url=settings.portal_url),
     }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 from dagster import MetadataValue, TableColumn, TableSchema
 
+from oabench_pipeline.core.markdown import markdown_table
 from oabench_pipeline.tables import table_columns
 
 _TYPE_NAMES = {"String": "string", "Int32": "int", "Int64": "int", "Float64": "float", "Boolean": "bool"}
@@ -24,13 +25,10 @@ def markdown_preview(
 ) -> MetadataValue:
     """A few rows as a Markdown table, long text cut to `width` characters."""
     head = frame.select(columns).head(rows)
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for record in head.iter_rows():
-        cells = [_cell(value, width) for value in record]
-        lines.append("| " + " | ".join(cells) + " |")
-    return MetadataValue.md("\n".join(lines))
+    cells = [[_cell(value, width) for value in record] for record in head.iter_rows()]
+    return MetadataValue.md("\n".join(markdown_table(columns, cells)))
 
 
 def _cell(value: object, width: int) -> str:
-    text = " ".join(str(value).split()).replace("|", "\\|")
+    text = " ".join(str(value).split())
     return text if len(text) <= width else text[: width - 1] + "…"

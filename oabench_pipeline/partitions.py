@@ -2,10 +2,13 @@
 
 from dagster import DynamicPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition
 
-editions_partitions = DynamicPartitionsDefinition(name="editions")
+EDITIONS_PARTITIONS = "editions"
+MODEL_KEYS_PARTITIONS = "model_keys"
+
+editions_partitions = DynamicPartitionsDefinition(name=EDITIONS_PARTITIONS)
 """One partition per exam edition, keyed by its number ("43")."""
 
-model_keys_partitions = DynamicPartitionsDefinition(name="model_keys")
+model_keys_partitions = DynamicPartitionsDefinition(name=MODEL_KEYS_PARTITIONS)
 """One partition per model configuration key (e.g. `openai/gpt-5.2:reasoning-medium`)."""
 
 model_edition_partitions = MultiPartitionsDefinition(

@@ -12,11 +12,16 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from dagster import AssetSelection, DagsterInstance, Definitions, ExecuteInProcessResult, materialize
 from dagster._core.storage.defs_state.base import set_defs_state_storage
 
 from oabench_pipeline.settings import Settings
+from oabench_pipeline.warehouse import views_refreshed_once
+
+if TYPE_CHECKING:
+    from dagster import AssetsDefinition, AssetSpec, SourceAsset
 
 
 class InstanceHomeError(Exception):
@@ -31,7 +36,7 @@ def instance_for(settings: Settings) -> DagsterInstance:
     Use it as a context manager: entering it makes its storages the current ones for Dagster.
     Raises `InstanceHomeError` (one line naming DAGSTER_HOME) when the folder cannot be used.
     """
-    home = os.environ.get("DAGSTER_HOME")
+    home = settings.dagster_home
     origin = "DAGSTER_HOME"
     if not home:
         home = str(settings.warehouse_path.parent / "dagster_home")
@@ -45,12 +50,37 @@ def instance_for(settings: Settings) -> DagsterInstance:
     if not config.exists():
         config.write_text(DEFAULT_INSTANCE_YAML, encoding="utf-8")
     try:
-        return DagsterInstance.get()
+        instance = DagsterInstance.get()
     except Exception as error:  # sqlite3, Dagster config errors: one line, not 110 of traceback
         reason = " ".join(str(error).split())[:300]
         raise InstanceHomeError(
             f"{origin} {home_path}: cannot open the Dagster instance ({type(error).__name__}: {reason})"
         ) from None
+    _share_between_threads(instance)
+    return instance
+
+
+def _share_between_threads(instance: DagsterInstance) -> None:
+    """Make the instance safe for several in-process runs at once (`oabench run` runs cells in threads).
+
+    Two pieces of Dagster 1.13's run setup are process-wide and break when runs overlap in threads:
+
+    - `logging.config.dictConfig` at each run start (`get_yaml_python_handlers`, even with no
+      `python_logs` configured) holds logging's module lock while it closes every handler, each under
+      its own lock; a run in another thread holding its event handler's lock while SQLAlchemy calls
+      `logging.getLogger` (each SQLite event write) waits for that module lock: a deadlock. The
+      handlers are the same for every run of the instance, so they are built once, here.
+    - Compute-log capture redirects file descriptors 1 and 2 for the whole process during a run and
+      puts back what it found: overlapping runs put back each other's log files, and the command's
+      own output ends in a run's log. This process's runs therefore do not capture stdout/stderr
+      (`NoOpComputeLogManager`): the assets report through `context.log`, which the event log keeps
+      for the UI; runs launched by the UI or the daemon still capture as configured.
+    """
+    from dagster._core.storage.noop_compute_log_manager import NoOpComputeLogManager
+
+    handlers = instance.get_yaml_python_handlers()
+    instance.get_yaml_python_handlers = lambda: handlers  # type: ignore[method-assign]
+    instance._compute_log_manager = NoOpComputeLogManager()
 
 
 def _check_writable(home: Path, origin: str) -> None:
@@ -80,7 +110,6 @@ telemetry:
   enabled: false
 """
 
-CONSOLE_LOG_LEVEL = os.environ.get("OABENCH_LOG_LEVEL", "WARNING")
 # Every run `oabench` executes says which process runs it: `oabench status` tells a run whose process is gone
 # (killed) from one in progress, which the instance alone cannot (an in-process run has no run monitor).
 PID_TAG, HOST_TAG = "oabench/pid", "oabench/host"
@@ -107,10 +136,11 @@ def run_assets(
     Dagster's console logger is set to WARNING (unless `run_config` sets `loggers`): the CLI prints its
     own progress, and the full event log stays in the instance for the UI.
     """
-    run_config = {"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}, **(run_config or {})}
+    log_level = Settings.from_env().log_level
+    run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}, **(run_config or {})}
     # Dagster keeps "the current definitions-state storage" in a context variable that another
     # instance's exit can leave pointing at a disposed instance; pin it to ours for this run.
-    with set_defs_state_storage(instance.defs_state_storage):
+    with set_defs_state_storage(instance.defs_state_storage), views_refreshed_once():
         result = _materialize(defs, instance, selection, partition_key, run_config, tags)
     return RunOutcome(
         result.success,
@@ -129,7 +159,8 @@ def _materialize(
     tags: dict[str, str] | None,
 ) -> ExecuteInProcessResult:
     return materialize(
-        list(defs.assets or []),
+        # Our definitions hold no CacheableAssetsDefinition (the legacy kind `materialize` refuses).
+        cast("list[AssetsDefinition | AssetSpec | SourceAsset]", list(defs.assets or [])),
         selection=AssetSelection.assets(*selection),
         partition_key=partition_key,
         instance=instance,
@@ -151,6 +182,9 @@ def failure_messages(result: ExecuteInProcessResult) -> list[str]:
             messages.append(user.description)
             continue
         error = data.error
+        if error is None:
+            messages.append(f"{event.step_key}: failed")
+            continue
         while error.cause is not None:  # the user's exception, not Dagster's wrapper around it
             error = error.cause
         messages.append(f"{event.step_key}: {error.message.strip()}")
@@ -163,7 +197,7 @@ def failed_checks(result: ExecuteInProcessResult) -> list[str]:
     for event in result.all_events:
         if event.event_type_value != "ASSET_CHECK_EVALUATION":
             continue
-        evaluation = event.event_specific_data
+        evaluation = event.asset_check_evaluation_data
         if not evaluation.passed:
             partition = f" [{evaluation.partition}]" if evaluation.partition else ""
             failed.append(f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name}{partition}")

@@ -1,4 +1,4 @@
-"""Where things live, read from the environment in exactly one place.
+"""Where things live, read from the environment in exactly one place (pydantic-settings).
 
 | variable                 | default                                   | meaning                               |
 |--------------------------|-------------------------------------------|---------------------------------------|
@@ -7,9 +7,17 @@
 | OABENCH_SOURCE_BASE_URL  | (unset: the official hosts)               | mirror replacing scheme+host of URLs   |
 | OABENCH_EDITIONS_FILE    | the packaged registry/editions.toml       | editions registry                      |
 | OABENCH_MODELS_FILE      | the packaged registry/models.toml         | models registry                        |
+| OABENCH_PORTAL_URL       | https://examedeordem.oab.org.br           | the OAB portal the edition sensor reads |
 | OABENCH_AUTOMATION       | on                                        | `off`: downstream_automation starts STOPPED |
 | OABENCH_MODEL_TIMEOUT_S  | 120                                       | overall deadline of one model request  |
 | OABENCH_DOWNLOAD_TIMEOUT_S | 300                                     | overall deadline of one PDF download   |
+| OABENCH_MODEL_BACKOFF_S  | 0.5                                       | first retry's backoff ceiling (doubles) |
+| OABENCH_LOG_LEVEL        | WARNING                                   | Dagster console log level of the CLI   |
+| DAGSTER_HOME             | <warehouse folder>/dagster_home           | the Dagster instance (runner.py)       |
+
+An empty variable counts as unset. A value that cannot be used (`OABENCH_MODEL_TIMEOUT_S=abc`) raises
+`SettingsError`, whose message names the variable. API keys and `{ env = "VAR" }` header values are named
+by the models registry, not here: `environment_value` reads them, and nothing stores them.
 """
 
 from __future__ import annotations
@@ -18,12 +26,43 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from oabench_pipeline.automation.discovery import portal_base_url
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
 from oabench_pipeline.core.editions import DEFAULT_EDITIONS_FILE, REGISTRY_DIR
 
 DEFAULT_WAREHOUSE = Path("warehouse") / "oabench.duckdb"
 DEFAULT_MODELS_FILE = REGISTRY_DIR / "models.toml"
+DEFAULT_PORTAL_URL = "https://examedeordem.oab.org.br"
+PORTAL_URL_ENV = "OABENCH_PORTAL_URL"
 OFF_VALUES = frozenset({"off", "0", "false", "no"})
+
+
+class SettingsError(ValueError):
+    """An environment variable holds a value that cannot be used; the message names the variable."""
+
+
+class _Environment(BaseSettings):
+    """The variables as they are set (each field's alias is its variable's name)."""
+
+    model_config = SettingsConfigDict(env_ignore_empty=True, extra="ignore", frozen=True)
+
+    warehouse: Path = Field(DEFAULT_WAREHOUSE, validation_alias="OABENCH_WAREHOUSE")
+    raw_dir: Path | None = Field(None, validation_alias="OABENCH_RAW_DIR")
+    source_base_url: str | None = Field(None, validation_alias="OABENCH_SOURCE_BASE_URL")
+    editions_file: Path = Field(DEFAULT_EDITIONS_FILE, validation_alias="OABENCH_EDITIONS_FILE")
+    models_file: Path = Field(DEFAULT_MODELS_FILE, validation_alias="OABENCH_MODELS_FILE")
+    portal_url: str = Field(DEFAULT_PORTAL_URL, validation_alias=PORTAL_URL_ENV)
+    model_timeout_s: float = Field(
+        120.0, gt=0, allow_inf_nan=False, validation_alias="OABENCH_MODEL_TIMEOUT_S"
+    )
+    download_timeout_s: float = Field(
+        300.0, gt=0, allow_inf_nan=False, validation_alias="OABENCH_DOWNLOAD_TIMEOUT_S"
+    )
+    model_backoff_s: float = Field(0.5, ge=0, allow_inf_nan=False, validation_alias="OABENCH_MODEL_BACKOFF_S")
+    automation: str = Field("on", validation_alias="OABENCH_AUTOMATION")
+    log_level: str = Field("WARNING", validation_alias="OABENCH_LOG_LEVEL")
+    dagster_home: str | None = Field(None, validation_alias="DAGSTER_HOME")
 
 
 @dataclass(frozen=True)
@@ -38,8 +77,15 @@ class Settings:
     model_timeout_s: float = 120.0
     # Seconds one official PDF may take to download, retries included (ExamSourcesResource).
     download_timeout_s: float = 300.0
+    # Ceiling (s) of the model client's first retry backoff, doubling per retry (full jitter; a server's
+    # Retry-After still wins). The test suite sets it to milliseconds.
+    model_backoff_s: float = 0.5
     # False (`OABENCH_AUTOMATION=off`): the downstream_automation sensor starts STOPPED (automation/downstream.py).
     automation: bool = True
+    # Dagster's console log level in `oabench` runs (runner.run_assets).
+    log_level: str = "WARNING"
+    # `$DAGSTER_HOME` as set (None: `<warehouse folder>/dagster_home`, runner.instance_for decides).
+    dagster_home: str | None = None
 
     @property
     def discovered_editions_file(self) -> Path:
@@ -66,16 +112,38 @@ class Settings:
 
     @classmethod
     def from_env(cls) -> Settings:
-        warehouse = Path(os.environ.get("OABENCH_WAREHOUSE") or DEFAULT_WAREHOUSE).resolve()
-        raw_dir = Path(os.environ.get("OABENCH_RAW_DIR") or warehouse.parent / "raw").resolve()
+        try:
+            env = _Environment()
+        except ValidationError as error:
+            raise SettingsError(_explain(error)) from None
+        warehouse = env.warehouse.resolve()
         return cls(
             warehouse_path=warehouse,
-            raw_dir=raw_dir,
-            source_base_url=os.environ.get("OABENCH_SOURCE_BASE_URL") or None,
-            editions_file=Path(os.environ.get("OABENCH_EDITIONS_FILE") or DEFAULT_EDITIONS_FILE).resolve(),
-            models_file=Path(os.environ.get("OABENCH_MODELS_FILE") or DEFAULT_MODELS_FILE).resolve(),
-            portal_url=portal_base_url(os.environ),
-            model_timeout_s=float(os.environ.get("OABENCH_MODEL_TIMEOUT_S") or 120.0),
-            download_timeout_s=float(os.environ.get("OABENCH_DOWNLOAD_TIMEOUT_S") or 300.0),
-            automation=(os.environ.get("OABENCH_AUTOMATION") or "on").strip().lower() not in OFF_VALUES,
+            raw_dir=(env.raw_dir or warehouse.parent / "raw").resolve(),
+            source_base_url=env.source_base_url,
+            editions_file=env.editions_file.resolve(),
+            models_file=env.models_file.resolve(),
+            portal_url=env.portal_url.strip() or DEFAULT_PORTAL_URL,
+            model_timeout_s=env.model_timeout_s,
+            download_timeout_s=env.download_timeout_s,
+            model_backoff_s=env.model_backoff_s,
+            automation=env.automation.strip().lower() not in OFF_VALUES,
+            log_level=env.log_level.strip().upper(),
+            dagster_home=env.dagster_home,
         )
+
+
+def environment_value(name: str) -> str | None:
+    """The value of a variable the models registry names (an API key, a header's `{ env = ... }`), or None.
+
+    Read at the moment it is needed and never kept: these are secrets.
+    """
+    return os.environ.get(name) or None
+
+
+def _explain(error: ValidationError) -> str:
+    problems = []
+    for problem in error.errors():
+        name = ".".join(str(part) for part in problem["loc"])
+        problems.append(f"environment variable {name}={problem.get('input')!r}: {problem['msg']}")
+    return "; ".join(problems)

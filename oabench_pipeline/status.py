@@ -29,7 +29,7 @@ import polars as pl
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter, partition_loading_context
 from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 
-from oabench_pipeline.core.editions import load_editions
+from oabench_pipeline.core.editions import known_editions
 from oabench_pipeline.core.models_registry import ModelConfig, load_models_registry
 from oabench_pipeline.core.runs import live_run_id, with_logical_run_ids
 from oabench_pipeline.freshness import scores_are_current, stale_reasons, summary_editions
@@ -131,12 +131,9 @@ class StatusReport:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def known_editions(settings: Settings) -> list[str]:
-    """The registry's editions plus those the portal sensor discovered, as partition keys."""
-    keys = {e.partition_key for e in load_editions(settings.editions_file)}
-    if settings.discovered_editions_file.is_file():
-        keys |= {e.partition_key for e in load_editions(settings.discovered_editions_file)}
-    return sorted(keys, key=int)
+def known_edition_keys(settings: Settings) -> list[str]:
+    """The registry's editions plus those the portal sensor discovered, as sorted partition keys."""
+    return sorted(known_editions(settings.editions_file, settings.discovered_editions_file), key=int)
 
 
 def history_cells(store: Warehouse) -> list[tuple[str, str]]:
@@ -370,7 +367,7 @@ def collect_status(
     store = Warehouse(settings.warehouse_path)
     registry = {m.key: m for m in load_models_registry(settings.models_file)}
     ingested = set(store.partitions("questions"))
-    editions = sorted(set(known_editions(settings)) | ingested, key=int)
+    editions = sorted(set(known_edition_keys(settings)) | ingested, key=int)
     cells = select_cells(editions, registry, history_cells(store), only_editions, only_models)
     runs = run_states(instance, [c for c in cells if c[0] in ingested])
     statuses, unpriced = [], set()

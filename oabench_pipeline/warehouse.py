@@ -23,10 +23,12 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -37,6 +39,7 @@ import pyarrow.parquet as pq
 from filelock import FileLock
 from filelock import Timeout as FileLockTimeout
 
+from oabench_pipeline.core.files import write_atomically
 from oabench_pipeline.tables import TABLES, conform, empty_frame
 
 UNPARTITIONED = "all"
@@ -74,6 +77,31 @@ def _sql_literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+# Set inside `views_refreshed_once`: the warehouses whose catalogue a write left to refresh at its end.
+_deferred_view_refresh: ContextVar[dict[Path, Warehouse] | None] = ContextVar(
+    "oabench_deferred_view_refresh", default=None
+)
+
+
+@contextmanager
+def views_refreshed_once() -> Iterator[None]:
+    """Partition writes inside leave the catalogue alone; each warehouse written refreshes it once at the end.
+
+    For a whole run (runner.run_assets): the leaderboard step writes a dozen tables, and a fresh warehouse
+    rebuilt its catalogue after each new one. Nothing inside a run reads the catalogue (steps read the
+    files through an in-memory DuckDB), and a run killed before the end leaves partition files whose views
+    the next `oabench` command makes, as after any crash.
+    """
+    pending: dict[Path, Warehouse] = {}
+    token = _deferred_view_refresh.set(pending)
+    try:
+        yield
+    finally:
+        _deferred_view_refresh.reset(token)
+    for warehouse in pending.values():
+        warehouse.ensure_views()
+
+
 class Warehouse:
     """Partitioned Parquet tables with a DuckDB catalogue of views over them."""
 
@@ -102,18 +130,12 @@ class Warehouse:
         """Replace one partition's rows with `frame`, atomically: readers see the old or the new file."""
         frame = conform(table, frame)
         target = self.partition_path(table, partition_key)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staged = target.with_name(f".{uuid.uuid4().hex}.tmp")
         # Encoded in memory first: polars reports a full disk as "Invalid thrift: transport error",
         # while a plain file write says ENOSPC, which the user can act on.
         encoded = io.BytesIO()
         frame.write_parquet(encoded)
         try:
-            with staged.open("wb") as handle:
-                handle.write(encoded.getbuffer())
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(staged, target)
+            write_atomically(target, encoded.getvalue())
         except OSError as error:
             if error.errno == errno.ENOSPC:
                 raise DiskFullError(
@@ -121,10 +143,12 @@ class Warehouse:
                     f"(table {table}, partition {partition_key} keeps its previous rows)"
                 ) from None
             raise
-        finally:
-            staged.unlink(missing_ok=True)
         _remove_stale_temporaries(target.parent)
-        self.ensure_views()
+        pending = _deferred_view_refresh.get()
+        if pending is None:
+            self.ensure_views()
+        else:
+            pending.setdefault(self.db_path, self)
         return target
 
     # -- reading ---------------------------------------------------------------------------------------
@@ -275,6 +299,12 @@ class Warehouse:
         if self._catalogue_fingerprint() == fingerprint:
             self._write_marker(fingerprint)  # healthy, touched by someone else (say a DuckDB session)
             return False
+        # Threads of this process (cells run at once) take turns here, quietly: the file lock below is
+        # for other processes, and its message says so.
+        with _thread_lock(self.db_path):
+            return self._ensure_views_locked(statements, fingerprint)
+
+    def _ensure_views_locked(self, statements: dict[str, str], fingerprint: str) -> bool:
         self.root.mkdir(parents=True, exist_ok=True)
         self.tables_dir.mkdir(exist_ok=True)
         lock = FileLock(str(self.db_path) + ".lock", timeout=self.lock_timeout_s)
@@ -416,9 +446,7 @@ class Warehouse:
 
     def _write_marker(self, fingerprint: str) -> None:
         marker = {"fingerprint": fingerprint, "file": _file_identity(self.db_path)}
-        staged = self._catalogue_marker.with_name(f".views.{uuid.uuid4().hex}.tmp")
-        staged.write_text(json.dumps(marker), encoding="utf-8")
-        os.replace(staged, self._catalogue_marker)
+        write_atomically(self._catalogue_marker, json.dumps(marker))
 
 
 class WarehouseError(Exception):
@@ -485,3 +513,13 @@ def _lock_holder(message: str) -> str:
         return f"PID {found.group(2)} ({found.group(1)})"
     found = re.search(r"PID (\d+)", message)
     return f"PID {found.group(1)}" if found else "another process"
+
+
+_thread_locks: dict[str, threading.Lock] = {}
+_thread_locks_guard = threading.Lock()
+
+
+def _thread_lock(db_path: Path) -> threading.Lock:
+    """One lock per catalogue for the threads of this process."""
+    with _thread_locks_guard:
+        return _thread_locks.setdefault(str(db_path), threading.Lock())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,55 @@ from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
+# The slowest test files (`pytest --durations`), handed to the workers first so that none of them is left
+# running alone at the end of a parallel run. Order only: every test still runs, in its file's order.
+SLOW_FILES_FIRST = (
+    "inference/test_concurrent_backfill.py",
+    "inference/test_crash_safety.py",
+    "inference/test_run_safety.py",
+    "inference/test_faults.py",
+    "inference/test_real_endpoints.py",
+    "automation/test_downstream.py",
+    "automation/test_end_to_end.py",
+    "exams/test_dagster_clis.py",
+    "inference/test_secrets.py",
+    "test_browser.py",
+    "test_webserver.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.path.as_posix()
+        ranks = [
+            i for i, name in enumerate(SLOW_FILES_FIRST) if path.endswith("oabench_pipeline_tests/" + name)
+        ]
+        return ranks[0] if ranks else len(SLOW_FILES_FIRST)
+
+    items.sort(key=rank)  # stable: the files and tests keep their order otherwise
+
 
 def shared_oab_dir() -> Path:
     """`../shared/oab` beside the repo (or `$OABENCH_SHARED_DIR/oab`): real PDFs and published runs, read-only."""
     base = Path(os.environ.get("OABENCH_SHARED_DIR", REPO_ROOT.parent / "shared"))
     return (base / "oab").resolve()
+
+
+@pytest.fixture(autouse=True)
+def _no_dagster_state_from_an_earlier_test() -> Iterator[None]:
+    """Each test starts with no "current definitions-state storage".
+
+    Dagster keeps it in a context variable that an instance's exit can leave pointing at the disposed
+    instance; a later test in the same process that builds a repository then fails with "undefined
+    DagsterInstance weakref" (which test comes later depends on how the files are spread over workers).
+    """
+    if "dagster" not in sys.modules:  # nothing to reset, and pure tests need not import Dagster
+        yield
+        return
+    from dagster._core.storage.defs_state.base import set_defs_state_storage
+
+    with set_defs_state_storage(None):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -39,6 +39,10 @@ def make_env(root: Path, monkeypatch: pytest.MonkeyPatch, source_base_url: str) 
     monkeypatch.setenv("OABENCH_WAREHOUSE", str(root / "warehouse" / "oabench.duckdb"))
     monkeypatch.setenv("DAGSTER_HOME", str(root / "dagster_home"))
     monkeypatch.setenv("OABENCH_SOURCE_BASE_URL", source_base_url)
+    # Retries back off for milliseconds, not the default half-second and up: the tests check which
+    # requests are retried and that none is paid twice, not how long the client waits (test_client.py
+    # checks the backoff and Retry-After themselves).
+    monkeypatch.setenv("OABENCH_MODEL_BACKOFF_S", "0.01")
     for name in ("OABENCH_RAW_DIR", "OABENCH_EDITIONS_FILE", "OABENCH_MODELS_FILE"):
         monkeypatch.delenv(name, raising=False)
     return PipelineEnv(root, monkeypatch)

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from rich.console import Console
 
 from oabench_pipeline.cli import main
-from oabench_pipeline.cli_output import format_table, leaderboard_summary, render_cell, wrap_words
+from oabench_pipeline.cli_output import (
+    ProgressBar,
+    format_table,
+    leaderboard_summary,
+    render_cell,
+    wrap_words,
+)
+from oabench_pipeline.inference.progress import CellProgress, publish
 from oabench_pipeline.status import CellStatus, StatusReport
 from oabench_pipeline.tables import conform
 from oabench_pipeline.warehouse import Warehouse
@@ -127,3 +136,43 @@ def test_sql_is_read_only_and_errors_are_one_line(small_warehouse: Warehouse, tm
     missing = CliRunner().invoke(main, ["sql", "select * from no_such_table"])
     assert missing.exit_code == 1 and len(missing.output.strip().splitlines()) == 1
     assert "no_such_table does not exist" in missing.output
+
+
+def _progress_console(terminal: bool) -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, force_terminal=terminal, width=150, color_system=None), out
+
+
+def test_progress_without_a_terminal_prints_plain_lines_per_cell_and_a_total() -> None:
+    console, out = _progress_console(terminal=False)
+    with ProgressBar(console) as bar:
+        bar.start_cell("acme/a × 43")
+        bar.start_cell("acme/b × 43")
+        publish(
+            CellProgress(cell="acme/a × 43", total=78, already_done=8, answered=68, errors=2, cost_usd=0.25)
+        )
+        publish(
+            CellProgress(cell="acme/b × 43", total=78, already_done=0, answered=10, errors=0, cost_usd=0.5)
+        )
+        bar.finish_cell("acme/a × 43", success=True)
+        bar.finish_cell("acme/b × 43", success=False)
+    lines = out.getvalue().splitlines()
+    assert "\x1b" not in out.getvalue(), "nothing is redrawn when the output is not a terminal"
+    assert lines[0].startswith("acme/a × 43: 78/78 answered, 2 errors, $0.2500 [")
+    assert lines[1].startswith("acme/b × 43: 10/78 answered, 0 errors, $0.5000 FAILED [")
+    assert lines[-1] == "total: 88/156 answered, 2 errors, $0.7500; 0 cell(s) in flight, 2 done"
+
+
+def test_progress_on_a_terminal_draws_a_line_per_cell_in_flight_and_the_total() -> None:
+    console, out = _progress_console(terminal=True)
+    with ProgressBar(console) as bar:
+        for cell in ("acme/a × 43", "acme/a × 44"):
+            bar.start_cell(cell)
+            publish(CellProgress(cell=cell, total=78, already_done=0, answered=39, errors=1, cost_usd=0.1))
+        bar._progress.refresh()
+        drawn = out.getvalue()
+        bar.finish_cell("acme/a × 43", success=True)
+        bar.finish_cell("acme/a × 44", success=True)
+    assert "acme/a × 43" in drawn and "acme/a × 44" in drawn
+    assert "40/78" in drawn and "errors 1" in drawn
+    assert "total (2 in flight)" in drawn and "80/156" in drawn

@@ -9,7 +9,13 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from oabench_pipeline.warehouse import STALE_TEMPORARY_S, Warehouse, partition_file_name, partition_key_of
+from oabench_pipeline.warehouse import (
+    STALE_TEMPORARY_S,
+    Warehouse,
+    partition_file_name,
+    partition_key_of,
+    views_refreshed_once,
+)
 
 
 def frame(n: int) -> pl.DataFrame:
@@ -24,6 +30,19 @@ def test_partition_replaced_and_visible_through_duckdb_file(tmp_path: Path) -> N
     con = duckdb.connect(str(tmp_path / "oabench.duckdb"), read_only=True)
     assert con.execute("select count(*) from things").fetchone() == (7,)
     assert warehouse.partitions("things") == ["a", "b"]
+
+
+def test_writes_of_a_run_refresh_the_catalogue_once_at_its_end(tmp_path: Path) -> None:
+    warehouse = Warehouse(tmp_path / "oabench.duckdb")
+    with views_refreshed_once():
+        warehouse.write_partition("things", frame(3), "a")
+        warehouse.write_partition("others", frame(2))
+        assert not warehouse.db_path.exists()  # no catalogue rebuilt per new table
+        assert warehouse.read("things").height == 3  # the files are there, read without views
+    with duckdb.connect(str(warehouse.db_path), read_only=True) as con:
+        assert con.execute("select count(*) from things").fetchone() == (3,)
+        assert con.execute("select count(*) from others").fetchone() == (2,)
+    assert warehouse.ensure_views() is False  # already up to date
 
 
 def test_partition_names_survive_any_model_key() -> None:

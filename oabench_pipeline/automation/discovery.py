@@ -15,18 +15,17 @@ No Dagster here: the sensor and the schedule call these functions, and so can a 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import json
-import os
-import time
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
+import tomli_w
 
 from oabench_pipeline.core.editions import AreaRange, Edition, PinnedFile, load_editions, parse_editions
+from oabench_pipeline.core.files import HashingWriter, write_atomically
 from oabench_pipeline.core.portal import (
     ExamListing,
     FirstPhaseFiles,
@@ -38,14 +37,13 @@ from oabench_pipeline.core.portal import (
 )
 from oabench_pipeline.exams.downloads import PDF_MAGIC
 from oabench_pipeline.exams.raw_store import RawStore
+from oabench_pipeline.settings import DEFAULT_PORTAL_URL, PORTAL_URL_ENV
 
-PORTAL_URL_ENV = "OABENCH_PORTAL_URL"
-DEFAULT_PORTAL_URL = "https://examedeordem.oab.org.br"
 USER_AGENT = "oabench-pipeline (+https://github.com/; edition discovery, a few requests a day)"
 
 
 def portal_base_url(environ: Mapping[str, str]) -> str:
-    """The portal to watch: `$OABENCH_PORTAL_URL`, else the official one (the caller passes os.environ)."""
+    """The portal to watch: `$OABENCH_PORTAL_URL` in `environ`, else the official one."""
     return (environ.get(PORTAL_URL_ENV) or "").strip() or DEFAULT_PORTAL_URL
 
 
@@ -131,24 +129,20 @@ def download_unpinned(client: httpx.Client, url: str, store: RawStore, max_bytes
     """
     with store.staging_file() as staged:
         staged_path = Path(staged.name)
-    digest, size, head = hashlib.sha256(), 0, b""
     try:
         with staged_path.open("wb") as handle, client.stream("GET", url) as response:
             if response.status_code != 200:
                 raise DiscoveryError(f"{url}: HTTP {response.status_code} {response.reason_phrase}")
+            writer = HashingWriter(handle)
             for block in response.iter_bytes(1 << 16):
-                head = head or block[:16]
-                size += len(block)
-                if size > max_bytes:
+                if writer.size + len(block) > max_bytes:
                     raise DiscoveryError(f"{url}: more than {max_bytes} bytes, not an exam PDF")
-                digest.update(block)
-                handle.write(block)
-        if not head.startswith(PDF_MAGIC):
-            kind = "an HTML page" if head.lstrip()[:1] == b"<" else "not a PDF"
-            raise DiscoveryError(f"{url}: got {kind} ({size} bytes) instead of a PDF")
-        sha256 = digest.hexdigest()
-        store.promote(staged_path, sha256)
-        return sha256, size
+                writer.write(block)
+        if not writer.head.startswith(PDF_MAGIC):
+            kind = "an HTML page" if writer.head.lstrip()[:1] == b"<" else "not a PDF"
+            raise DiscoveryError(f"{url}: got {kind} ({writer.size} bytes) instead of a PDF")
+        store.promote(staged_path, writer.sha256)
+        return writer.sha256, writer.size
     except httpx.HTTPError as error:
         raise DiscoveryError(f"{url}: {type(error).__name__}: {error}") from None
     finally:
@@ -258,58 +252,35 @@ def discover_new_editions(
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _toml_string(text: str) -> str:
-    # A JSON string is a valid TOML basic string (same escapes); keep "º" and accents readable.
-    return json.dumps(text, ensure_ascii=False)
-
-
-def _pinned_file_toml(table: str, pinned: PinnedFile) -> list[str]:
-    lines = [
-        f"[{table}]",
-        f"label = {_toml_string(pinned.label)}",
-        f"url = {_toml_string(pinned.url)}",
-        f'sha256 = "{pinned.sha256}"',
-    ]
+def _pinned_file_table(pinned: PinnedFile) -> dict[str, Any]:
+    table: dict[str, Any] = {"label": pinned.label, "url": pinned.url, "sha256": pinned.sha256}
     if pinned.bytes is not None:
-        lines.append(f"bytes = {pinned.bytes}")
-    return lines
+        table["bytes"] = pinned.bytes
+    return table
 
 
-def _edition_toml(edition: Edition) -> list[str]:
-    return [
-        "[[editions]]",
-        f"edition = {edition.edition}",
-        f"exam_name = {_toml_string(edition.exam_name)}",
-        f"exam_date = {edition.exam_date.isoformat()}",
-        f"exam_page_url = {_toml_string(edition.exam_page_url)}",
-        f"area_scheme = {_toml_string(edition.area_scheme)}",
-        f"question_count = {edition.question_count}",
-        f"pinned_by = {_toml_string(edition.pinned_by)}",
-        "",
-        *_pinned_file_toml("editions.booklet", edition.booklet),
-        "",
-        *_pinned_file_toml("editions.answer_key", edition.answer_key),
-        "",
-    ]
-
-
-def _schemes_toml(editions: Sequence[Edition]) -> list[str]:
-    schemes: dict[str, tuple[AreaRange, ...]] = {}
-    for edition in editions:
-        schemes.setdefault(edition.area_scheme, edition.areas)
-    lines = ["[area_schemes]"]
-    for name, areas in schemes.items():
-        lines.append(f"{_toml_string(name)} = [")
-        lines += [
-            f"    {{ first = {a.first}, last = {a.last}, area = {_toml_string(a.area)} }}," for a in areas
-        ]
-        lines.append("]")
-    return [*lines, ""]
+def _edition_table(edition: Edition) -> dict[str, Any]:
+    return {
+        "edition": edition.edition,
+        "exam_name": edition.exam_name,
+        "exam_date": edition.exam_date,
+        "exam_page_url": edition.exam_page_url,
+        "area_scheme": edition.area_scheme,
+        "question_count": edition.question_count,
+        "pinned_by": edition.pinned_by,
+        "booklet": _pinned_file_table(edition.booklet),
+        "answer_key": _pinned_file_table(edition.answer_key),
+    }
 
 
 def editions_toml(editions: Sequence[Edition], generated_on: dt.date | None = None) -> str:
     """The editions in the registry's TOML format, with the area schemes they use (self-contained)."""
     ordered = sorted(editions, key=lambda e: e.edition)
+    schemes: dict[str, list[dict[str, Any]]] = {}
+    for edition in ordered:
+        schemes.setdefault(
+            edition.area_scheme, [{"first": a.first, "last": a.last, "area": a.area} for a in edition.areas]
+        )
     stamp = f" Last written {generated_on.isoformat()}." if generated_on else ""
     header = [
         "# Editions discovered on the OAB portal by the oab_portal_sensor, pinned on first download:",
@@ -317,22 +288,8 @@ def editions_toml(editions: Sequence[Edition], generated_on: dt.date | None = No
         "# Same format as registry/editions.toml; a registry entry for the same edition wins over this one.",
         "",
     ]
-    body = [line for edition in ordered for line in _edition_toml(edition)]
-    return "\n".join([*header, *_schemes_toml(ordered), *body])
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Readers see the old file or the new one, never a half-written one (temp file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staged = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    try:
-        with staged.open("w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(staged, path)
-    finally:
-        staged.unlink(missing_ok=True)
+    body = tomli_w.dumps({"area_schemes": schemes, "editions": [_edition_table(e) for e in ordered]})
+    return "\n".join(header) + body
 
 
 def record_discovered_editions(path: Path, editions: Sequence[Edition]) -> list[Edition]:
@@ -349,5 +306,5 @@ def record_discovered_editions(path: Path, editions: Sequence[Edition]) -> list[
     text = editions_toml([*existing, *added], generated_on=dt.date.today())
     # Round-trip check before replacing anything: a file the registry loader rejects is never written.
     parse_editions(tomllib.loads(text), str(path))
-    _write_atomically(path, text)
+    write_atomically(path, text)
     return added

@@ -47,15 +47,27 @@ DOWNSTREAM_ASSETS = ("scores", *ANALYSIS_TABLES, "leaderboard_report")
 DOWNSTREAM_TICK_S = 60
 
 
+def code_version_changed() -> AutomationCondition:
+    """Dagster's `code_version_changed()`, typed to combine with conditions on assets or checks.
+
+    It is an asset-only condition (`AutomationCondition[AssetKey]`) and the generic parameter is invariant,
+    so a type checker refuses `|` and `since_last_handled()` between it and `eager()`'s operands; every
+    asset it is applied to here is an asset.
+    """
+    condition: AutomationCondition = AutomationCondition.code_version_changed()
+    return condition
+
+
 def data_changed_elsewhere() -> AutomationCondition:
     """The data version changed since the previous tick, by a run that did not also build the root asset.
 
     `data_version_changed` compares the newest data version recorded after the previous tick with the
     newest before it, partition by partition: a materialization with the same version is no change.
     """
-    return (
-        AutomationCondition.data_version_changed() & ~AutomationCondition.executed_with_root_target()
-    ).with_label("data_version_changed_elsewhere")
+    changed: AutomationCondition = AutomationCondition.data_version_changed()  # asset-only: see above
+    return (changed & ~AutomationCondition.executed_with_root_target()).with_label(
+        "data_version_changed_elsewhere"
+    )
 
 
 def on_changed_inputs() -> AutomationCondition:
@@ -70,9 +82,7 @@ def on_changed_inputs() -> AutomationCondition:
     ).with_label("any_dep_data_changed")
     return (
         AutomationCondition.in_latest_time_window()
-        & (
-            AutomationCondition.newly_missing() | dep_changed | AutomationCondition.code_version_changed()
-        ).since_last_handled()
+        & (AutomationCondition.newly_missing() | dep_changed | code_version_changed()).since_last_handled()
         & ~AutomationCondition.any_deps_missing()
         & ~AutomationCondition.any_deps_in_progress()
         & ~AutomationCondition.in_progress()
@@ -92,7 +102,7 @@ def after_any_upstream_change() -> AutomationCondition:
     """
     changed = (
         AutomationCondition.any_deps_match(data_changed_elsewhere()).with_label("any_dep_data_changed")
-        | AutomationCondition.code_version_changed()
+        | code_version_changed()
     )
     # Cells due on this very tick (scores of cells whose inferences just landed) come first: the trigger
     # stays true until the table is requested, so it fires once they are done. `will_be_requested` cannot

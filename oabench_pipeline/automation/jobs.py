@@ -39,7 +39,6 @@ editions_table_job = define_asset_job(
 models_table_job = define_asset_job(
     "refresh_models_table", selection=AssetSelection.assets("models"), description="Rebuild the models table."
 )
-AUTOMATION_JOBS = [ingest_edition_job, inference_cell_job, editions_table_job, models_table_job]
 
 
 def ingest_requests(edition_keys: Iterable[str]) -> list[RunRequest]:

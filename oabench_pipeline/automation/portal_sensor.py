@@ -45,7 +45,11 @@ from oabench_pipeline.automation.sensor_support import (
 )
 from oabench_pipeline.core.editions import Edition, load_editions
 from oabench_pipeline.inference.resources import ModelsRegistryResource
-from oabench_pipeline.partitions import editions_partitions, model_keys_partitions
+from oabench_pipeline.partitions import (
+    EDITIONS_PARTITIONS,
+    MODEL_KEYS_PARTITIONS,
+    editions_partitions,
+)
 from oabench_pipeline.resources import ExamSourcesResource, WarehouseResource
 
 PORTAL_SENSOR_TICK_S = 30 * 60
@@ -137,7 +141,7 @@ def _portal_tick(
         hours = (state.last_check + portal.check_interval_hours * 3600 - now) / 3600  # type: ignore[operator]
         notes.append(f"next portal check in {hours:.1f} h")
     discovered = discovered_keys(exam_sources)
-    new_editions = missing_partitions(context.instance, editions_partitions.name, discovered)
+    new_editions = missing_partitions(context.instance, EDITIONS_PARTITIONS, discovered)
     runs = [*ingest_requests(new_editions), *editions_table_request(new_editions, "added")]
     cells, handled, waiting_notes = _cells_for_ingested(
         context, discovered, state, warehouse, models_registry
@@ -175,7 +179,7 @@ def _cells_for_ingested(
     notes = [f"edition {k}: inference cells wait for its questions" for k in awaiting if k not in ingested]
     if not ready:
         return [], [], notes
-    registered = set(context.instance.get_dynamic_partitions(model_keys_partitions.name))
+    registered = set(context.instance.get_dynamic_partitions(MODEL_KEYS_PARTITIONS))
     try:
         models = [m for key, m in models_registry.models().items() if key in registered]
     except ValueError as error:  # a registry being edited: the editions keep waiting for the next tick

@@ -40,7 +40,12 @@ from oabench_pipeline.core.editions import load_editions
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.freshness import inferences_are_current
 from oabench_pipeline.inference.resources import ModelsRegistryResource
-from oabench_pipeline.partitions import editions_partitions, model_keys_partitions
+from oabench_pipeline.partitions import (
+    EDITIONS_PARTITIONS,
+    MODEL_KEYS_PARTITIONS,
+    editions_partitions,
+    model_keys_partitions,
+)
 from oabench_pipeline.resources import ExamSourcesResource, WarehouseResource
 
 MODELS_SENSOR_TICK_S = 60
@@ -84,8 +89,8 @@ def _registry_tick(
     previous = RegistryCursor.parse(context.cursor)
     current = RegistryCursor(tuple(sorted(models)), sha256)
     registry_editions = [e.partition_key for e in load_editions(Path(exam_sources.editions_file))]
-    new_editions = missing_partitions(context.instance, editions_partitions.name, registry_editions)
-    new_model_partitions = missing_partitions(context.instance, model_keys_partitions.name, models)
+    new_editions = missing_partitions(context.instance, EDITIONS_PARTITIONS, registry_editions)
+    new_model_partitions = missing_partitions(context.instance, MODEL_KEYS_PARTITIONS, models)
     partitions = [
         *([editions_partitions.build_add_request(new_editions)] if new_editions else []),
         *([model_keys_partitions.build_add_request(new_model_partitions)] if new_model_partitions else []),
@@ -97,7 +102,7 @@ def _registry_tick(
     if previous is not None:
         added = [k for k in current.keys if k not in previous.keys]
         removed = [k for k in previous.keys if k not in current.keys]
-        editions = {*context.instance.get_dynamic_partitions(editions_partitions.name), *new_editions}
+        editions = {*context.instance.get_dynamic_partitions(EDITIONS_PARTITIONS), *new_editions}
         runs += _cells_for_new_models(context, [models[k] for k in added], editions, warehouse)
         if removed:
             context.log.info(f"models_registry_sensor: removed from the registry (history kept): {removed}")

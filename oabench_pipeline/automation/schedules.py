@@ -25,7 +25,7 @@ from dagster import (
 from oabench_pipeline.automation.jobs import ingest_edition_job, ingest_requests
 from oabench_pipeline.automation.portal_sensor import check_portal, discovered_keys
 from oabench_pipeline.automation.resources import PortalResource
-from oabench_pipeline.partitions import editions_partitions
+from oabench_pipeline.partitions import EDITIONS_PARTITIONS
 from oabench_pipeline.resources import ExamSourcesResource, WarehouseResource
 
 WEEKLY_CRON = "0 7 * * 1"
@@ -41,11 +41,11 @@ def _discovery(
     check = check_portal(portal, exam_sources, warehouse)
     context.log.info(f"weekly_portal_discovery: {check.reason}")
     # Also catches editions recorded earlier but never registered (e.g. found while the sensor was off).
-    existing = set(context.instance.get_dynamic_partitions(editions_partitions.name))
+    existing = set(context.instance.get_dynamic_partitions(EDITIONS_PARTITIONS))
     new_keys = sorted((k for k in discovered_keys(exam_sources) if k not in existing), key=int)
     if not new_keys:
         return SkipReason(check.reason)
-    context.instance.add_dynamic_partitions(editions_partitions.name, new_keys)
+    context.instance.add_dynamic_partitions(EDITIONS_PARTITIONS, new_keys)
     return ingest_requests(new_keys)
 
 

@@ -24,7 +24,6 @@ The code lives in `portal_sensor.py`, `registry_sensor.py`, `jobs.py` (jobs and 
 """
 
 from oabench_pipeline.automation.jobs import (
-    AUTOMATION_JOBS,
     cell_requests,
     editions_table_job,
     editions_table_request,
@@ -49,7 +48,6 @@ from oabench_pipeline.automation.registry_sensor import (
 from oabench_pipeline.automation.sensor_support import ingested_editions, never_raise, runnable_model_keys
 
 __all__ = [
-    "AUTOMATION_JOBS",
     "MODELS_SENSOR_TICK_S",
     "PORTAL_SENSOR_TICK_S",
     "PortalCheck",

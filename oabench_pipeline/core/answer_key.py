@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import pymupdf
 
+from oabench_pipeline.core.pdf import open_pdf
 from oabench_pipeline.core.records import LETTERS, AnswerKeyEntry, ParsedAnswerKey
 
-# The `answer_keys` asset's code version: bump it with any change to what the parser reads from a key PDF.
-ANSWER_KEY_PARSER_VERSION = "answer-key-1"
+# Its version is `core/versions.py: ANSWER_KEY_PARSER_VERSION`: bump it with any change to what this parser extracts.
 
 EXPECTED_QUESTIONS = 80
 ANNULLED_MARK = "*"
@@ -63,7 +63,7 @@ def parse_answer_key(
     Raises AnswerKeyParseError when the type is absent, a number is missing or repeated, a cell
     is empty or holds something other than A-D or `*`.
     """
-    doc = _open_pdf(pdf_bytes)
+    doc = open_pdf(pdf_bytes, "answer key", AnswerKeyParseError)
     try:
         # Pages are read lazily: the key for type 1 is on page 1, the rest need not be read.
         pages = _LazyPages(doc)
@@ -79,24 +79,8 @@ def parse_answer_key(
             f"answer key for type {booklet_type}: missing question numbers {missing}"
             + (f", unexpected numbers {extra}" if extra else "")
         )
-    entries = [AnswerKeyEntry(number=n, correct=letters[n]) for n in sorted(letters)]  # type: ignore[arg-type]
+    entries = [AnswerKeyEntry(number=n, correct=letters[n]) for n in sorted(letters)]
     return ParsedAnswerKey(edition_in_header=edition, entries=entries)
-
-
-def _open_pdf(pdf_bytes: bytes) -> pymupdf.Document:
-    """Open the bytes as a PDF, turning pymupdf's errors on garbage into an AnswerKeyParseError."""
-    if not pdf_bytes:
-        raise AnswerKeyParseError("answer key is empty (0 bytes), expected a PDF")
-    # pymupdf "repairs" many non-PDFs (an HTML error page opens as an empty document), so the
-    # header PDF readers require within the first KiB is checked first.
-    if b"%PDF-" not in pdf_bytes[:1024]:
-        raise AnswerKeyParseError(
-            f"answer key is not a readable PDF: no %PDF- header (starts with {pdf_bytes[:20]!r})"
-        )
-    try:
-        return pymupdf.open(stream=pdf_bytes, filetype="pdf")
-    except (RuntimeError, ValueError) as exc:
-        raise AnswerKeyParseError(f"answer key is not a readable PDF: {exc}") from exc
 
 
 class _LazyPages(Sequence[list[_Word]]):
@@ -115,7 +99,7 @@ class _LazyPages(Sequence[list[_Word]]):
         if index not in self._cache:
             page = self._doc[index]
             words = page.get_text("words", sort=False)
-            self._cache[index] = [_Word(index + 1, *w[:4], w[4]) for w in words]
+            self._cache[index] = [_Word(index + 1, w[0], w[1], w[2], w[3], w[4]) for w in words]
         return self._cache[index]
 
 

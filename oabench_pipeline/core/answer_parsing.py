@@ -17,7 +17,7 @@ JavaScript regex semantics, so that published runs re-parse to the very same ans
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict
@@ -242,29 +242,3 @@ def parse_answer(text: str, version: str = PARSER_VERSION) -> ParsedAnswer:
     except KeyError:
         raise ValueError(f"unknown parser version {version!r}; known: {', '.join(PARSER_VERSIONS)}") from None
     return parser(text)
-
-
-class ParserDifference(BaseModel):
-    """One reply two parser versions read differently."""
-
-    model_config = ConfigDict(frozen=True)
-
-    index: int
-    text: str
-    old: ParsedAnswer
-    new: ParsedAnswer
-
-
-def compare_parser_versions(
-    texts: Sequence[str], old: str = PARSER_VERSION, new: str = PARSER_VERSION_V2
-) -> list[ParserDifference]:
-    """The replies (with their position in `texts`) whose strict or lenient reading differs between versions.
-
-    Meant for reviewing a parser change before adopting it: every changed answer is listed, none hidden.
-    """
-    differences = []
-    for index, text in enumerate(texts):
-        old_answer, new_answer = parse_answer(text, old), parse_answer(text, new)
-        if old_answer != new_answer:
-            differences.append(ParserDifference(index=index, text=text, old=old_answer, new=new_answer))
-    return differences

@@ -26,11 +26,10 @@ from typing import Any
 
 import pymupdf
 
+from oabench_pipeline.core.pdf import open_pdf
 from oabench_pipeline.core.records import LETTERS, ParsedBooklet, ParsedQuestion
 
-# The `questions` asset's code version: bump it with any change to what the parser extracts, so Dagster
-# marks every edition's questions stale and the automation re-scores the cells whose questions changed.
-BOOKLET_PARSER_VERSION = "booklet-1"
+# Its version is `core/versions.py: BOOKLET_PARSER_VERSION`: bump it with any change to what this parser extracts.
 
 EXPECTED_QUESTIONS = 80
 
@@ -119,9 +118,9 @@ def parse_booklet(pdf_bytes: bytes) -> ParsedBooklet:
 
     Raises BookletParseError naming the page and question when the structure is not understood.
     """
-    doc = _open_pdf(pdf_bytes)
+    doc = open_pdf(pdf_bytes, "booklet", BookletParseError)
     try:
-        layouts = [layout for page in doc if (layout := _page_layout(page)) is not None]
+        layouts = [layout for page in doc.pages() if (layout := _page_layout(page)) is not None]
         _add_raster_pictures(doc, layouts)
     finally:
         doc.close()
@@ -139,26 +138,6 @@ def parse_booklet(pdf_bytes: bytes) -> ParsedBooklet:
         for i, draft in enumerate(drafts)
     ]
     return ParsedBooklet(edition_in_header=edition, questions=questions)
-
-
-def _open_pdf(pdf_bytes: bytes) -> pymupdf.Document:
-    """Open the bytes as a PDF, turning pymupdf's errors on garbage into a BookletParseError."""
-    if not pdf_bytes:
-        raise BookletParseError("booklet is empty (0 bytes), expected a PDF")
-    # pymupdf "repairs" many non-PDFs (an HTML error page opens as an empty document), so the
-    # header PDF readers require within the first KiB is checked first.
-    if b"%PDF-" not in pdf_bytes[:1024]:
-        raise BookletParseError(
-            f"booklet is not a readable PDF: no %PDF- header (starts with {pdf_bytes[:20]!r})"
-        )
-    try:
-        doc = pymupdf.open(stream=pdf_bytes, filetype="pdf")
-    except (RuntimeError, ValueError) as exc:
-        raise BookletParseError(f"booklet is not a readable PDF: {exc}") from exc
-    if doc.needs_pass:
-        doc.close()
-        raise BookletParseError("booklet PDF is encrypted")
-    return doc
 
 
 def _page_layout(page: pymupdf.Page) -> _PageLayout | None:

@@ -133,9 +133,9 @@ def _scores_name(con: duckdb.DuckDBPyConnection) -> tuple[str, pl.DataFrame | No
 
 def _summary_prices(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     schema = {
-        "run_id": pl.String,
-        "summary_prompt_price": pl.Float64,
-        "summary_completion_price": pl.Float64,
+        "run_id": pl.String(),
+        "summary_prompt_price": pl.Float64(),
+        "summary_completion_price": pl.Float64(),
         "summary_fetched_at": pl.Datetime("us", "UTC"),
     }
     if not runs_core.relation_exists(con, runs_core.RUN_SUMMARIES_TABLE):
@@ -146,7 +146,7 @@ def _summary_prices(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
                    pricing_fetched_at AS summary_fetched_at
             FROM {runs_core.RUN_SUMMARIES_TABLE}"""
     ).pl()
-    return frame.cast(schema)  # type: ignore[arg-type]
+    return frame.cast(schema)
 
 
 def _add_intervals(

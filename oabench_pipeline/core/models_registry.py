@@ -210,6 +210,9 @@ class ModelConfig(BaseModel):
         description='Static headers sent with every request; a value `{ env = "VAR" }` is a secret',
     )
     concurrency: int = Field(DEFAULT_CONCURRENCY, ge=1)
+    endpoint_concurrency: int | None = Field(
+        None, ge=1, description="Requests in flight to the base_url's host, all models on it together"
+    )
     max_cost_usd: float | None = Field(None, gt=0)
     knowledge_cutoff: date | None = None
     kind: ModelKind = "api"
@@ -311,15 +314,6 @@ class ModelConfig(BaseModel):
         if kind == "baseline" and model_id is not None and model_id not in BASELINE_IDS:
             raise ValueError(f"kind = 'baseline' needs a known baseline id, one of {', '.join(BASELINE_IDS)}")
         return kind
-
-    @property
-    def is_baseline(self) -> bool:
-        return self.kind == "baseline"
-
-
-def default_models_file() -> Path:
-    """The registry shipped with the package (the 11 OABench configurations and the baselines)."""
-    return Path(__file__).resolve().parents[1] / "registry" / "models.toml"
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -10,14 +10,15 @@ import base64
 import datetime as dt
 import html
 import io
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
+
+from oabench_pipeline.core.files import write_atomically
+from oabench_pipeline.core.markdown import markdown_table
 
 # `leaderboard_report`'s code version: bump it when the report's files change, to have it rebuilt.
 REPORT_VERSION = "report-1"
@@ -52,21 +53,6 @@ class ReportFiles:
             *self.csv.values(),
             *self.parquet.values(),
         ]
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> Path:
-    """Write `data` to `path` via a temp file in the same directory and os.replace."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; reports are meant to be read by others
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def _fmt_pct(value: float | None) -> str:
@@ -195,27 +181,14 @@ NOTES = (
 )
 
 
-def _md_cell(text: str) -> str:
-    """Escape what would break a Markdown table cell."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
-def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return [
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join("---" for _ in header) + "|",
-        *("| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows),
-    ]
-
-
 def leaderboard_markdown(tables: dict[str, pl.DataFrame], context: ReportContext | None = None) -> str:
     """The leaderboard as Markdown: when, the ranking, the notes, the per-edition results."""
     lines = []
     if context is not None:
         lines += [" · ".join(context.lines()), ""]
-    lines += _md_table(*_display_rows(tables))
+    lines += markdown_table(*_display_rows(tables))
     lines += ["", *(f"{note}\n" for note in NOTES), "**Per edition**", ""]
-    lines += _md_table(*_per_edition_rows(tables))
+    lines += markdown_table(*_per_edition_rows(tables))
     return "\n".join(lines) + "\n"
 
 
@@ -437,20 +410,19 @@ def write_reports(
     cost_png, caption = _plot_cost_vs_accuracy(tables["pareto_frontier"])
     area_png = _plot_area_heatmap(tables["leaderboard_by_area"], tables["leaderboard"])
     csv = {
-        name: _atomic_write_bytes(out_dir / f"{name}.csv", _frame_bytes(f, "csv"))
-        for name, f in tables.items()
+        name: write_atomically(out_dir / f"{name}.csv", _frame_bytes(f, "csv")) for name, f in tables.items()
     }
     parquet = {
-        name: _atomic_write_bytes(out_dir / f"{name}.parquet", _frame_bytes(f, "parquet"))
+        name: write_atomically(out_dir / f"{name}.parquet", _frame_bytes(f, "parquet"))
         for name, f in tables.items()
     }
     markdown = leaderboard_markdown(tables, context) + (f"\n{caption}\n" if caption else "")
     page = _html_page(tables, {COST_PLOT: cost_png, AREA_PLOT: area_png}, caption, context)
     return ReportFiles(
-        markdown=_atomic_write_bytes(out_dir / "leaderboard.md", markdown.encode("utf-8")),
-        html=_atomic_write_bytes(out_dir / "leaderboard.html", page.encode("utf-8")),
-        cost_plot=_atomic_write_bytes(out_dir / COST_PLOT, cost_png),
-        area_plot=_atomic_write_bytes(out_dir / AREA_PLOT, area_png),
+        markdown=write_atomically(out_dir / "leaderboard.md", markdown.encode("utf-8")),
+        html=write_atomically(out_dir / "leaderboard.html", page.encode("utf-8")),
+        cost_plot=write_atomically(out_dir / COST_PLOT, cost_png),
+        area_plot=write_atomically(out_dir / AREA_PLOT, area_png),
         csv=csv,
         parquet=parquet,
         cost_plot_caption=caption,

@@ -51,14 +51,14 @@ GROUP BY i.model_key, i.edition, i.run_id
 """
 
 RUN_CELL_SCHEMA = {
-    "model_key": pl.String,
-    "edition": pl.Int32,
-    "run_id": pl.String,
-    "source": pl.String,
+    "model_key": pl.String(),
+    "edition": pl.Int32(),
+    "run_id": pl.String(),
+    "source": pl.String(),
     "started_at": pl.Datetime("us", "UTC"),
     "completed_at": pl.Datetime("us", "UTC"),
-    "complete": pl.Boolean,
-    "replicate": pl.Int64,
+    "complete": pl.Boolean(),
+    "replicate": pl.Int64(),
 }
 
 
@@ -108,8 +108,8 @@ def relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
 def _run_summaries(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """(run_id, summary_editions, summary_completed_at) of imported runs that have a summary."""
     schema = {
-        "run_id": pl.String,
-        "summary_editions": pl.List(pl.Int32),
+        "run_id": pl.String(),
+        "summary_editions": pl.List(pl.Int32()),
         "summary_completed_at": pl.Datetime("us", "UTC"),
     }
     if not relation_exists(con, RUN_SUMMARIES_TABLE):
@@ -118,7 +118,7 @@ def _run_summaries(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         f"SELECT run_id, editions AS summary_editions, completed_at AS summary_completed_at "
         f"FROM {RUN_SUMMARIES_TABLE} WHERE has_summary"
     ).pl()
-    return frame.cast(schema)  # type: ignore[arg-type]
+    return frame.cast(schema)
 
 
 def run_cells(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:

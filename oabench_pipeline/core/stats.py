@@ -11,7 +11,6 @@ import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 
 def mcnemar_exact_p(b: npt.ArrayLike, c: npt.ArrayLike) -> FloatArray:

@@ -15,6 +15,13 @@ from collections.abc import Iterable
 
 import polars as pl
 
+# Code versions of the exam parsers (the `answer_keys` and `questions` assets): bump one with any change
+# to what that parser extracts, so Dagster marks every edition's rows stale and a re-ingest re-scores the
+# cells whose rows changed. Kept here rather than beside the parsers: their modules import pymupdf, which
+# loading the definitions must not pay for (`exams/assets.py` imports them inside the steps).
+ANSWER_KEY_PARSER_VERSION = "answer-key-1"
+BOOKLET_PARSER_VERSION = "booklet-1"
+
 # Columns of `inferences` that say when or by which Dagster run a row was (re)written: a rebuild of an
 # unchanged cell (a baseline recomputed, skipped rows re-dated, a rerun that sent nothing) changes them.
 INFERENCE_BOOKKEEPING_COLUMNS: tuple[str, ...] = ("created_at", "dagster_run_id")

@@ -19,11 +19,9 @@ from dagster import (
 )
 
 from oabench_pipeline.checks import check_specs, problems_result, stop_on_blocking_failures
-from oabench_pipeline.core.answer_key import ANSWER_KEY_PARSER_VERSION, AnswerKeyParseError, parse_answer_key
-from oabench_pipeline.core.booklet import BOOKLET_PARSER_VERSION, BookletParseError, parse_booklet
 from oabench_pipeline.core.editions import Edition, FileKind
 from oabench_pipeline.core.records import ParsedAnswerKey, ParsedBooklet, make_qid
-from oabench_pipeline.core.versions import frame_version
+from oabench_pipeline.core.versions import ANSWER_KEY_PARSER_VERSION, BOOKLET_PARSER_VERSION, frame_version
 from oabench_pipeline.exams import validation
 from oabench_pipeline.exams.downloads import DownloadError
 from oabench_pipeline.metadata import markdown_preview, table_schema
@@ -158,6 +156,10 @@ def answer_keys(
     context: AssetExecutionContext, exam_sources: ExamSourcesResource, warehouse: WarehouseResource
 ) -> Iterator[MaterializeResult | AssetCheckResult]:
     """The definitive answer key for booklet TIPO 1: the correct letter per question, `*` = annulled."""
+    # Imported here: pymupdf (and the layout models its import loads) costs ~0.5 s that every process
+    # loading these definitions would pay, while only a step parsing a PDF needs it.
+    from oabench_pipeline.core.answer_key import AnswerKeyParseError, parse_answer_key
+
     edition = exam_sources.edition(context.partition_key)
     try:
         key = parse_answer_key(_read_stored(warehouse, edition, "answer_key"), booklet_type=1)
@@ -237,6 +239,8 @@ def questions(
     Parsed from the booklet PDF with pymupdf across both columns and page breaks, without running
     headers and footers; `status` comes from the answer key, `area` from the edition's area table.
     """
+    from oabench_pipeline.core.booklet import BookletParseError, parse_booklet  # pymupdf: see answer_keys
+
     edition = exam_sources.edition(context.partition_key)
     try:
         booklet = parse_booklet(_read_stored(warehouse, edition, "booklet"))

@@ -7,19 +7,20 @@ never touches a good stored file: bytes only land in the store under the name of
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import urlsplit
 
 import httpx
 
 from oabench_pipeline.core.editions import Edition, FileKind, PinnedFile
+from oabench_pipeline.core.files import HashingWriter
+from oabench_pipeline.core.http_status import TRANSIENT_STATUSES
 from oabench_pipeline.exams.raw_store import RawStore
 
 PDF_MAGIC = b"%PDF-"
-TRANSIENT_STATUSES = {408, 425, 429, 500, 502, 503, 504}
 
 
 class DownloadError(RuntimeError):
@@ -89,25 +90,18 @@ def _verify(
         )
 
 
-def _copy_local(source: Path, staged) -> tuple[bytes, int, str]:
-    digest = hashlib.sha256()
-    size = 0
-    head = b""
+def _copy_local(source: Path, staged: BinaryIO) -> tuple[bytes, int, str]:
+    writer = HashingWriter(staged)
     with source.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 16), b""):
-            head = head or block[:16]
-            digest.update(block)
-            staged.write(block)
-            size += len(block)
-    return head, size, digest.hexdigest()
+            writer.write(block)
+    return writer.head, writer.size, writer.sha256
 
 
 def _stream_http(
-    client: httpx.Client, url: str, staged, where: str, deadline: _Deadline
+    client: httpx.Client, url: str, staged: BinaryIO, where: str, deadline: _Deadline
 ) -> tuple[bytes, int, str]:
-    digest = hashlib.sha256()
-    size = 0
-    head = b""
+    writer = HashingWriter(staged)
     with client.stream("GET", url) as response:
         if response.status_code in TRANSIENT_STATUSES:
             raise _Transient(f"{where}: HTTP {response.status_code}")
@@ -115,12 +109,9 @@ def _stream_http(
             raise DownloadError(f"{where}: HTTP {response.status_code} {response.reason_phrase}")
         # Chunks as they arrive (no fixed size to fill), so a trickle is checked against the deadline.
         for block in response.iter_bytes():
-            head = head or block[:16]
-            digest.update(block)
-            staged.write(block)
-            size += len(block)
-            deadline.check(where, size)
-    return head, size, digest.hexdigest()
+            writer.write(block)
+            deadline.check(where, writer.size)
+    return writer.head, writer.size, writer.sha256
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from oabench_pipeline.inference.cell import (
 from oabench_pipeline.inference.cell_lock import CellLock, LockHolder, LockWaitStopped, cell_lock_path
 from oabench_pipeline.inference.client import run_blocking, run_chat_requests
 from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
+from oabench_pipeline.inference.endpoints import cell_capacity
 from oabench_pipeline.inference.progress import CellProgress, publish
 from oabench_pipeline.inference.resources import (
     MissingApiKeyError,
@@ -249,6 +250,7 @@ def _run_api_cell(
                 model_client,
                 config,
                 models_registry.models(),
+                store.root,
             )
             logged = latest_by_hash(read_log(log_path))
         rows += api_cell_rows(model, questions, plan, logged, run_id=run_id)
@@ -266,6 +268,7 @@ def _call_model(
     model_client: ModelClientResource,
     config: InferenceConfig,
     registry: dict[str, ModelConfig],
+    warehouse_root: Path,
 ) -> None:
     try:
         endpoint = model_client.endpoint(model, registry.values())
@@ -304,12 +307,15 @@ def _call_model(
         return None
 
     concurrency = config.concurrency or model.concurrency
+    capacity = cell_capacity(warehouse_root, model, concurrency, registry.values())
     publish(progress)
     log = ResponseLog(log_path, on_durable)
     try:
         with log, interrupts.stop_on_signals():
             stats = run_blocking(
-                run_chat_requests(endpoint, plan.pending, concurrency, on_result, should_stop)
+                run_chat_requests(
+                    endpoint, plan.pending, concurrency, on_result, should_stop, capacity=capacity
+                )
             )
     except ResponseLogError as error:
         raise Failure(description=f"{model.key} × edition {edition}: {error}; nothing was sent") from None

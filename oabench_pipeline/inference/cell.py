@@ -15,6 +15,7 @@ from oabench_pipeline.core.answer_parsing import PARSER_VERSION, parse_answer
 from oabench_pipeline.core.baselines import baseline_answer
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.prompts import build_messages, build_request_body, request_hash
+from oabench_pipeline.core.records import Letter
 from oabench_pipeline.core.runs import live_run_id
 from oabench_pipeline.inference.types import ChatRequest, ChatResult
 
@@ -235,7 +236,12 @@ def baseline_cell_rows(model: ModelConfig, questions: pl.DataFrame, run_id: str,
         if q["status"] != "active":
             rows.append(_skipped_row(model, q, now, run_id, "baseline"))
             continue
-        choices = {"A": q["choice_a"], "B": q["choice_b"], "C": q["choice_c"], "D": q["choice_d"]}
+        choices: dict[Letter, str] = {
+            "A": q["choice_a"],
+            "B": q["choice_b"],
+            "C": q["choice_c"],
+            "D": q["choice_d"],
+        }
         letter = baseline_answer(model.id, q["qid"], choices, seed=seed)
         rows.append(
             {

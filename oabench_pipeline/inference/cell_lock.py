@@ -26,6 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
+from oabench_pipeline.core.files import write_atomically
+
 POLL_S = 0.2
 
 
@@ -119,7 +121,7 @@ class CellLock:
             time.sleep(POLL_S)
         stale = read_holder(self.path)
         me = LockHolder(os.getpid(), socket.gethostname(), _now(), self.run_id)
-        _write_atomically(_holder_path(self.path), json.dumps(asdict(me)))
+        write_atomically(_holder_path(self.path), json.dumps(asdict(me)))
         return stale
 
     def release(self) -> None:
@@ -142,9 +144,3 @@ class CellLock:
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)

@@ -49,6 +49,8 @@ from typing import Any, Literal, TypeVar
 
 import httpx
 
+from oabench_pipeline.core.http_status import TRANSIENT_STATUSES
+from oabench_pipeline.inference.capacity import Capacity, all_slots
 from oabench_pipeline.inference.types import (
     REDACTED,
     ChatRequest,
@@ -83,8 +85,6 @@ KEEPALIVE_EXPIRY_S = 5.0  # httpx's default: an idle connection older than this 
 USER_AGENT = "oabench-pipeline"
 STOP_POLL_S = 0.25  # how often a retry's backoff checks `should_stop`
 
-# Statuses that mean "the same request may well succeed later".
-TRANSIENT_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529})
 # Statuses that mean "no request to this endpoint/model/key can succeed": stop everything.
 FATAL_STATUSES: dict[int, str] = {
     401: "authentication rejected (check the API key)",
@@ -269,7 +269,8 @@ def parse_completion(payload: bytes) -> _Parsed:
         raise _MalformedBody("choices[0].message missing")
     # OpenRouter says `reasoning`; vLLM and DeepSeek say `reasoning_content`.
     reasoning = message.get("reasoning") or message.get("reasoning_content")
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
     details = usage.get("completion_tokens_details")
     details = details if isinstance(details, dict) else {}
     return _Parsed(
@@ -717,6 +718,7 @@ async def run_chat_requests(
     on_result: Callable[[ChatResult], None],
     should_stop: Callable[[], str | None] | None = None,
     client: httpx.AsyncClient | None = None,
+    capacity: Sequence[Capacity] = (),
 ) -> RunStats:
     """Send `requests` with exactly `concurrency` in flight, reporting each result as it arrives.
 
@@ -726,13 +728,17 @@ async def run_chat_requests(
     `on_result`) cancels every in-flight request and propagates; results already delivered stay so.
     `client`: the endpoint's shared `httpx.AsyncClient` when the caller runs several cells on one
     loop; by default one is opened for this call (`new_http_client`) and closed at its end.
+    `capacity`: slots shared with the other cells of the model key and endpoint host (`capacity.py`);
+    each request holds one of each while in flight, so `concurrency` here only bounds this cell.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     if client is None:
         async with new_http_client(endpoint, concurrency) as own_client:
-            return await _run_pool(own_client, endpoint, requests, concurrency, on_result, should_stop)
-    return await _run_pool(client, endpoint, requests, concurrency, on_result, should_stop)
+            return await _run_pool(
+                own_client, endpoint, requests, concurrency, on_result, should_stop, capacity
+            )
+    return await _run_pool(client, endpoint, requests, concurrency, on_result, should_stop, capacity)
 
 
 async def _run_pool(
@@ -742,6 +748,7 @@ async def _run_pool(
     concurrency: int,
     on_result: Callable[[ChatResult], None],
     should_stop: Callable[[], str | None] | None,
+    capacity: Sequence[Capacity] = (),
 ) -> RunStats:
     tally = _Tally()
     queue: asyncio.Queue[ChatRequest] = asyncio.Queue()
@@ -754,12 +761,19 @@ async def _run_pool(
             if should_stop is not None and (reason := should_stop()):
                 stop_reason.append(reason)
                 return
-            try:
-                request = queue.get_nowait()
-            except asyncio.QueueEmpty:
+            if queue.empty():
                 return
-            tally.started += 1
-            result = await _ask(client, endpoint, request, tally, should_stop)
+            async with all_slots(capacity):
+                # Asked again once the shared slots are ours: the wait may have been long.
+                if should_stop is not None and (reason := should_stop()):
+                    stop_reason.append(reason)
+                    return
+                try:
+                    request = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                tally.started += 1
+                result = await _ask(client, endpoint, request, tally, should_stop)
             if result is None:
                 continue  # stopped before a retry: the loop's check records why
             tally.results += 1

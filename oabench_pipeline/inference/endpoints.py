@@ -7,9 +7,12 @@ can. Every inference run the CLI or a sensor launches carries `oabench/endpoint`
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from oabench_pipeline.core.models_registry import ModelConfig
+from oabench_pipeline.inference.capacity import Capacity, shared_capacity
 
 ENDPOINT_TAG = "oabench/endpoint"
 
@@ -23,3 +26,28 @@ def endpoint_of(model: ModelConfig) -> str:
 
 def endpoint_tags(model: ModelConfig) -> dict[str, str]:
     return {ENDPOINT_TAG: endpoint_of(model)}
+
+
+def endpoint_cap(model: ModelConfig, registry: Iterable[ModelConfig]) -> int | None:
+    """Requests in flight allowed to the model's host: the smallest `endpoint_concurrency` any registry
+    model on that host sets (a cap is a promise to the provider: the strictest one holds); None: no cap."""
+    host = endpoint_of(model)
+    caps = [
+        m.endpoint_concurrency
+        for m in (model, *registry)
+        if m.endpoint_concurrency is not None and endpoint_of(m) == host
+    ]
+    return min(caps) if caps else None
+
+
+def cell_capacity(
+    warehouse_root: Path, model: ModelConfig, concurrency: int, registry: Iterable[ModelConfig]
+) -> list[Capacity]:
+    """The slots a cell's requests hold: its model key's (`concurrency`, shared by all the key's cells
+    in every process on this warehouse), then its host's when capped."""
+    root = warehouse_root / "capacity"
+    slots = [shared_capacity(root, "model", model.key, concurrency)]
+    cap = endpoint_cap(model, registry)
+    if cap is not None:
+        slots.append(shared_capacity(root, "endpoint", endpoint_of(model), cap))
+    return slots

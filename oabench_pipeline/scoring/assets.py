@@ -4,6 +4,7 @@ import base64
 import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 from dagster import (
@@ -184,14 +185,15 @@ def leaderboard(
     checks = [
         result
         for result in analysis_checks(tables, row_counts, answered_at)
-        if AssetCheckKey(result.asset_key, str(result.check_name)) in context.selected_asset_check_keys
+        if result.asset_key is not None
+        and AssetCheckKey(result.asset_key, str(result.check_name)) in context.selected_asset_check_keys
     ]
     yield from stop_on_blocking_failures(checks, BLOCKING_CHECKS, "leaderboard")
     for name in selected:
         store.write_partition(name, tables[name])
     as_of_text = as_of.isoformat() if as_of else "newest"
     for name in selected:
-        metadata: dict[str, object] = {"rows": tables[name].height, "as_of": as_of_text}
+        metadata: dict[str, Any] = {"rows": tables[name].height, "as_of": as_of_text}
         if name == "leaderboard":
             metadata |= {"model_keys": tables[name].height, "complete": int(tables[name]["complete"].sum())}
         yield MaterializeResult(

@@ -3,22 +3,50 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel, ConfigDict
 
 from oabench_pipeline.core.answer_parsing import (
     PARSER_VERSION,
+    PARSER_VERSION_V2,
     PARSER_VERSIONS,
     ParsedAnswer,
-    compare_parser_versions,
     parse_answer,
     parse_lenient,
     parse_strict,
     strip_thinking,
 )
+
+
+class ParserDifference(BaseModel):
+    """One reply two parser versions read differently (a review aid for a parser change, kept with its test)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    index: int
+    text: str
+    old: ParsedAnswer
+    new: ParsedAnswer
+
+
+def compare_parser_versions(
+    texts: Sequence[str], old: str = PARSER_VERSION, new: str = PARSER_VERSION_V2
+) -> list[ParserDifference]:
+    """The replies (with their position in `texts`) whose strict or lenient reading differs between versions.
+
+    Meant for reviewing a parser change before adopting it: every changed answer is listed, none hidden.
+    """
+    differences = []
+    for index, text in enumerate(texts):
+        old_answer, new_answer = parse_answer(text, old), parse_answer(text, new)
+        if old_answer != new_answer:
+            differences.append(ParserDifference(index=index, text=text, old=old_answer, new=new_answer))
+    return differences
 
 
 def _published_lines(shared_oab: Path) -> list[dict]:

@@ -13,11 +13,11 @@ from oabench_pipeline.core.models_registry import (
     DEFAULT_BASE_URL,
     EnvHeaderValue,
     ModelsRegistryError,
-    default_models_file,
     derive_model_key,
     load_models_registry,
     safe_name_problem,
 )
+from oabench_pipeline.settings import DEFAULT_MODELS_FILE
 
 STUDY_MODEL_IDS = [
     "google/gemini-3-flash-preview",
@@ -35,14 +35,14 @@ STUDY_MODEL_IDS = [
 
 
 def test_shipped_registry_has_the_study_and_the_baselines() -> None:
-    models = load_models_registry(default_models_file())
+    models = load_models_registry(DEFAULT_MODELS_FILE)
     api = [m for m in models if m.kind == "api"]
     assert [m.id for m in api] == STUDY_MODEL_IDS
     assert all(m.protocol == "direto" and not m.web_search for m in api)
     assert all(m.base_url == DEFAULT_BASE_URL and m.api_key_env == DEFAULT_API_KEY_ENV for m in api)
     assert [m.reasoning_effort for m in api if m.reasoning_effort] == ["medium"]
     assert {m.key for m in api} == {*STUDY_MODEL_IDS, "openai/gpt-5.2:reasoning-medium"} - {"openai/gpt-5.2"}
-    baselines = [m for m in models if m.is_baseline]
+    baselines = [m for m in models if m.kind == "baseline"]
     assert sorted(m.id for m in baselines) == sorted(BASELINE_IDS)
     assert all(m.api_key_env is None and m.base_url is None for m in baselines)
 

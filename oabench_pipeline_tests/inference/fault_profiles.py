@@ -10,10 +10,15 @@ from __future__ import annotations
 from oabench_pipeline_tests.servers.openai_replay import FaultProfile
 
 # A client timeout the hangs outlast: a hung request is abandoned after this many seconds and retried.
-CLIENT_TIMEOUT_S = 0.5
-HANG_S = 1.0
-# The 429 storm answers 429 (Retry-After: 1) to whatever is in flight beyond this many requests.
+# Short, so that the suite does not sleep through hangs, yet 8× the storm's replay latency: a loaded
+# machine's slow answer must not look like a hang (a spurious timeout spends the transient retry budget).
+CLIENT_TIMEOUT_S = 0.4
+HANG_S = 0.8
+# The 429 storm answers 429 (Retry-After: 0.2) to whatever is in flight beyond this many requests; the
+# client honours a fractional Retry-After as it does a whole one (`parse_retry_after`). A fifth of the
+# second a real gateway asks for, yet long enough for the storm to calm before the retries come back.
 STORM_LIMIT = 8
+STORM_RETRY_AFTER_S = 0.2
 # Concurrency of the runs under a storm: well above the limit, so the storm really happens.
 STORM_CONCURRENCY = 16
 # Latency of the replayed answers under a storm: long enough that 16 requests are really in flight at
@@ -24,7 +29,9 @@ STORM_LATENCY_S = 0.05
 PROFILES: dict[str, FaultProfile] = {
     "none": FaultProfile(),
     "5xx_10pct": FaultProfile(seed=1, rate_5xx=0.10, max_faults_per_prompt=2),
-    "429_storm": FaultProfile(seed=2, max_in_flight_before_429=STORM_LIMIT, retry_after_s=1.0),
+    "429_storm": FaultProfile(
+        seed=2, max_in_flight_before_429=STORM_LIMIT, retry_after_s=STORM_RETRY_AFTER_S
+    ),
     "hang_5pct": FaultProfile(seed=3, rate_hang=0.05, hang_s=HANG_S, max_faults_per_prompt=2),
     "malformed_json_5pct": FaultProfile(seed=4, rate_malformed_json=0.05, max_faults_per_prompt=2),
     "drop_5pct": FaultProfile(seed=5, rate_drop=0.05, max_faults_per_prompt=2),
@@ -36,6 +43,7 @@ PROFILES: dict[str, FaultProfile] = {
         rate_malformed_json=0.05,
         rate_drop=0.05,
         max_in_flight_before_429=STORM_LIMIT,
+        retry_after_s=STORM_RETRY_AFTER_S,
         max_faults_per_prompt=2,
     ),
 }

@@ -94,9 +94,7 @@ def test_keeps_exactly_concurrency_in_flight_and_answers_each_prompt_once() -> N
     assert by_qid["q5"].cost_usd == pytest.approx(0.001)
     assert all(r.error is None and r.attempts == 1 and r.latency_ms >= 50 for r in results)
     assert stats.answered == 30 and stats.errors == 0 and stats.retries == 0
-    # 30 requests, 7 at a time, 50 ms each: at least 5 waves. That 7 were really in flight at once is
-    # the server's count above, not a wall-clock bound (the machine is shared).
-    assert stats.elapsed_s >= 0.25
+    # That 7 were really in flight at once is the server's count above, not a wall-clock bound.
 
 
 def test_pool_refills_a_slot_as_soon_as_it_frees_not_by_batches() -> None:
@@ -111,7 +109,7 @@ def test_pool_refills_a_slot_as_soon_as_it_frees_not_by_batches() -> None:
     # The other slot answers q1..q6 (6 x 50 ms) while q0 takes 500 ms. Batches of 2 would deliver q0
     # second, then wait for it before starting q2..q6.
     assert order[-1] == "q0" and sorted(order[:-1]) == [f"q{i}" for i in range(1, 7)]
-    assert stats.elapsed_s >= 0.5
+    assert stats.answered == 7
 
 
 def test_reads_reasoning_tokens_and_cost_including_vllm_reasoning_content() -> None:
@@ -250,13 +248,14 @@ def test_other_4xx_is_an_error_row_for_that_question_only() -> None:
 
 
 def test_server_overload_429_is_absorbed() -> None:
-    """More in flight than the provider allows: 429 + Retry-After 1 until the client fits."""
-    faults = FaultProfile(max_in_flight_before_429=3)
+    """More in flight than the provider allows: 429 + Retry-After until the client fits."""
+    faults = FaultProfile(max_in_flight_before_429=3, retry_after_s=0.3)
     with ReplayServer(replies=replies(6), latency_s=0.05, faults=faults) as srv:
         results, stats = run(fast_endpoint(srv.base_url), requests(6), concurrency=4)
     assert all(r.ok for r in results)
     assert stats.retries_by_cause.get("429", 0) >= 1
-    assert stats.elapsed_s >= 1.0  # honoured Retry-After: 1
+    # A lower bound only (it cannot fail on a slow machine): backoff alone is <= 0.05 s with this endpoint.
+    assert stats.elapsed_s >= 0.3  # honoured Retry-After: 0.3
 
 
 # ------------------------------------------------------------------------------------------ fatal

@@ -55,29 +55,34 @@ def assert_every_question_answered_once(env: PipelineEnv, server: ReplayServer) 
     )
 
 
-@pytest.mark.parametrize("name", list(PROFILES))
+# Through `oabench run`, the profile that combines every fault (5xx, hangs, malformed bodies, dropped
+# connections and a 429 storm). Each fault alone is `test_client.py::test_each_fault_is_retried_and_ends_answered`
+# (same server, same duplicate-answer counts, no Dagster run), and the fault-free run is `test_run_replay.py`;
+# `benchmarks/reliability.py` still runs every profile of `PROFILES` through the CLI.
+END_TO_END_PROFILES = ["combined"]
+
+
+@pytest.mark.parametrize("name", END_TO_END_PROFILES)
 def test_profile_completes_with_every_question_answered_once(
     name: str, fresh_env: PipelineEnv, shared_oab: Path
 ) -> None:
     profile = PROFILES[name]
     fresh_env.set("OABENCH_MODEL_TIMEOUT_S", CLIENT_TIMEOUT_S)
+    # The client's own backoff (not the suite's milliseconds): under a 429 storm it is what spreads the
+    # retries out, and this test certifies that the shipped policy gets through the storm.
+    fresh_env.monkeypatch.delenv("OABENCH_MODEL_BACKOFF_S")
     with replay_server(fresh_env, shared_oab, profile) as server:
         use_replay_models(fresh_env, server.base_url, [MODEL])
-        first_exit = run_cell(fresh_env, concurrency_for(profile))
-        leftover = error_rows(cell_rows(fresh_env.warehouse, MODEL, EDITION))
-        if leftover:  # the profiles are capped so this should not happen; if it does, one rerun must do
-            before = server.stats.total_requests
-            assert run_cell(fresh_env, concurrency_for(profile)) == 0
-            assert server.stats.total_requests - before >= leftover
-        else:
-            assert first_exit == 0
+        # The profiles are capped within the client's retry budgets: the first run must finish the cell
+        # (a cell that needs a rerun is `test_error_rows_are_cleared_by_one_rerun`).
+        assert run_cell(fresh_env, concurrency_for(profile)) == 0
         assert_every_question_answered_once(fresh_env, server)
         faults = server.stats.faults
-    if name == "none":
-        assert faults == {}
-    else:
-        # The profile really bit: otherwise this test would pass without exercising any retry.
-        assert sum(faults.values()) > 0, faults
+    # Every drawn kind of fault really bit (the draws are seeded per request number, so this holds on any
+    # machine): otherwise this test would pass without exercising its retry. Whether the storm's 429s
+    # happen depends on how many requests the client gets in flight, so it is not required here
+    # (`test_client.py::test_server_overload_429_is_absorbed` requires it).
+    assert {"5xx", "hang", "malformed_json", "drop"} <= set(faults), faults
 
 
 def test_error_rows_are_cleared_by_one_rerun(fresh_env: PipelineEnv, shared_oab: Path) -> None:

@@ -118,42 +118,24 @@ def test_http_proxy_is_honoured(fresh_env: PipelineEnv, tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- our loopback server
 
 
-def test_gateway_that_always_gzips(fresh_env: PipelineEnv) -> None:
-    no_proxy_env(fresh_env)
-    with ReplayServer(api_key=TEST_KEY, gzip_always=True) as server:
-        use_models(fresh_env, server.base_url)
-        result = run_cell(fresh_env)
-        assert result.exit_code == 0, result.output
-        assert server.stats.total_requests == ACTIVE  # each question asked once: nothing paid twice
-    answered = assert_all_answered(fresh_env)
-    for column in PROVENANCE:
-        assert answered[column].null_count() == 0, column
-    assert set(answered["response_provider"]) == {"replay"}
-    assert set(answered["system_fingerprint"]) == {"fp_replay"}
+def test_azure_shaped_gateway_on_ipv6_that_always_gzips(fresh_env: PipelineEnv) -> None:
+    """One gateway in three shapes users meet, one `oabench run` (each used to be a test and a run of its own).
 
-
-def test_ipv6_literal_base_url(fresh_env: PipelineEnv) -> None:
-    no_proxy_env(fresh_env)
-    with ReplayServer(api_key=TEST_KEY, host="::1") as server:
-        assert server.base_url.startswith("http://[::1]:")
-        use_models(fresh_env, server.base_url)
-        result = run_cell(fresh_env)
-        assert result.exit_code == 0, result.output
-        hosts = server.stats.host_headers
-    assert_all_answered(fresh_env)
-    assert hosts == {server.base_url.split("/")[2]}  # "[::1]:PORT", brackets kept
-
-
-def test_azure_style_url_with_api_key_header_and_secret_extra_header(fresh_env: PipelineEnv) -> None:
+    It gzips every reply unasked, listens on the IPv6 literal `[::1]`, and wants Azure's URL (path prefix
+    and `api-version` query kept) with the key in an `api-key` header plus a secret extra header.
+    """
     no_proxy_env(fresh_env)
     token = "gw-token-5f1e9a7c3b"
     fresh_env.set("OABENCH_TEST_GATEWAY_TOKEN", token)
     with ReplayServer(
         api_key=TEST_KEY,
+        gzip_always=True,
+        host="::1",
         api_key_header="api-key",
         base_path="/openai/deployments/oab-gpt",
         required_query="api-version=2024-10-21",
     ) as server:
+        assert server.base_url.startswith("http://[::1]:")
         use_models(
             fresh_env,
             server.base_url,
@@ -163,7 +145,16 @@ def test_azure_style_url_with_api_key_header_and_secret_extra_header(fresh_env: 
         result = run_cell(fresh_env)
         assert result.exit_code == 0, result.output
         stats = server.stats
-    assert_all_answered(fresh_env)
+    assert stats.total_requests == ACTIVE  # each question asked once: nothing paid twice
+    answered = assert_all_answered(fresh_env)
+    # gzip: every reply decoded, provenance read from it
+    for column in PROVENANCE:
+        assert answered[column].null_count() == 0, column
+    assert set(answered["response_provider"]) == {"replay"}
+    assert set(answered["system_fingerprint"]) == {"fp_replay"}
+    # IPv6: "[::1]:PORT", brackets kept in the Host header
+    assert stats.host_headers == {server.base_url.split("/")[2].split("?")[0]}
+    # Azure: path prefix and query kept, the key in `api-key`, the extra headers sent and never stored
     assert stats.request_targets == {
         "POST /openai/deployments/oab-gpt/chat/completions?api-version=2024-10-21"
     }

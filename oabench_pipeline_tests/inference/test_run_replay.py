@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
-import pytest
 
 from oabench_pipeline_tests.inference.replay import (
     TEST_KEY,
@@ -19,17 +18,21 @@ from oabench_pipeline_tests.servers.openai_replay import ReplayServer
 MODELS = ["deepseek/deepseek-v3.2", "x-ai/grok-4.1-fast"]
 
 
-@pytest.fixture
-def replayed(fresh_env: PipelineEnv, shared_oab: Path):
+def test_replay_reproduces_published_scores_asks_once_and_stores_no_key(
+    fresh_env: PipelineEnv, shared_oab: Path
+) -> None:
+    """One replayed run of two models, then every check on it (each used to pay for its own run)."""
     with ReplayServer(replies=published_replies(shared_oab, fresh_env.warehouse), api_key=TEST_KEY) as server:
         use_replay_models(fresh_env, server.base_url, MODELS)
         result = fresh_env.cli("run", "--models", ",".join(MODELS))
         assert result.exit_code == 0, result.output
-        yield fresh_env, server
+        assert_published_scores_reproduced(fresh_env, server, shared_oab)
+        assert_each_active_question_asked_once_and_annulled_skipped(fresh_env, server)
+        assert_api_key_never_stored(fresh_env)
+        assert_rerun_sends_nothing(fresh_env, server)
 
 
-def test_replay_reproduces_published_scores(replayed, shared_oab: Path) -> None:
-    env, server = replayed
+def assert_published_scores_reproduced(env: PipelineEnv, server: ReplayServer, shared_oab: Path) -> None:
     assert server.stats.unmatched == 0, "every prompt we built matched a recorded question text"
     by_edition = env.warehouse.read("leaderboard_by_edition")
     for model in MODELS:
@@ -45,8 +48,9 @@ def test_replay_reproduces_published_scores(replayed, shared_oab: Path) -> None:
         )
 
 
-def test_each_active_question_asked_once_and_annulled_skipped(replayed) -> None:
-    env, server = replayed
+def assert_each_active_question_asked_once_and_annulled_skipped(
+    env: PipelineEnv, server: ReplayServer
+) -> None:
     assert server.stats.total_requests == 2 * 238
     assert max(server.stats.requests_per_prompt.values()) == 1
     inferences = env.warehouse.read("inferences")
@@ -56,16 +60,14 @@ def test_each_active_question_asked_once_and_annulled_skipped(replayed) -> None:
     assert skipped["raw_response"].null_count() == skipped.height
 
 
-def test_rerun_sends_nothing(replayed) -> None:
-    env, server = replayed
+def assert_rerun_sends_nothing(env: PipelineEnv, server: ReplayServer) -> None:
     before = server.stats.total_requests
     result = env.cli("run", "--models", ",".join(MODELS))
     assert result.exit_code == 0, result.output
     assert server.stats.total_requests == before
 
 
-def test_api_key_never_stored(replayed) -> None:
-    env, _ = replayed
+def assert_api_key_never_stored(env: PipelineEnv) -> None:
     needle = TEST_KEY.encode()
     for root in (env.settings.warehouse_path.parent, env.root / "dagster_home"):
         for path in root.rglob("*"):

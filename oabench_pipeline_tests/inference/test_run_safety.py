@@ -177,10 +177,12 @@ def test_a_signal_stops_sending_keeps_what_arrived_and_says_how_to_resume(
         assert returncode == code, said
         assert f"interrupted ({signal.Signals(signum).name})" in said
         assert f"oabench run --models {MODEL} --editions 43,44" in said
-        # Every reply that was in flight landed in the log; nothing half-done was written.
-        assert log_line_count(log) == server.stats.total_requests
+        # Every reply that was in flight landed in a log (both cells run at once, sharing the key's 4
+        # slots); nothing half-done was written.
+        logs = [cell_log_path(fresh_env.warehouse.root / "responses", MODEL, e) for e in ("43", "44")]
+        assert sum(log_line_count(path) for path in logs) == server.stats.total_requests
         assert cell_rows(fresh_env.warehouse, MODEL, "43").is_empty()
-        assert not cell_log_path(fresh_env.warehouse.root / "responses", MODEL, "44").exists()
+        assert cell_rows(fresh_env.warehouse, MODEL, "44").is_empty()
 
         resumed = fresh_env.cli("run", "--models", MODEL, "--editions", "43,44")
         assert resumed.exit_code == 0, resumed.output

@@ -165,6 +165,7 @@ class ServerStats:
     host_headers: frozenset[str] = frozenset()
     request_targets: frozenset[str] = frozenset()  # "POST /path?query" as received
     header_values: dict[str, frozenset[str]] = field(default_factory=dict)  # name (lower) -> values
+    arrival_order: tuple[tuple[str, str], ...] = ()  # prompt keys of chat requests, as they arrived
 
     def to_json(self) -> dict[str, Any]:
         """The counters a benchmark needs, JSON-friendly (per-prompt maps summarised)."""
@@ -201,6 +202,7 @@ class _MutableStats:
     host_headers: set[str] = field(default_factory=set)
     request_targets: set[str] = field(default_factory=set)
     header_values: dict[str, set[str]] = field(default_factory=dict)
+    arrival_order: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -517,6 +519,22 @@ class ReplayServer:
         loop.close()
         self._loop = None
 
+    def wait_idle(self, timeout_s: float = 60.0) -> None:
+        """Block until no connection is open and no request is being answered.
+
+        After its client was killed the server still answers what was in flight; this returns once those
+        answers are counted and the dead client's connections are closed (the kernel closed them when the
+        process died), rather than after a guessed sleep.
+        """
+        loop = self._loop
+        assert loop is not None, "server not started"
+
+        async def idle() -> None:
+            while self._transports or self._connections:
+                await asyncio.sleep(0.001)
+
+        asyncio.run_coroutine_threadsafe(asyncio.wait_for(idle(), timeout_s), loop).result()
+
     def _run(self, started: threading.Event) -> None:
         loop = self._loop
         assert loop is not None
@@ -560,6 +578,7 @@ class ReplayServer:
                 host_headers=frozenset(s.host_headers),
                 request_targets=frozenset(s.request_targets),
                 header_values={name: frozenset(values) for name, values in s.header_values.items()},
+                arrival_order=tuple(s.arrival_order),
             )
 
     def reset_stats(self) -> None:
@@ -647,6 +666,7 @@ class ReplayServer:
             self._counter += 1
             self._stats.total_requests += 1
             self._stats.requests_per_prompt[key] += 1
+            self._stats.arrival_order.append(key)
             if auth:
                 self._stats.authorization_headers.add(auth)
         early = self._refusal(model, auth, in_flight)
@@ -697,8 +717,9 @@ class ReplayServer:
         limit = faults.max_in_flight_before_429
         if limit is not None and in_flight > limit:
             self._count_fault("429_overload")
+            retry_after = (("Retry-After", f"{faults.retry_after_s:g}"),)
             return _error_response(
-                429, "Rate limit exceeded: too many requests in flight" + echo, (("Retry-After", "1"),)
+                429, "Rate limit exceeded: too many requests in flight" + echo, retry_after
             )
         return None
 

@@ -1,0 +1,223 @@
+"""A whole matrix of cells (M models × 3 editions) through `oabench run`: does it take the slowest model's time?
+
+Each model's answers are the published OABench answers of `../shared/oab/published-runs`, replayed by the
+loopback server with each answer's recorded latency scaled down (`--scale`, default a tenth): real,
+heavy-tailed latencies (DeepSeek's slowest call took 217 s, Gemini Flash Lite's median 0.8 s).
+
+reference = the slowest model's makespan with its pool of `concurrency` kept full from the first request,
+simulated on the same latencies in the order the server received them; efficiency = reference ÷ (first
+request → last response), both seen by the server. The server runs in this process, `oabench run` in its
+own (the user's path: a fresh interpreter, the CLI, its Dagster runs), so neither shares a GIL with the
+other. Also checked: every question answered, none paid twice.
+
+Scenarios (`--scenarios`):
+- `matrix`: the 4 complete published models × 3 editions, `--concurrency` 20 each (target ≥ 0.85);
+- `one`: one model × 3 editions at a fixed 200 ms per call (target ≥ 0.95).
+
+    .venv/bin/python benchmarks/matrix.py [--scale 0.1] [--concurrency 20] [--scenarios matrix,one] [--repeat 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from oabench_pipeline.warehouse import Warehouse  # noqa: E402
+from oabench_pipeline_tests.conftest import shared_oab_dir  # noqa: E402
+from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV, question_texts  # noqa: E402
+from oabench_pipeline_tests.pipeline_env import copy_ingested, write_models_file  # noqa: E402
+from oabench_pipeline_tests.servers.openai_replay import (  # noqa: E402
+    RecordedReply,
+    ReplayServer,
+    prompt_key,
+)
+
+OABENCH = REPO_ROOT / ".venv" / "bin" / "oabench"
+# The published runs that answered all three editions (the GPT-5 Mini run was aborted after 24 lines).
+MATRIX_MODELS = (
+    "google/gemini-2.5-flash-lite",
+    "anthropic/claude-haiku-4.5",
+    "deepseek/deepseek-v3.2",
+    "x-ai/grok-4.1-fast",
+)
+ONE_MODEL = "anthropic/claude-haiku-4.5"
+TARGETS = {"matrix": 0.85, "one": 0.95}
+
+
+@dataclass(frozen=True)
+class Result:
+    scenario: str
+    models: int
+    reference_s: float
+    elapsed_s: float
+    wall_s: float
+    answered: int
+    expected: int
+    duplicate_paid: int
+    max_in_flight: int
+    exit_code: int
+
+    @property
+    def efficiency(self) -> float:
+        return self.reference_s / self.elapsed_s if self.elapsed_s else 0.0
+
+
+def pool_makespan(latencies: Sequence[float], concurrency: int) -> float:
+    """When the last of `latencies` ends if each starts the moment one of `concurrency` slots frees up."""
+    slots: list[float] = [0.0] * min(concurrency, max(1, len(latencies)))
+    for latency in latencies:
+        start = heapq.heappop(slots)
+        heapq.heappush(slots, start + latency)
+    return max(slots)
+
+
+def recorded_replies(
+    texts: dict[str, str], models: Sequence[str], scale: float, fixed_latency_s: float | None
+) -> dict[tuple[str, str], RecordedReply]:
+    """Each model's published answers keyed as the server looks them up, with latency_s set."""
+    replies = {}
+    for folder in sorted((shared_oab_dir() / "published-runs").iterdir()):
+        rows: dict[str, dict] = {}
+        for line in (folder / "inferences.jsonl").read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                rows[row["qid"]] = row  # a resumed run appends: the last line wins
+        for qid, row in rows.items():
+            if row["model"] not in models or row.get("skipped") or qid not in texts:
+                continue
+            usage = row.get("tokenUsage") or {}
+            latency = fixed_latency_s if fixed_latency_s is not None else row["latencyMs"] / 1000 * scale
+            replies[(row["model"], texts[qid])] = RecordedReply(
+                raw_response=row.get("rawResponse") or "A",
+                prompt_tokens=usage.get("promptTokens"),
+                completion_tokens=usage.get("completionTokens"),
+                cost=row.get("cost"),
+                latency_s=latency,
+            )
+    return replies
+
+
+def oabench(env: dict[str, str], *args: str) -> tuple[int, float, str]:
+    started = time.perf_counter()
+    done = subprocess.run([str(OABENCH), *args], env=env, capture_output=True, text=True, cwd=REPO_ROOT)
+    return done.returncode, time.perf_counter() - started, done.stdout + done.stderr
+
+
+def base_env(root: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OABENCH_", "DAGSTER_"))}
+    env.update(
+        {
+            "OABENCH_WAREHOUSE": str(root / "warehouse" / "oabench.duckdb"),
+            "DAGSTER_HOME": str(root / "dagster_home"),
+            "OABENCH_SOURCE_BASE_URL": str(shared_oab_dir() / "mirror"),
+            TEST_KEY_ENV: TEST_KEY,
+        }
+    )
+    return env
+
+
+def measure(
+    scenario: str,
+    models: Sequence[str],
+    template: Path,
+    root: Path,
+    concurrency: int,
+    scale: float,
+    fixed_latency_s: float | None,
+) -> Result:
+    env = base_env(root)
+    warehouse = Warehouse(Path(env["OABENCH_WAREHOUSE"]))
+    copy_ingested(template, warehouse.root)
+    texts = question_texts(warehouse)
+    replies = recorded_replies(texts, models, scale, fixed_latency_s)
+    latency_of = {prompt_key(model, text): reply.latency_s or 0.0 for (model, text), reply in replies.items()}
+    with ReplayServer(replies=replies, api_key=TEST_KEY) as server:
+        entries = [
+            {"id": m, "base_url": server.base_url, "api_key_env": TEST_KEY_ENV, "concurrency": concurrency}
+            for m in models
+        ]
+        env["OABENCH_MODELS_FILE"] = str(write_models_file(root / "models.toml", entries))
+        exit_code, wall, output = oabench(env, "run", "--models", ",".join(models))
+        stats = server.stats
+    if exit_code != 0:
+        print(output[-3000:], file=sys.stderr)
+    reference = max(
+        pool_makespan([latency_of[key] for key in stats.arrival_order if key[0] == model], concurrency)
+        for model in models
+    )
+    elapsed = (
+        stats.last_response_at - stats.first_request_at
+        if stats.first_request_at is not None and stats.last_response_at is not None
+        else 0.0
+    )
+    answered = len(warehouse.query("select 1 from inferences where not skipped and error is null"))
+    return Result(
+        scenario=scenario,
+        models=len(models),
+        reference_s=reference,
+        elapsed_s=elapsed,
+        wall_s=wall,
+        answered=answered,
+        expected=238 * len(models),
+        duplicate_paid=len(stats.duplicate_answers),
+        max_in_flight=stats.max_in_flight,
+        exit_code=exit_code,
+    )
+
+
+def ingest_template(root: Path) -> Path:
+    exit_code, _, output = oabench(base_env(root), "ingest")
+    if exit_code != 0:
+        raise SystemExit(f"ingest failed:\n{output[-2000:]}")
+    return root / "warehouse"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--scale", type=float, default=0.1, help="recorded latency × this")
+    parser.add_argument("--concurrency", type=int, default=20)
+    parser.add_argument("--scenarios", default="matrix,one")
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="oabench-matrix-") as tmp:
+        template = ingest_template(Path(tmp) / "template")
+        results = []
+        for scenario in args.scenarios.split(","):
+            models = MATRIX_MODELS if scenario == "matrix" else (ONE_MODEL,)
+            fixed = 0.2 if scenario == "one" else None
+            for attempt in range(args.repeat):
+                root = Path(tmp) / f"{scenario}-{attempt}"
+                results.append(measure(scenario, models, template, root, args.concurrency, args.scale, fixed))
+                shutil.rmtree(root, ignore_errors=True)
+                print(f"{scenario} {attempt + 1}/{args.repeat}: done", file=sys.stderr, flush=True)
+    print(f"load average: {os.getloadavg()[0]:.1f} (1 min), {os.cpu_count()} cores")
+    print(
+        "| scenario | models × editions | reference | first request → last response | efficiency | target "
+        "| wall (oabench run) | answered | paid twice | max in flight | exit |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        print(
+            f"| {r.scenario} | {r.models} × 3 | {r.reference_s:.2f} s | {r.elapsed_s:.2f} s | "
+            f"{r.efficiency:.3f} | ≥ {TARGETS[r.scenario]} | {r.wall_s:.1f} s | {r.answered}/{r.expected} | "
+            f"{r.duplicate_paid} | {r.max_in_flight} | {r.exit_code} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
