@@ -10,7 +10,7 @@ Declarative automation, evaluated by one `AutomationConditionSensorDefinition` (
   multi-asset step, each reading every scored cell) use `after_any_upstream_update()`: it fires once
   when any upstream partition was updated since it was last requested, and waits while a scores cell is
   due on the same tick or any input is being materialized, so a burst of re-scored cells costs one
-  rebuild. The tables share their inputs, so they are requested together, and run as one step. Unlike `eager()` it ignores missing upstream partitions: a cell never run (an API model
+  rebuild, and never before a first cell is scored (the step could only fail). The tables share their inputs, so they are requested together, and run as one step. Unlike `eager()` it ignores missing upstream partitions: a cell never run (an API model
   without a key) must not block it forever.
 - `leaderboard_report` uses `eager()`: it is requested in the same run as the tables it renders.
 
@@ -55,8 +55,16 @@ def after_any_upstream_update() -> AutomationCondition:
     upstream_requested = AutomationCondition.any_deps_match(SCORES_CONDITION).allow(
         AssetSelection.assets("scores")
     )
+    # Nothing to rank before a first cell is scored: the tables' step fails "nothing is scored yet", and on
+    # a fresh instance the editions/models tables the sensors build would make that red run the first one.
+    any_scored = (
+        AutomationCondition.any_deps_match(~AutomationCondition.missing())
+        .allow(AssetSelection.assets("scores"))
+        .with_label("any_cell_scored")
+    )
     return (
         updated.since_last_handled()
+        & any_scored
         & ~upstream_requested.with_label("scores_due_this_tick")
         & ~AutomationCondition.any_deps_in_progress()
         & ~AutomationCondition.in_progress()
