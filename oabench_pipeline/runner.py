@@ -109,6 +109,9 @@ def ensure_partitions(instance: DagsterInstance, partitions_name: str, keys: Seq
 # cells in its own process and, with `granularity: run`, claims no pool slot: the request limits
 # (`concurrency`, `endpoint_concurrency`) bound every path.
 DEFAULT_CONCURRENCY_YAML = """\
+run_coordinator:               # the run queue, tagging each cell run with its endpoint (oabench/endpoint)
+  module: oabench_pipeline.automation.run_coordinator
+  class: EndpointTaggingRunCoordinator
 concurrency:
   runs:
     max_concurrent_runs: 16      # runs in flight: cells, ingests and table rebuilds together
