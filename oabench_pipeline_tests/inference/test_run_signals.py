@@ -61,6 +61,7 @@ def test_a_signal_stops_sending_keeps_what_arrived_and_says_how_to_resume(
         assert cell_rows(fresh_env.warehouse, MODEL, "43").is_empty()
         assert cell_rows(fresh_env.warehouse, MODEL, "44").is_empty()
 
+        server.latency_s = 0.01  # slow replies were for catching the run mid-cell; the resume needs none
         resumed = fresh_env.cli("run", "--models", MODEL, "--editions", "43,44")
         assert resumed.exit_code == 0, resumed.output
         stats = server.stats
