@@ -22,6 +22,8 @@ import pymupdf
 from oabench_pipeline.core.pdf import open_pdf
 from oabench_pipeline.core.records import LETTERS, AnswerKeyEntry, ParsedAnswerKey
 
+# Its version is `core/versions.py: ANSWER_KEY_PARSER_VERSION`: bump it with any change to what this parser extracts.
+
 EXPECTED_QUESTIONS = 80
 ANNULLED_MARK = "*"
 

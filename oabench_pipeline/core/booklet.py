@@ -29,6 +29,8 @@ import pymupdf
 from oabench_pipeline.core.pdf import open_pdf
 from oabench_pipeline.core.records import LETTERS, ParsedBooklet, ParsedQuestion
 
+# Its version is `core/versions.py: BOOKLET_PARSER_VERSION`: bump it with any change to what this parser extracts.
+
 EXPECTED_QUESTIONS = 80
 
 # `43º EXAME DE ORDEM UNIFICADO`; the real booklets print a superscript "o" and "DO ORDEM".

@@ -43,6 +43,10 @@ from oabench_pipeline.core.analysis.providers import provider_summary
 from oabench_pipeline.core.analysis.run_variance import run_variance
 from oabench_pipeline.core.scoring import score_inferences
 
+# The analysis tables' code version: bump it with any change to how a table is computed, so that the
+# automation rebuilds them once (`automation/downstream.py`).
+ANALYSIS_VERSION = "analysis-1"
+
 _SCORES_TEMP = "_oabench_scores"
 _CANONICAL_TEMP = "_oabench_canonical"
 

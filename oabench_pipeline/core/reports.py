@@ -20,6 +20,9 @@ import polars as pl
 from oabench_pipeline.core.files import write_atomically
 from oabench_pipeline.core.markdown import markdown_table
 
+# `leaderboard_report`'s code version: bump it when the report's files change, to have it rebuilt.
+REPORT_VERSION = "report-1"
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 

@@ -16,6 +16,10 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
+# The `scores` asset's code version: bump it with any change to the scoring rules, so that the automation
+# re-scores every cell (`automation/downstream.py`) and the UI shows every scores partition stale until then.
+SCORING_VERSION = "scoring-1"
+
 # The answer key is authoritative for annulment; `questions.status` is the fallback when a key row
 # is missing (then `correct` is NULL and an active question can only be answered wrong).
 QUESTION_STATUS_SQL = "coalesce(k.status, q.status)"

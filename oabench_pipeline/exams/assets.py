@@ -11,6 +11,7 @@ from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
     AssetExecutionContext,
+    DataVersion,
     Failure,
     MaterializeResult,
     MetadataValue,
@@ -20,6 +21,7 @@ from dagster import (
 from oabench_pipeline.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.core.editions import Edition, FileKind
 from oabench_pipeline.core.records import ParsedAnswerKey, ParsedBooklet, make_qid
+from oabench_pipeline.core.versions import ANSWER_KEY_PARSER_VERSION, BOOKLET_PARSER_VERSION, frame_version
 from oabench_pipeline.exams import validation
 from oabench_pipeline.exams.downloads import DownloadError
 from oabench_pipeline.metadata import markdown_preview, table_schema
@@ -44,7 +46,8 @@ def editions(exam_sources: ExamSourcesResource, warehouse: WarehouseResource) ->
         metadata={
             "rows": len(frame),
             "editions": MetadataValue.text(", ".join(e.partition_key for e in known)),
-        }
+        },
+        data_version=DataVersion(frame_version(frame)),
     )
 
 
@@ -117,6 +120,8 @@ def exam_pdfs(
             "bytes": sum(f.size for f in fetched),
         },
         check_results=pins,
+        # The SHA-256 pins are the content: a re-download of the same files is the same version.
+        data_version=DataVersion(" ".join(f"{f.kind}:{f.sha256}" for f in fetched)),
     )
 
 
@@ -143,6 +148,7 @@ ANSWER_KEY_CHECKS = {
     group_name="exams",
     partitions_def=editions_partitions,
     deps=[exam_pdfs],
+    code_version=ANSWER_KEY_PARSER_VERSION,
     metadata={"dagster/column_schema": table_schema("answer_keys").value},
     check_specs=check_specs("answer_keys", ANSWER_KEY_CHECKS, blocking=ANSWER_KEY_CHECKS),
 )
@@ -180,6 +186,7 @@ def answer_keys(
             "source_sha256": edition.answer_key.sha256,
         },
         check_results=results,
+        data_version=DataVersion(frame_version(frame)),  # the rows, which carry the PDF's SHA-256 pin
     )
 
 
@@ -220,6 +227,7 @@ BLOCKING_QUESTION_CHECKS = [name for name in QUESTION_CHECKS if name != "area_sa
     group_name="exams",
     partitions_def=editions_partitions,
     deps=[exam_pdfs, answer_keys],
+    code_version=BOOKLET_PARSER_VERSION,
     metadata={"dagster/column_schema": table_schema("questions").value},
     check_specs=check_specs("questions", QUESTION_CHECKS, blocking=BLOCKING_QUESTION_CHECKS),
 )
@@ -267,6 +275,7 @@ def questions(
                 metadata={"warnings": MetadataValue.md("\n".join(f"- {w}" for w in warnings) or "none")},
             ),
         ],
+        data_version=DataVersion(frame_version(frame)),  # the rows, which carry the booklet's SHA-256 pin
     )
 
 

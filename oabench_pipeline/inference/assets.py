@@ -23,6 +23,7 @@ from dagster import (
     AssetExecutionContext,
     Config,
     DagsterRunStatus,
+    DataVersion,
     Failure,
     MaterializeResult,
     MetadataValue,
@@ -34,6 +35,7 @@ from oabench_pipeline import interrupts
 from oabench_pipeline.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.runs import baseline_run_id, live_run_id, with_logical_run_ids
+from oabench_pipeline.core.versions import INFERENCE_BOOKKEEPING_COLUMNS, frame_version
 from oabench_pipeline.freshness import summary_editions
 from oabench_pipeline.inference.cell import (
     ANSWERED,
@@ -439,6 +441,9 @@ def _finish(
             "cost_usd": MetadataValue.float(float(frame["cost_usd"].fill_null(0).sum())),
         },
         check_results=checks,
+        # What the cell answers (request hashes, replies, errors), not when it was written: a rebuild
+        # that changes no answer keeps the version, so nothing downstream re-runs (automation/downstream.py).
+        data_version=DataVersion(frame_version(partition, INFERENCE_BOOKKEEPING_COLUMNS)),
     )
 
 
@@ -475,5 +480,7 @@ def _verify_offline(
     ]
     yield from stop_on_blocking_failures(checks, BLOCKING_INFERENCE_CHECKS, f"cell {context.partition_key}")
     yield MaterializeResult(
-        metadata={"verified_run": best or "none", "requests_sent": 0}, check_results=checks
+        metadata={"verified_run": best or "none", "requests_sent": 0},
+        check_results=checks,
+        data_version=DataVersion(frame_version(existing, INFERENCE_BOOKKEEPING_COLUMNS)),  # rows unchanged
     )

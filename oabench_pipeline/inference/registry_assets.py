@@ -3,9 +3,10 @@
 import datetime as dt
 
 import polars as pl
-from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, DataVersion, MaterializeResult, MetadataValue, asset
 
 from oabench_pipeline.core.models_registry import ModelConfig
+from oabench_pipeline.core.versions import frame_version
 from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.pricing import PricingFetchError, fetch_model_prices
 from oabench_pipeline.inference.resources import ModelsRegistryResource, api_key_for
@@ -64,7 +65,8 @@ def models(models_registry: ModelsRegistryResource, warehouse: WarehouseResource
             "rows": frame.height,
             "in_registry": int(frame["in_registry"].sum()),
             "keys": MetadataValue.md("\n".join(f"- `{k}`" for k in frame["model_key"])),
-        }
+        },
+        data_version=DataVersion(frame_version(frame)),
     )
 
 

@@ -15,6 +15,7 @@ from dagster import (
     AssetKey,
     AssetSpec,
     Config,
+    DataVersion,
     Failure,
     MaterializeResult,
     MetadataValue,
@@ -29,9 +30,10 @@ from oabench_pipeline.automation.downstream import (
 )
 from oabench_pipeline.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.core.analysis.table_checks import TABLE_CHECKS, table_problems
-from oabench_pipeline.core.leaderboard import build_leaderboard_tables
-from oabench_pipeline.core.reports import write_reports
-from oabench_pipeline.core.scoring import score_inferences
+from oabench_pipeline.core.leaderboard import ANALYSIS_VERSION, build_leaderboard_tables
+from oabench_pipeline.core.reports import REPORT_VERSION, write_reports
+from oabench_pipeline.core.scoring import SCORING_VERSION, score_inferences
+from oabench_pipeline.core.versions import frame_version
 from oabench_pipeline.inference.assets import cell_keys
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import model_edition_partitions
@@ -68,6 +70,7 @@ ANALYSIS_DEPS = ["scores", "models", "model_pricing", "editions"]
     group_name="scoring",
     partitions_def=model_edition_partitions,
     deps=["inferences", "answer_keys", "questions"],
+    code_version=SCORING_VERSION,
     metadata={"dagster/column_schema": table_schema("scores").value},
     automation_condition=SCORES_CONDITION,  # re-score a cell when its inputs change (automation/downstream.py)
 )
@@ -108,7 +111,10 @@ def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> Mate
                     for r in per_run.iter_rows(named=True)
                 )
             ),
-        }
+        },
+        data_version=DataVersion(
+            frame_version(frame)
+        ),  # a re-score that changes no row changes nothing downstream
     )
 
 
@@ -139,6 +145,7 @@ def _analysis_spec(table: str) -> AssetSpec:
         "tables by one step (`leaderboard`), which computes what they share once and writes the selected ones.",
         metadata={"dagster/column_schema": table_schema(table).value},
         kinds={"duckdb", "parquet"},
+        code_version=ANALYSIS_VERSION,
         automation_condition=LEADERBOARD_CONDITION,  # rebuilt once after upstream updates (downstream.py)
     )
 
@@ -193,6 +200,7 @@ def leaderboard(
             asset_key=name,
             metadata=metadata,
             check_results=[r for r in checks if r.asset_key == AssetKey(name)],
+            data_version=DataVersion(frame_version(tables[name])),
         )
 
 
@@ -291,6 +299,7 @@ def _check(name: str, problems: list[str]) -> AssetCheckResult:
 @asset(
     group_name="reports",
     deps=list(ANALYSIS_TABLES),
+    code_version=REPORT_VERSION,
     automation_condition=REPORT_CONDITION,
     metadata={"dagster/column_schema": table_schema("leaderboard").value},  # leaderboard.csv / .parquet
 )

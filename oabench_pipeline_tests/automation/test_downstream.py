@@ -12,23 +12,35 @@ from collections.abc import Iterator
 import pytest
 from dagster import (
     AssetKey,
+    AssetRecordsFilter,
+    AssetsDefinition,
     DagsterInstance,
     DefaultSensorStatus,
     Definitions,
     evaluate_automation_conditions,
 )
 from dagster._core.definitions.asset_daemon_cursor import AssetDaemonCursor
+from dagster._core.definitions.data_version import (
+    CachingStaleStatusResolver,
+    StaleStatus,
+    extract_data_version_from_entry,
+)
+from dagster._core.loader import LoadingContextForTest
 
 from oabench_pipeline.automation.downstream import DOWNSTREAM_SENSOR_NAME
 from oabench_pipeline.cli import REPORT_ASSETS
-from oabench_pipeline.definitions import build_definitions
+from oabench_pipeline.definitions import ASSETS, build_definitions, build_resources
 from oabench_pipeline.partitions import cell_partition_key
 from oabench_pipeline.runner import ensure_partitions, instance_for, run_assets
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
+from oabench_pipeline_tests.servers.openai_replay import ReplayServer
 
 BASELINES = ["baseline/longest-choice", "baseline/random"]
+API_MODEL = "test/model"
+MODELS = [*BASELINES, API_MODEL]
+REPLICATES_2 = {"ops": {"inferences": {"config": {"replicates": 2}}}}
 INGEST = ["exam_pdfs", "answer_keys", "questions"]
 SCORES, REPORT = AssetKey("scores"), AssetKey("leaderboard_report")
 TABLES = tuple(AssetKey(t) for t in ANALYSIS_TABLES)  # `leaderboard` and the other analysis tables
@@ -51,11 +63,16 @@ class Ticks:
 
 @pytest.fixture
 def scored_env(fresh_env: PipelineEnv) -> Iterator[tuple[PipelineEnv, Definitions, DagsterInstance]]:
-    """Editions 43 and 44 ingested, then both baselines run, scored and ranked by `oabench run`."""
-    models_file = write_models_file(
-        fresh_env.root / "models.toml", [{"id": key, "kind": "baseline"} for key in BASELINES]
-    )
-    fresh_env.set("OABENCH_MODELS_FILE", models_file)
+    """Editions 43 and 44 ingested, then both baselines and a model on a loopback endpoint run, scored and
+    ranked by `oabench run`."""
+    with ReplayServer() as server:
+        entries = [{"id": key, "kind": "baseline"} for key in BASELINES]
+        entries.append({"id": API_MODEL, "base_url": server.base_url, "api_key_env": ""})
+        fresh_env.set("OABENCH_MODELS_FILE", write_models_file(fresh_env.root / "models.toml", entries))
+        yield from _scored(fresh_env)
+
+
+def _scored(fresh_env: PipelineEnv) -> Iterator[tuple[PipelineEnv, Definitions, DagsterInstance]]:
     settings = fresh_env.settings
     with instance_for(settings) as instance:
         defs = build_definitions(settings)
@@ -73,8 +90,9 @@ def test_changed_inputs_rescore_only_their_cells_then_rebuild_the_leaderboard(sc
     assert ticks.tick() == {}  # first evaluation: everything was just built by `oabench run`
     assert ticks.tick() == {}
 
-    cell = str(cell_partition_key("baseline/random", 44))
-    assert run_assets(defs, instance, ["inferences"], partition_key=cell).success
+    # A second replicate of one cell (new answers, from the loopback endpoint) changes that cell's rows.
+    cell = str(cell_partition_key(API_MODEL, 44))
+    assert run_assets(defs, instance, ["inferences"], partition_key=cell, run_config=REPLICATES_2).success
     assert ticks.tick() == {SCORES: {cell}}  # that cell only: not the other model, not edition 43
     assert ticks.tick() == {}  # requested once (the sensor would have launched the run by now)
 
@@ -84,9 +102,78 @@ def test_changed_inputs_rescore_only_their_cells_then_rebuild_the_leaderboard(sc
     assert run_assets(defs, instance, REPORT_ASSETS).success
     assert ticks.tick() == {}
 
-    # A corrected answer key re-scores every cell of its edition, and only those.
-    assert run_assets(defs, instance, ["answer_keys"], partition_key="43").success
-    assert ticks.tick() == {SCORES: {str(cell_partition_key(model, 43)) for model in BASELINES}}
+
+def test_rebuilds_with_identical_data_rerun_nothing_downstream(scored_env) -> None:
+    _, defs, instance = scored_env
+    ticks = Ticks(defs, instance)
+    assert ticks.tick() == {}
+
+    # A forced re-ingest parses the same PDFs into the same rows: same data versions, nothing to re-score.
+    for edition in ("43", "44"):
+        assert run_assets(defs, instance, INGEST, partition_key=edition).success
+    # A rerun of a complete cell sends nothing and rebuilds the same answers (a baseline's with new times).
+    cell = str(cell_partition_key("baseline/random", 44))
+    for rerun in (cell, str(cell_partition_key(API_MODEL, 43))):
+        assert run_assets(defs, instance, ["inferences"], partition_key=rerun).success
+    assert ticks.tick() == {}
+    # A forced re-score that changes no row leaves the tables as they are.
+    assert run_assets(defs, instance, ["scores"], partition_key=cell).success
+    assert ticks.tick() == {}
+    assert ticks.tick() == {}
+    # The UI's staleness reads the same versions: the cell's scores are up to date.
+    assert _staleness(defs, instance, SCORES, cell) == StaleStatus.FRESH
+
+    versions = _data_versions(instance, SCORES, cell)
+    assert len(versions) == 2 and len(set(versions)) == 1  # `oabench run`'s, then the forced re-score's
+    versions = _data_versions(instance, AssetKey("inferences"), cell)
+    assert len(versions) == 2 and len(set(versions)) == 1 and None not in versions
+
+
+def test_a_code_version_bump_reruns_the_asset_once(scored_env) -> None:
+    env, defs, instance = scored_env
+    ticks = Ticks(defs, instance)
+    assert ticks.tick() == {}
+
+    # New scoring rules: every scored cell is re-scored once, then nothing more.
+    ticks.defs = _with_code_versions(env, scores="scoring-test-bump")
+    cells = {str(cell_partition_key(model, edition)) for model in MODELS for edition in (43, 44)}
+    assert {_staleness(ticks.defs, instance, SCORES, cell) for cell in cells} == {StaleStatus.STALE}  # the UI
+    assert _staleness(defs, instance, SCORES, min(cells)) == StaleStatus.FRESH
+    assert ticks.tick() == {SCORES: cells}
+    assert ticks.tick() == {}
+
+    # New analysis code: the tables are rebuilt once (one step), the report with them.
+    ticks.defs = _with_code_versions(env, scores="scoring-test-bump", leaderboard="analysis-test-bump")
+    assert ticks.tick() == {**{table: {None} for table in TABLES}, REPORT: {None}}
+    assert ticks.tick() == {}
+
+
+def _staleness(defs: Definitions, instance: DagsterInstance, key: AssetKey, partition: str) -> StaleStatus:
+    """What the UI shows for one partition (the webserver resolves staleness with this same class)."""
+    resolver = CachingStaleStatusResolver(
+        instance, defs.resolve_asset_graph(), LoadingContextForTest(instance)
+    )
+    return resolver.get_status(key, partition)
+
+
+def _data_versions(instance: DagsterInstance, key: AssetKey, partition: str) -> list[str | None]:
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=100
+    ).records
+    return [extract_data_version_from_entry(r.event_log_entry).value for r in records]  # type: ignore[union-attr]
+
+
+def _with_code_versions(env: PipelineEnv, **versions: str) -> Definitions:
+    """The real definitions, with the assets of the steps named (e.g. the twelve tables of `leaderboard`) at
+    the code versions given."""
+    settings = env.settings
+    bumped = [
+        a.map_asset_specs(lambda spec, a=a: spec.replace_attributes(code_version=versions[a.node_def.name]))
+        if isinstance(a, AssetsDefinition) and a.node_def.name in versions
+        else a
+        for a in ASSETS
+    ]
+    return Definitions(assets=bumped, resources=build_resources(settings))
 
 
 def test_oabench_automation_off_only_changes_the_default_status(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,41 @@
+"""Data versions: a SHA-256 of what a partition holds, so "did it change" is a comparison of two strings.
+
+Dagster records the data version returned with each materialization; the automation conditions
+(`automation/downstream.py`) re-run a downstream asset only when an upstream version differs from the
+one it had, and the UI marks an asset stale when an input's version moved since it was built. A version
+must therefore change exactly when the content does: rows are hashed as canonical JSON lines, sorted
+(a rebuild may list the same rows in another order), with the column names and types, and without the
+columns that record *when* or *by which run* a row was written rather than what it says.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+import polars as pl
+
+# Code versions of the exam parsers (the `answer_keys` and `questions` assets): bump one with any change
+# to what that parser extracts, so Dagster marks every edition's rows stale and a re-ingest re-scores the
+# cells whose rows changed. Kept here rather than beside the parsers: their modules import pymupdf, which
+# loading the definitions must not pay for (`exams/assets.py` imports them inside the steps).
+ANSWER_KEY_PARSER_VERSION = "answer-key-1"
+BOOKLET_PARSER_VERSION = "booklet-1"
+
+# Columns of `inferences` that say when or by which Dagster run a row was (re)written: a rebuild of an
+# unchanged cell (a baseline recomputed, skipped rows re-dated, a rerun that sent nothing) changes them.
+INFERENCE_BOOKKEEPING_COLUMNS: tuple[str, ...] = ("created_at", "dagster_run_id")
+
+
+def frame_version(frame: pl.DataFrame, exclude: Iterable[str] = ()) -> str:
+    """SHA-256 (hex) of the frame's rows, independent of row and column order, without `exclude`."""
+    kept = frame.drop([name for name in exclude if name in frame.columns])
+    columns = sorted(kept.columns)
+    digest = hashlib.sha256()
+    for name in columns:
+        digest.update(f"{name}:{kept.schema[name]}\n".encode())
+    body = kept.select(columns).write_ndjson() if columns else ""
+    for line in sorted(body.splitlines()):
+        digest.update(line.encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
