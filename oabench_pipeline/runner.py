@@ -104,11 +104,30 @@ def ensure_partitions(instance: DagsterInstance, partitions_name: str, keys: Seq
     return missing
 
 
-DEFAULT_INSTANCE_YAML = """\
-# Written by `oabench` for a new DAGSTER_HOME: local SQLite storage, no telemetry.
+# The run limits of a new instance, the same in the repository's `dagster.yaml` (`test_instance_defaults.py`
+# keeps them equal). They hold runs the run queue starts (UI backfills, sensors); `oabench run` executes its
+# cells in its own process and, with `granularity: run`, claims no pool slot: the request limits
+# (`concurrency`, `endpoint_concurrency`) bound every path.
+DEFAULT_CONCURRENCY_YAML = """\
+run_coordinator:               # the run queue, tagging each cell run with its endpoint (oabench/endpoint)
+  module: oabench_pipeline.automation.run_coordinator
+  class: EndpointTaggingRunCoordinator
+concurrency:
+  runs:
+    max_concurrent_runs: 16      # runs in flight: cells, ingests and table rebuilds together
+  pools:
+    default_limit: 12            # pool `model_calls`: cells calling models at once (a process each)
+    granularity: run             # queued until a slot is free, instead of started and then waiting
+"""
+
+DEFAULT_INSTANCE_YAML = (
+    """\
+# Written by `oabench` for a new DAGSTER_HOME: local SQLite storage, no telemetry, run limits for cells.
 telemetry:
   enabled: false
 """
+    + DEFAULT_CONCURRENCY_YAML
+)
 
 # Every run `oabench` executes says which process runs it: `oabench status` tells a run whose process is gone
 # (killed) from one in progress, which the instance alone cannot (an in-process run has no run monitor).

@@ -21,6 +21,7 @@ SLOW_FILES_FIRST = (
     "inference/test_concurrent_backfill.py",
     "inference/test_crash_safety.py",
     "inference/test_run_safety.py",
+    "inference/test_run_signals.py",
     "inference/test_faults.py",
     "inference/test_real_endpoints.py",
     "automation/test_downstream.py",

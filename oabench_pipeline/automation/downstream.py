@@ -18,7 +18,8 @@ Evaluated by one `AutomationConditionSensorDefinition` (`downstream_automation`)
   multi-asset step, each reading every scored cell) use `after_any_upstream_change()`: it fires once
   when any upstream partition's data version changed (or the tables' code version did) since the tables
   were last requested, and waits while a scores cell is due on the same tick or any input is being
-  materialized, so a burst of re-scored cells costs one rebuild. The tables share their inputs, so they
+  materialized, so a burst of re-scored cells costs one rebuild, and never before a first cell is
+  scored (the step could only fail). The tables share their inputs, so they
   are requested together, and run as one step. Unlike `eager()` it ignores missing upstream partitions:
   a cell never run (an API model without a key) must not block it forever.
 - `leaderboard_report` uses `on_changed_inputs()`: it is requested in the same run as the tables it
@@ -110,8 +111,16 @@ def after_any_upstream_change() -> AutomationCondition:
     upstream_requested = AutomationCondition.any_deps_match(SCORES_CONDITION).allow(
         AssetSelection.assets("scores")
     )
+    # Nothing to rank before a first cell is scored: the tables' step fails "nothing is scored yet", and on
+    # a fresh instance the editions/models tables the sensors build would make that red run the first one.
+    any_scored = (
+        AutomationCondition.any_deps_match(~AutomationCondition.missing())
+        .allow(AssetSelection.assets("scores"))
+        .with_label("any_cell_scored")
+    )
     return (
         changed.since_last_handled()
+        & any_scored
         & ~upstream_requested.with_label("scores_due_this_tick")
         & ~AutomationCondition.any_deps_in_progress()
         & ~AutomationCondition.in_progress()

@@ -7,7 +7,7 @@ can. Every inference run the CLI or a sensor launches carries `oabench/endpoint`
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -51,3 +51,19 @@ def cell_capacity(
     if cap is not None:
         slots.append(shared_capacity(root, "endpoint", endpoint_of(model), cap))
     return slots
+
+
+PARTITION_MODEL_TAG = "dagster/partition/model"  # Dagster's own tag of a cell run's model dimension
+
+
+def endpoint_tags_for_run(run_tags: Mapping[str, str], registry: Iterable[ModelConfig]) -> dict[str, str]:
+    """The `oabench/endpoint` tag a run lacks, derived from its cell's model key, or {}.
+
+    Every cell run carries Dagster's partition tags, whoever launched it (a UI backfill sends no other
+    tag); a run that already names its endpoint, or is not a cell of a registry model, gets nothing.
+    """
+    if ENDPOINT_TAG in run_tags or PARTITION_MODEL_TAG not in run_tags:
+        return {}
+    key = run_tags[PARTITION_MODEL_TAG]
+    model = next((m for m in registry if m.key == key), None)
+    return endpoint_tags(model) if model is not None else {}

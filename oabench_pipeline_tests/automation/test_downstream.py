@@ -191,3 +191,28 @@ def test_oabench_automation_off_only_changes_the_default_status(monkeypatch: pyt
     # Dagster adds no `default_automation_condition_sensor`: ours covers every asset with a condition.
     repo = build_definitions(Settings.from_env()).get_repository_def()
     assert "default_automation_condition_sensor" not in {s.name for s in repo.sensor_defs}
+
+
+def test_nothing_is_requested_before_any_cell_is_scored(fresh_env: PipelineEnv) -> None:
+    """A fresh `dagster dev`: the sensors ingest editions and build the models table, no cell is scored.
+    The analysis tables would fail ("nothing is scored yet"): automation must not launch them."""
+    models_file = write_models_file(
+        fresh_env.root / "models.toml", [{"id": key, "kind": "baseline"} for key in BASELINES]
+    )
+    fresh_env.set("OABENCH_MODELS_FILE", models_file)
+    settings = fresh_env.settings
+    with instance_for(settings) as instance:
+        defs = build_definitions(settings)
+        ticks = Ticks(defs, instance)
+        assert ticks.tick() == {}  # the sensor's first tick, before anything ran
+        ensure_partitions(instance, "editions", ["43"])
+        assert run_assets(defs, instance, INGEST, partition_key="43").success
+        assert run_assets(defs, instance, ["editions", "models", "model_pricing"]).success
+        assert ticks.tick() == {}  # upstream updated, but no scores cell exists: nothing to build
+        assert ticks.tick() == {}
+
+        # The first scored cell makes the tables buildable: they are requested then, once.
+        ensure_partitions(instance, "model_keys", ["baseline/random"])
+        cell = str(cell_partition_key("baseline/random", 43))
+        assert run_assets(defs, instance, ["inferences", "scores"], partition_key=cell).success
+        assert ticks.tick() == {**{table: {None} for table in TABLES}, REPORT: {None}}

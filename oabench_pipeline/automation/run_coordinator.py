@@ -1,0 +1,32 @@
+"""The run queue, with the endpoint tag no launcher can forget.
+
+`tag_concurrency_limits` on `oabench/endpoint` (README, "Scale past one machine") only hold runs that carry
+the tag. `oabench run` and the sensors set it; a backfill launched from the UI sends no tags. This
+`QueuedRunCoordinator` derives it from the run's `dagster/partition/model` tag (the models registry gives
+the host) before the run is queued, so the daemon sees it when it applies the limits. Configured as
+`run_coordinator` in the repository's `dagster.yaml` and in the one `oabench` writes for a new DAGSTER_HOME.
+"""
+
+from __future__ import annotations
+
+from dagster import DagsterRun
+from dagster._core.run_coordinator import QueuedRunCoordinator, SubmitRunContext
+
+from oabench_pipeline.core.models_registry import ModelsRegistryError, load_models_registry
+from oabench_pipeline.inference.endpoints import endpoint_tags_for_run
+from oabench_pipeline.settings import Settings, SettingsError
+
+
+class EndpointTaggingRunCoordinator(QueuedRunCoordinator):
+    def submit_run(self, context: SubmitRunContext) -> DagsterRun:
+        run = context.dagster_run
+        try:
+            registry = load_models_registry(Settings.from_env().models_file)
+        except (ModelsRegistryError, SettingsError, OSError) as error:
+            # Queue it untagged rather than not at all: the request limits still hold in the step.
+            self._logger.warning(f"run {run.run_id}: no oabench/endpoint tag ({error})")
+            registry = []
+        tags = endpoint_tags_for_run(run.tags, registry)
+        if tags:
+            self._instance.add_run_tags(run.run_id, tags)
+        return super().submit_run(context)

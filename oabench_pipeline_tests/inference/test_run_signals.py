@@ -1,0 +1,132 @@
+"""`oabench run` stopped by a signal (real subprocesses, the loopback replay server): Ctrl-C that stops.
+(Locks and exit codes: `test_run_safety.py`; two files so that two workers run them at once.)
+
+- SIGINT/SIGTERM mid-cell: nothing is sent two seconds after the signal, the replies in flight land in the
+  response log, no partition is written, the next cell never starts, the output says how to resume, the
+  exit code is 130/143; the resumed run pays for nothing twice. A second Ctrl-C exits at once.
+- `dagster asset materialize` (a step on its process's main thread, as in a run worker) stops the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from oabench_pipeline.inference.response_log import cell_log_path
+from oabench_pipeline.runner import ensure_partitions, instance_for
+from oabench_pipeline_tests.conftest import REPO_ROOT
+from oabench_pipeline_tests.inference.paid_calls import active_prompt_keys, cell_rows, log_line_count
+from oabench_pipeline_tests.inference.run_processes import (
+    MODEL,
+    output,
+    replay,
+    start_run,
+    wait_until,
+)
+from oabench_pipeline_tests.pipeline_env import PipelineEnv
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_stops_sending_keeps_what_arrived_and_says_how_to_resume(
+    fresh_env: PipelineEnv, shared_oab: Path, stop_children: list, signum: int, code: int
+) -> None:
+    server = replay(fresh_env, shared_oab, latency_s=0.2, concurrency=4)
+    try:
+        proc = start_run(fresh_env, "run", "--models", MODEL, "--editions", "43,44")
+        stop_children.append(proc)
+        log = cell_log_path(fresh_env.warehouse.root / "responses", MODEL, "43")
+        wait_until(lambda: log_line_count(log) >= 8, proc, "answers logged")
+        proc.send_signal(signum)
+        signalled = time.monotonic()
+        returncode = proc.wait(timeout=10)  # the issue's bar: stopped within 10 s
+        time.sleep(max(0.0, signalled + 2.0 - time.monotonic()))
+        sent_by_2s = server.stats.total_requests
+        time.sleep(0.5)  # anything still to come would come now
+        assert server.stats.total_requests == sent_by_2s, "a request was sent 2 s after the signal"
+        said = output(fresh_env, "run")
+        assert returncode == code, said
+        assert f"interrupted ({signal.Signals(signum).name})" in said
+        assert f"oabench run --models {MODEL} --editions 43,44" in said
+        # Every reply that was in flight landed in a log (both cells run at once, sharing the key's 4
+        # slots); nothing half-done was written.
+        logs = [cell_log_path(fresh_env.warehouse.root / "responses", MODEL, e) for e in ("43", "44")]
+        assert sum(log_line_count(path) for path in logs) == server.stats.total_requests
+        assert cell_rows(fresh_env.warehouse, MODEL, "43").is_empty()
+        assert cell_rows(fresh_env.warehouse, MODEL, "44").is_empty()
+
+        server.latency_s = 0.01  # slow replies were for catching the run mid-cell; the resume needs none
+        resumed = fresh_env.cli("run", "--models", MODEL, "--editions", "43,44")
+        assert resumed.exit_code == 0, resumed.output
+        stats = server.stats
+    finally:
+        server.__exit__(None, None, None)
+    keys = active_prompt_keys(fresh_env.warehouse, MODEL, ["43", "44"])
+    assert set(stats.answers_per_prompt) == set(keys.values())
+    assert set(stats.answers_per_prompt.values()) == {1}, "a question was paid twice"
+
+
+def test_a_second_ctrl_c_exits_at_once(fresh_env: PipelineEnv, shared_oab: Path, stop_children: list) -> None:
+    server = replay(fresh_env, shared_oab, latency_s=5.0, concurrency=4)  # replies far slower than the exit
+    try:
+        proc = start_run(fresh_env, "run", "--models", MODEL, "--editions", "43")
+        stop_children.append(proc)
+        wait_until(lambda: server.stats.total_requests >= 4, proc, "requests in flight")
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 130, output(fresh_env, "run")
+        log = cell_log_path(fresh_env.warehouse.root / "responses", MODEL, "43")
+        assert log_line_count(log) == 0, "it waited for the replies in flight instead of exiting"
+    finally:
+        server.__exit__(None, None, None)
+
+
+def test_a_step_on_a_main_thread_stops_as_gracefully(
+    fresh_env: PipelineEnv, shared_oab: Path, stop_children: list
+) -> None:
+    """Outside `oabench run` (a run worker, `dagster asset materialize`) the step runs on its process's
+    main thread, where Dagster's interrupt used to vanish in the event loop: Ctrl-C stops it the same way."""
+    server = replay(fresh_env, shared_oab, latency_s=0.2, concurrency=4)
+    try:
+        with instance_for(fresh_env.settings) as instance:
+            ensure_partitions(instance, "editions", ["43"])
+            ensure_partitions(instance, "model_keys", [MODEL])
+        in_process = json.dumps({"execution": {"config": {"in_process": {}}}})
+        command = [
+            # The running interpreter's own `dagster` script, not `<repo>/.venv`'s.
+            str(Path(sys.executable).parent / "dagster"),
+            *("asset", "materialize", "-m", "oabench_pipeline", "--select", "inferences"),
+            *("--partition", f"43|{MODEL}", "--config-json", in_process),
+        ]
+        proc = subprocess.Popen(
+            command,
+            cwd=REPO_ROOT,
+            env=dict(os.environ),
+            stdout=(fresh_env.root / "materialize.out").open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        stop_children.append(proc)
+        log = cell_log_path(fresh_env.warehouse.root / "responses", MODEL, "43")
+        wait_until(lambda: log_line_count(log) >= 8, proc, "answers logged")
+        proc.send_signal(signal.SIGINT)
+        signalled = time.monotonic()
+        returncode = proc.wait(timeout=30)
+        time.sleep(max(0.0, signalled + 2.0 - time.monotonic()))
+        sent_by_2s = server.stats.total_requests
+        time.sleep(0.5)
+        assert server.stats.total_requests == sent_by_2s, "a request was sent 2 s after the signal"
+        said = output(fresh_env, "materialize")
+        assert returncode != 0, said
+        assert "stopped, interrupted (SIGINT)" in said, said
+        assert log_line_count(log) == server.stats.total_requests < 78
+        assert cell_rows(fresh_env.warehouse, MODEL, "43").is_empty()
+    finally:
+        server.__exit__(None, None, None)
