@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from oabench_pipeline.cli import main
-from oabench_pipeline.cli_output import (
+from oabench_pipeline.cli.output import (
     ProgressBar,
     format_table,
     leaderboard_summary,

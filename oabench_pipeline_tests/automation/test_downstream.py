@@ -28,7 +28,7 @@ from dagster._core.definitions.data_version import (
 from dagster._core.loader import LoadingContextForTest
 
 from oabench_pipeline.automation.downstream import DOWNSTREAM_SENSOR_NAME
-from oabench_pipeline.cli import REPORT_ASSETS
+from oabench_pipeline.cli.common import REPORT_ASSETS
 from oabench_pipeline.definitions import ASSETS, build_definitions, build_resources
 from oabench_pipeline.partitions import cell_partition_key
 from oabench_pipeline.runner import ensure_partitions, instance_for, run_assets

@@ -29,7 +29,7 @@ from dagster import (
 from dagster._core.definitions.asset_daemon_cursor import AssetDaemonCursor
 
 from oabench_pipeline.automation.sensors import models_registry_sensor, oab_portal_sensor
-from oabench_pipeline.cli import REPORT_ASSETS
+from oabench_pipeline.cli.common import REPORT_ASSETS
 from oabench_pipeline.definitions import build_definitions, build_resources
 from oabench_pipeline.partitions import cell_partition_key
 from oabench_pipeline.runner import ensure_partitions, instance_for, run_assets

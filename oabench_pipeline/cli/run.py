@@ -1,26 +1,30 @@
-"""`oabench`: a thin command line over the same Dagster assets the UI shows."""
+"""`oabench run`: ask the models what they have not answered, score, rebuild the leaderboard."""
 
 from __future__ import annotations
 
-import json
 import sys
-import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from datetime import datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import as_completed
+from typing import TYPE_CHECKING
 
 import click
 import polars as pl
 
 from oabench_pipeline import interrupts
-from oabench_pipeline.cli_output import ProgressBar, format_table, leaderboard_summary
-from oabench_pipeline.core.editions import known_editions
+from oabench_pipeline.cli.common import (
+    REPORT_ASSETS,
+    _cell_pool,
+    _dagster,
+    _must,
+    _set_aside_damaged,
+    _split,
+    ensure_partitions,
+    run_assets,
+)
+from oabench_pipeline.cli.group import main
+from oabench_pipeline.cli.output import ProgressBar
 from oabench_pipeline.core.models_registry import ModelConfig, ModelsRegistryError, load_models_registry
 from oabench_pipeline.core.runs import with_logical_run_ids
-from oabench_pipeline.exams.raw_store import RawStore
 from oabench_pipeline.freshness import (
-    edition_is_current,
     inferences_are_current,
     leaderboard_is_current,
     models_table_is_current,
@@ -33,169 +37,14 @@ from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prom
 from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
-from oabench_pipeline.settings import Settings, SettingsError
-from oabench_pipeline.tables import ANALYSIS_TABLES
-from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse, WarehouseError, partition_key_of
+from oabench_pipeline.settings import Settings
+from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance, Definitions
     from rich.console import Console
 
     from oabench_pipeline.runner import RunOutcome
-
-
-def _split(value: str | None) -> list[str] | None:
-    return [item.strip() for item in value.split(",") if item.strip()] if value else None
-
-
-def _dagster(settings: Settings) -> tuple[Definitions, DagsterInstance]:
-    """The project's definitions and the persistent instance, entered for the rest of the command.
-
-    Imported here, not at the top: Dagster and the asset modules take seconds to import, and a
-    command with nothing to do (everything up to date) should not pay for them.
-    """
-    from oabench_pipeline.definitions import build_definitions
-
-    instance = _instance(settings)
-    return build_definitions(settings), instance
-
-
-def _instance(settings: Settings) -> DagsterInstance:
-    """The persistent Dagster instance, entered (made current) until the command ends."""
-    from oabench_pipeline.runner import InstanceHomeError, instance_for
-
-    try:
-        instance = instance_for(settings)
-    except InstanceHomeError as error:
-        raise click.ClickException(str(error)) from None
-    return click.get_current_context().with_resource(instance)
-
-
-def ensure_partitions(instance: DagsterInstance, partitions_name: str, keys: list[str]) -> list[str]:
-    from oabench_pipeline.runner import ensure_partitions as ensure
-
-    return ensure(instance, partitions_name, keys)
-
-
-def run_assets(
-    defs: Definitions, instance: DagsterInstance, selection: list[str], **kwargs: Any
-) -> RunOutcome:
-    from oabench_pipeline.runner import run_assets as run
-
-    return run(defs, instance, selection, **kwargs)
-
-
-class _OabenchGroup(click.Group):
-    """Warehouse problems (a damaged partition, a held lock, a full disk) end in their one-line message."""
-
-    def invoke(self, ctx: click.Context) -> object:
-        try:
-            return super().invoke(ctx)
-        except (WarehouseError, SettingsError) as error:
-            raise click.ClickException(str(error)) from None
-
-
-@click.group(cls=_OabenchGroup)
-def main() -> None:
-    """OABench Pipeline: LLMs on the Brazilian Bar Exam (OAB, 1st phase)."""
-    _heal_catalogue(Settings.from_env())
-
-
-def _heal_catalogue(settings: Settings) -> None:
-    """Every command first makes sure the DuckDB catalogue holds today's views (warehouse.ensure_views).
-
-    Quietly: a rebuild is routine (the first command of a new warehouse makes the file). When the
-    warehouse folder is not a folder at all, the command itself says so in one line: no warning first.
-    """
-    folder = settings.warehouse_path.parent
-    if folder.exists() and not folder.is_dir():
-        return
-    try:
-        Warehouse(settings.warehouse_path).ensure_views()
-    except OSError as error:  # a read-only warehouse can still be read
-        click.echo(f"warning: catalogue {settings.warehouse_path} not checked: {error}", err=True)
-
-
-def _set_aside_damaged(
-    warehouse: Warehouse, table: str, partition_keys: list[str], rebuilt_by: str, thorough: bool = True
-) -> int:
-    """Move unreadable partition files out of the way, so this command rebuilds them like missing ones."""
-    damaged = warehouse.damaged_partitions(table, partition_keys, thorough)
-    for path in damaged:
-        aside = warehouse.set_aside(path)
-        click.echo(
-            f"table {table}, file {path}: unreadable, set aside as {aside.name}; {rebuilt_by}", err=True
-        )
-    return len(damaged)
-
-
-@main.command()
-@click.option(
-    "--editions", "editions_opt", help="Comma-separated edition numbers (default: all in the registry)."
-)
-@click.option("--force", is_flag=True, help="Re-parse editions that are already up to date.")
-def ingest(editions_opt: str | None, force: bool) -> None:
-    """Download, verify and parse the official PDFs into the warehouse (one progress line per edition)."""
-    settings = Settings.from_env()
-    known = known_editions(settings.editions_file, settings.discovered_editions_file)
-    wanted = _split(editions_opt) or list(known)
-    unknown = [key for key in wanted if key not in known]
-    if unknown:
-        raise click.UsageError(
-            f"unknown edition(s) {', '.join(unknown)}; the registry has {', '.join(known)}"
-        )
-    warehouse = Warehouse(settings.warehouse_path)
-    for table in ("source_files", "answer_keys", "questions"):
-        _set_aside_damaged(warehouse, table, wanted, "rebuilding it from the stored PDFs")
-    _set_aside_damaged(warehouse, "editions", [UNPARTITIONED], "rebuilding it from the registry")
-    store = RawStore(settings.raw_dir)
-    stale = [key for key in wanted if force or not edition_is_current(warehouse, store, known[key])]
-    to_fetch = [
-        key
-        for key in stale
-        if any(store.verified_path(f.sha256) is None for f in (known[key].booklet, known[key].answer_key))
-    ]
-    if to_fetch and (problem := settings.source_mirror_problem()):
-        raise click.ClickException(f"{problem}; nothing was ingested")
-    for key in wanted:
-        if key not in stale:
-            click.echo(f"edition {key}: {_summary(warehouse, key)} (up to date)")
-    if stale or not warehouse.has_table("editions"):
-        defs, instance = _dagster(settings)
-        ensure_partitions(instance, "editions", wanted)
-        outcome = run_assets(defs, instance, ["editions"])
-        if not outcome.success:
-            _fail("editions registry", outcome.errors)
-    failed = False
-    for key in stale:
-        started = time.perf_counter()
-        outcome = run_assets(defs, instance, ["exam_pdfs", "answer_keys", "questions"], partition_key=key)
-        elapsed = time.perf_counter() - started
-        if outcome.success:
-            click.echo(f"edition {key}: {_summary(warehouse, key)} [{elapsed:.1f}s]")
-        else:
-            failed = True
-            click.echo(f"edition {key}: FAILED [{elapsed:.1f}s]", err=True)
-            for message in outcome.errors:
-                click.echo(f"  {message}", err=True)
-    click.echo(f"warehouse: {settings.warehouse_path}")
-    sys.exit(1 if failed else 0)
-
-
-def _summary(warehouse: Warehouse, edition: str) -> str:
-    questions = warehouse.read("questions", edition)
-    annulled = questions.filter(pl.col("status") == "annulled")["number"].to_list()
-    return (
-        f"{questions.height} questions, {questions.height - len(annulled)} active, {len(annulled)} annulled"
-        + (f" ({', '.join(map(str, annulled))})" if annulled else "")
-    )
-
-
-def _fail(what: str, errors: list[str]) -> None:
-    click.echo(f"{what}: FAILED", err=True)
-    for message in errors:
-        click.echo(f"  {message}", err=True)
-    sys.exit(1)
 
 
 @main.command()
@@ -370,28 +219,10 @@ def _set_aside_damaged_cells(
     return kept
 
 
-def _set_aside_damaged_imports(warehouse: Warehouse) -> None:
-    """Set aside unreadable `inferences` partitions with no response log (imported cells): the import
-    merges into a cell's partition, so it needs a readable one or none (footers only: cheap)."""
-    for path in warehouse.damaged_partitions("inferences", thorough=False):
-        edition, _, model_key = partition_key_of(path).partition("|")
-        if not cell_log_path(warehouse.root / "responses", model_key, edition).is_file():
-            aside = warehouse.set_aside(path)
-            click.echo(
-                f"table inferences, file {path}: unreadable, set aside as {aside.name}; this import rebuilds "
-                "it if the folder holds its run",
-                err=True,
-            )
-
-
 def _cell_is_current(warehouse: Warehouse, model: ModelConfig, edition: str, replicates: int = 1) -> bool:
     return inferences_are_current(warehouse, model, edition, replicates) and scores_are_current(
         warehouse, model.key, edition
     )
-
-
-# Every analysis table (one asset each, built by one step) and the report that renders them.
-REPORT_ASSETS = [*ANALYSIS_TABLES, "leaderboard_report"]
 
 
 def _choose_models(settings: Settings, keys: list[str] | None) -> list[ModelConfig]:
@@ -534,17 +365,6 @@ def _run_cells(
     return failures
 
 
-# Cell runs in flight in one `oabench` process. Requests are bounded by the models' capacities, not by
-# this; it only bounds the threads (and Dagster bookkeeping) at once.
-MAX_CELL_RUNS = 32
-
-
-def _cell_pool(cells: int) -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(
-        max_workers=max(1, min(cells, MAX_CELL_RUNS)), thread_name_prefix="oabench-cell"
-    )
-
-
 def _announce_cell_lock(console: Console, warehouse: Warehouse, model: ModelConfig, edition: str) -> None:
     """One line when another process is answering the cell (this run waits for it), or died holding it."""
     path = cell_lock_path(warehouse.root, model.key, edition)
@@ -562,194 +382,3 @@ def _announce_cell_lock(console: Console, warehouse: Warehouse, model: ModelConf
     else:
         return
     console.print(message, markup=False, soft_wrap=True)
-
-
-def _must(outcome: RunOutcome, what: str) -> None:
-    if not outcome.success:
-        _fail(what, outcome.errors)
-
-
-@main.command(name="import")
-@click.argument("path", type=click.Path(exists=True, file_okay=False))
-def import_runs(path: str) -> None:
-    """Import published OABench run folders into `inferences` (source 'imported'), then score them."""
-    settings = Settings.from_env()
-    _set_aside_damaged_imports(Warehouse(settings.warehouse_path))
-    defs, instance = _dagster(settings)
-    config = {"ops": {"published_runs": {"config": {"path": str(Path(path).resolve())}}}}
-    from oabench_pipeline.inference.imports import unanswered_questions
-    from oabench_pipeline.partitions import cell_partition_key
-
-    _must(run_assets(defs, instance, ["published_runs"], run_config=config), f"import {path}")
-    warehouse = Warehouse(settings.warehouse_path)
-    cells = warehouse.query("select distinct model_key, edition from inferences where source = 'imported'")
-
-    def score_cell(model_key: str, edition: int) -> tuple[str, bool, RunOutcome | None]:
-        """(cell, incomplete?, the scores run or None when the edition is not ingested)."""
-        partition = cell_partition_key(model_key, edition)
-        if warehouse.read("questions", str(edition)).is_empty():
-            return f"{model_key} × {edition}", False, None
-        incomplete = bool(
-            unanswered_questions(warehouse, str(edition), warehouse.read("inferences", str(partition)))
-        )
-        if incomplete:
-            # Recorded as the failed cell it is (failed check, failed partition), as `oabench status` says.
-            offline = {
-                "ops": {"inferences": {"config": {"offline": True}}},
-                "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},  # an expected failure
-            }
-            run_assets(defs, instance, ["inferences"], partition_key=partition, run_config=offline)
-        outcome = run_assets(defs, instance, ["scores"], partition_key=partition)
-        return f"{model_key} × {edition}", incomplete, outcome
-
-    scored, incomplete = 0, []
-    # Every cell at once, each its own runs (as `oabench run`): Dagster's per-run bookkeeping overlaps.
-    with _cell_pool(cells.height) as pool:
-        results = list(pool.map(lambda row: score_cell(*row), cells.iter_rows()))
-    for (model_key, edition), (name, was_incomplete, outcome) in zip(cells.iter_rows(), results, strict=True):
-        if outcome is None:
-            click.echo(
-                f"{name}: edition not ingested, not scored (run `oabench ingest --editions {edition}`)"
-            )
-            continue
-        if was_incomplete:
-            incomplete.append(name)
-        _must(outcome, f"scores {cell_partition_key(model_key, edition)}")
-        scored += 1
-    _must(run_assets(defs, instance, ["models", *REPORT_ASSETS]), "leaderboard")
-    click.echo(f"imported {cells.height} cell(s) from {path}; scored {scored}")
-    if incomplete:
-        click.echo(
-            f"incomplete (not every question answered, shown as failed): {', '.join(incomplete)}; "
-            "`oabench status` has the counts"
-        )
-
-
-@main.command(name="status")
-@click.option("--models", "models_opt", help="Comma-separated model keys (default: all).")
-@click.option("--editions", "editions_opt", help="Comma-separated editions (default: all).")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def status_cmd(models_opt: str | None, editions_opt: str | None, fmt: str) -> None:
-    """Each cell (edition × model key): complete, missing, failed, stale or running, and what completing costs.
-
-    Exit code 0 only when every listed cell is complete.
-    """
-    settings = Settings.from_env()
-    from oabench_pipeline.status import collect_status
-
-    report = collect_status(settings, _instance(settings), _split(editions_opt), _split(models_opt))
-    if fmt == "json":
-        click.echo(json.dumps(report.as_json(), ensure_ascii=False, indent=2))
-    else:
-        table = format_table(report.display_frame(), "table", wrap={"reason": 60})
-        click.echo(table if report.cells else "no cells to show")
-        click.echo(report.summary())
-    sys.exit(0 if report.complete else 1)
-
-
-@main.command(name="sql")
-@click.argument("query")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "csv", "json", "markdown"]),
-    default="table",
-    show_default=True,
-)
-def sql_cmd(query: str, fmt: str) -> None:
-    """Run one read-only SQL query (DuckDB dialect) over the warehouse tables and print the result.
-
-    Example: oabench sql "select model_key, official_score from leaderboard order by rank"
-    """
-    from oabench_pipeline.query import QueryError, run_read_only
-
-    settings = Settings.from_env()
-    try:
-        frame = run_read_only(Warehouse(settings.warehouse_path), query)
-    except QueryError as error:
-        raise click.ClickException(f"query failed: {error}") from None
-    click.echo(format_table(frame, fmt))
-
-
-@main.command(name="leaderboard")
-@click.option("--by", type=click.Choice(["model", "edition", "area"]), default="model", show_default=True)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "csv", "json", "markdown"]),
-    default="table",
-    show_default=True,
-)
-@click.option(
-    "--wide", is_flag=True, help="Every column in the table (csv, json and markdown always have them)."
-)
-@click.option(
-    "--as-of",
-    "as_of",
-    type=click.DateTime(formats=["%Y-%m-%d"]),
-    help="Count only runs completed before the end of this day (UTC), e.g. 2026-03-03.",
-)
-def leaderboard_cmd(by: str, fmt: str, wide: bool, as_of: datetime | None) -> None:
-    """Print the leaderboard (or its per-edition / per-area breakdown) from the warehouse.
-
-    The default table fits 120 columns; csv and json keep every column at full precision. With --as-of
-    the tables are computed for that day from the scored runs (nothing is written).
-    """
-    settings = Settings.from_env()
-    table = {"model": "leaderboard", "edition": "leaderboard_by_edition", "area": "leaderboard_by_area"}[by]
-    warehouse = Warehouse(settings.warehouse_path)
-    if as_of is None:
-        frame = warehouse.read(table)
-        by_edition = warehouse.read("leaderboard_by_edition")
-    elif not warehouse.has_table("scores"):
-        raise click.ClickException("nothing is scored yet: run `oabench run` or `oabench import` first")
-    else:
-        from oabench_pipeline.core.leaderboard import build_leaderboard_tables
-
-        with warehouse.reader() as con:
-            tables = build_leaderboard_tables(con, as_of=as_of.date())
-        frame, by_edition = tables[table], tables["leaderboard_by_edition"]
-        if frame.is_empty():
-            raise click.ClickException(f"no run had started by the end of {as_of.date()} (UTC)")
-    if frame.is_empty():
-        raise click.ClickException(f"no {table} table yet: run `oabench run` or `oabench import` first")
-    note = None
-    if fmt == "table" and not wide:
-        if by == "model":
-            from oabench_pipeline.core.reports import editions_covered
-
-            frame, note = leaderboard_summary(
-                frame.sort("rank", "official_score", nulls_last=True, descending=[False, True]),
-                editions_covered(by_edition),
-            )
-        else:
-            columns = {c: h for c, h in TERMINAL_COLUMNS[by].items() if c in frame.columns}
-            frame = frame.select(list(columns)).rename(columns)
-    click.echo(format_table(frame, fmt))
-    if note:
-        click.echo(note)
-
-
-# What fits a terminal for the breakdowns (`--by model` has its own summary); `--wide` shows every column.
-TERMINAL_COLUMNS = {
-    "edition": {
-        "model_key": "model",
-        "edition": "edition",
-        "official_score": "score",
-        "official_total": "of",
-        "official_accuracy": "accuracy",
-        "technical_accuracy": "technical",
-        "passed": "passed",
-        "p_pass": "p_pass",
-        "invalid_count": "invalid",
-        "avg_latency_ms": "avg ms",
-        "cost_usd": "cost $",
-    },
-    "area": {
-        "model_key": "model",
-        "area": "area",
-        "correct": "correct",
-        "total": "of",
-        "accuracy": "accuracy",
-    },
-}

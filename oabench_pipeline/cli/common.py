@@ -1,0 +1,99 @@
+"""What several `oabench` commands share: option parsing, the Dagster instance and runs, damaged files."""
+
+from __future__ import annotations
+
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from oabench_pipeline.settings import Settings
+from oabench_pipeline.tables import ANALYSIS_TABLES
+from oabench_pipeline.warehouse import Warehouse
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance, Definitions
+
+    from oabench_pipeline.runner import RunOutcome
+
+
+def _split(value: str | None) -> list[str] | None:
+    return [item.strip() for item in value.split(",") if item.strip()] if value else None
+
+
+def _dagster(settings: Settings) -> tuple[Definitions, DagsterInstance]:
+    """The project's definitions and the persistent instance, entered for the rest of the command.
+
+    Imported here, not at the top: Dagster and the asset modules take seconds to import, and a
+    command with nothing to do (everything up to date) should not pay for them.
+    """
+    from oabench_pipeline.definitions import build_definitions
+
+    instance = _instance(settings)
+    return build_definitions(settings), instance
+
+
+def _instance(settings: Settings) -> DagsterInstance:
+    """The persistent Dagster instance, entered (made current) until the command ends."""
+    from oabench_pipeline.runner import InstanceHomeError, instance_for
+
+    try:
+        instance = instance_for(settings)
+    except InstanceHomeError as error:
+        raise click.ClickException(str(error)) from None
+    return click.get_current_context().with_resource(instance)
+
+
+def ensure_partitions(instance: DagsterInstance, partitions_name: str, keys: list[str]) -> list[str]:
+    from oabench_pipeline.runner import ensure_partitions as ensure
+
+    return ensure(instance, partitions_name, keys)
+
+
+def run_assets(
+    defs: Definitions, instance: DagsterInstance, selection: list[str], **kwargs: Any
+) -> RunOutcome:
+    from oabench_pipeline.runner import run_assets as run
+
+    return run(defs, instance, selection, **kwargs)
+
+
+def _set_aside_damaged(
+    warehouse: Warehouse, table: str, partition_keys: list[str], rebuilt_by: str, thorough: bool = True
+) -> int:
+    """Move unreadable partition files out of the way, so this command rebuilds them like missing ones."""
+    damaged = warehouse.damaged_partitions(table, partition_keys, thorough)
+    for path in damaged:
+        aside = warehouse.set_aside(path)
+        click.echo(
+            f"table {table}, file {path}: unreadable, set aside as {aside.name}; {rebuilt_by}", err=True
+        )
+    return len(damaged)
+
+
+def _fail(what: str, errors: list[str]) -> None:
+    click.echo(f"{what}: FAILED", err=True)
+    for message in errors:
+        click.echo(f"  {message}", err=True)
+    sys.exit(1)
+
+
+def _must(outcome: RunOutcome, what: str) -> None:
+    if not outcome.success:
+        _fail(what, outcome.errors)
+
+
+# Every analysis table (one asset each, built by one step) and the report that renders them.
+REPORT_ASSETS = [*ANALYSIS_TABLES, "leaderboard_report"]
+
+
+# Cell runs in flight in one `oabench` process. Requests are bounded by the models' capacities, not by
+# this; it only bounds the threads (and Dagster bookkeeping) at once.
+MAX_CELL_RUNS = 32
+
+
+def _cell_pool(cells: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(
+        max_workers=max(1, min(cells, MAX_CELL_RUNS)), thread_name_prefix="oabench-cell"
+    )

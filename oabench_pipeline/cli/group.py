@@ -1,0 +1,39 @@
+"""The `oabench` command group: every command is registered on `main`."""
+
+from __future__ import annotations
+
+import click
+
+from oabench_pipeline.settings import Settings, SettingsError
+from oabench_pipeline.warehouse import Warehouse, WarehouseError
+
+
+class _OabenchGroup(click.Group):
+    """Warehouse problems (a damaged partition, a held lock, a full disk) end in their one-line message."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except (WarehouseError, SettingsError) as error:
+            raise click.ClickException(str(error)) from None
+
+
+@click.group(cls=_OabenchGroup)
+def main() -> None:
+    """OABench Pipeline: LLMs on the Brazilian Bar Exam (OAB, 1st phase)."""
+    _heal_catalogue(Settings.from_env())
+
+
+def _heal_catalogue(settings: Settings) -> None:
+    """Every command first makes sure the DuckDB catalogue holds today's views (warehouse.ensure_views).
+
+    Quietly: a rebuild is routine (the first command of a new warehouse makes the file). When the
+    warehouse folder is not a folder at all, the command itself says so in one line: no warning first.
+    """
+    folder = settings.warehouse_path.parent
+    if folder.exists() and not folder.is_dir():
+        return
+    try:
+        Warehouse(settings.warehouse_path).ensure_views()
+    except OSError as error:  # a read-only warehouse can still be read
+        click.echo(f"warning: catalogue {settings.warehouse_path} not checked: {error}", err=True)

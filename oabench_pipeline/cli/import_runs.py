@@ -1,0 +1,93 @@
+"""`oabench import`: published run folders into `inferences`, then scored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from oabench_pipeline.cli.common import (
+    REPORT_ASSETS,
+    _cell_pool,
+    _dagster,
+    _must,
+    run_assets,
+)
+from oabench_pipeline.cli.group import main
+from oabench_pipeline.inference.response_log import cell_log_path
+from oabench_pipeline.settings import Settings
+from oabench_pipeline.warehouse import Warehouse, partition_key_of
+
+if TYPE_CHECKING:
+    from oabench_pipeline.runner import RunOutcome
+
+
+@main.command(name="import")
+@click.argument("path", type=click.Path(exists=True, file_okay=False))
+def import_runs(path: str) -> None:
+    """Import published OABench run folders into `inferences` (source 'imported'), then score them."""
+    settings = Settings.from_env()
+    _set_aside_damaged_imports(Warehouse(settings.warehouse_path))
+    defs, instance = _dagster(settings)
+    config = {"ops": {"published_runs": {"config": {"path": str(Path(path).resolve())}}}}
+    from oabench_pipeline.inference.imports import unanswered_questions
+    from oabench_pipeline.partitions import cell_partition_key
+
+    _must(run_assets(defs, instance, ["published_runs"], run_config=config), f"import {path}")
+    warehouse = Warehouse(settings.warehouse_path)
+    cells = warehouse.query("select distinct model_key, edition from inferences where source = 'imported'")
+
+    def score_cell(model_key: str, edition: int) -> tuple[str, bool, RunOutcome | None]:
+        """(cell, incomplete?, the scores run or None when the edition is not ingested)."""
+        partition = cell_partition_key(model_key, edition)
+        if warehouse.read("questions", str(edition)).is_empty():
+            return f"{model_key} × {edition}", False, None
+        incomplete = bool(
+            unanswered_questions(warehouse, str(edition), warehouse.read("inferences", str(partition)))
+        )
+        if incomplete:
+            # Recorded as the failed cell it is (failed check, failed partition), as `oabench status` says.
+            offline = {
+                "ops": {"inferences": {"config": {"offline": True}}},
+                "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},  # an expected failure
+            }
+            run_assets(defs, instance, ["inferences"], partition_key=partition, run_config=offline)
+        outcome = run_assets(defs, instance, ["scores"], partition_key=partition)
+        return f"{model_key} × {edition}", incomplete, outcome
+
+    scored, incomplete = 0, []
+    # Every cell at once, each its own runs (as `oabench run`): Dagster's per-run bookkeeping overlaps.
+    with _cell_pool(cells.height) as pool:
+        results = list(pool.map(lambda row: score_cell(*row), cells.iter_rows()))
+    for (model_key, edition), (name, was_incomplete, outcome) in zip(cells.iter_rows(), results, strict=True):
+        if outcome is None:
+            click.echo(
+                f"{name}: edition not ingested, not scored (run `oabench ingest --editions {edition}`)"
+            )
+            continue
+        if was_incomplete:
+            incomplete.append(name)
+        _must(outcome, f"scores {cell_partition_key(model_key, edition)}")
+        scored += 1
+    _must(run_assets(defs, instance, ["models", *REPORT_ASSETS]), "leaderboard")
+    click.echo(f"imported {cells.height} cell(s) from {path}; scored {scored}")
+    if incomplete:
+        click.echo(
+            f"incomplete (not every question answered, shown as failed): {', '.join(incomplete)}; "
+            "`oabench status` has the counts"
+        )
+
+
+def _set_aside_damaged_imports(warehouse: Warehouse) -> None:
+    """Set aside unreadable `inferences` partitions with no response log (imported cells): the import
+    merges into a cell's partition, so it needs a readable one or none (footers only: cheap)."""
+    for path in warehouse.damaged_partitions("inferences", thorough=False):
+        edition, _, model_key = partition_key_of(path).partition("|")
+        if not cell_log_path(warehouse.root / "responses", model_key, edition).is_file():
+            aside = warehouse.set_aside(path)
+            click.echo(
+                f"table inferences, file {path}: unreadable, set aside as {aside.name}; this import rebuilds "
+                "it if the folder holds its run",
+                err=True,
+            )

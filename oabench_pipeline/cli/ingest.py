@@ -1,0 +1,86 @@
+"""`oabench ingest`: the official PDFs into the warehouse."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+import polars as pl
+
+from oabench_pipeline.cli.common import (
+    _dagster,
+    _fail,
+    _set_aside_damaged,
+    _split,
+    ensure_partitions,
+    run_assets,
+)
+from oabench_pipeline.cli.group import main
+from oabench_pipeline.core.editions import known_editions
+from oabench_pipeline.exams.raw_store import RawStore
+from oabench_pipeline.freshness import edition_is_current
+from oabench_pipeline.settings import Settings
+from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse
+
+
+@main.command()
+@click.option(
+    "--editions", "editions_opt", help="Comma-separated edition numbers (default: all in the registry)."
+)
+@click.option("--force", is_flag=True, help="Re-parse editions that are already up to date.")
+def ingest(editions_opt: str | None, force: bool) -> None:
+    """Download, verify and parse the official PDFs into the warehouse (one progress line per edition)."""
+    settings = Settings.from_env()
+    known = known_editions(settings.editions_file, settings.discovered_editions_file)
+    wanted = _split(editions_opt) or list(known)
+    unknown = [key for key in wanted if key not in known]
+    if unknown:
+        raise click.UsageError(
+            f"unknown edition(s) {', '.join(unknown)}; the registry has {', '.join(known)}"
+        )
+    warehouse = Warehouse(settings.warehouse_path)
+    for table in ("source_files", "answer_keys", "questions"):
+        _set_aside_damaged(warehouse, table, wanted, "rebuilding it from the stored PDFs")
+    _set_aside_damaged(warehouse, "editions", [UNPARTITIONED], "rebuilding it from the registry")
+    store = RawStore(settings.raw_dir)
+    stale = [key for key in wanted if force or not edition_is_current(warehouse, store, known[key])]
+    to_fetch = [
+        key
+        for key in stale
+        if any(store.verified_path(f.sha256) is None for f in (known[key].booklet, known[key].answer_key))
+    ]
+    if to_fetch and (problem := settings.source_mirror_problem()):
+        raise click.ClickException(f"{problem}; nothing was ingested")
+    for key in wanted:
+        if key not in stale:
+            click.echo(f"edition {key}: {_summary(warehouse, key)} (up to date)")
+    if stale or not warehouse.has_table("editions"):
+        defs, instance = _dagster(settings)
+        ensure_partitions(instance, "editions", wanted)
+        outcome = run_assets(defs, instance, ["editions"])
+        if not outcome.success:
+            _fail("editions registry", outcome.errors)
+    failed = False
+    for key in stale:
+        started = time.perf_counter()
+        outcome = run_assets(defs, instance, ["exam_pdfs", "answer_keys", "questions"], partition_key=key)
+        elapsed = time.perf_counter() - started
+        if outcome.success:
+            click.echo(f"edition {key}: {_summary(warehouse, key)} [{elapsed:.1f}s]")
+        else:
+            failed = True
+            click.echo(f"edition {key}: FAILED [{elapsed:.1f}s]", err=True)
+            for message in outcome.errors:
+                click.echo(f"  {message}", err=True)
+    click.echo(f"warehouse: {settings.warehouse_path}")
+    sys.exit(1 if failed else 0)
+
+
+def _summary(warehouse: Warehouse, edition: str) -> str:
+    questions = warehouse.read("questions", edition)
+    annulled = questions.filter(pl.col("status") == "annulled")["number"].to_list()
+    return (
+        f"{questions.height} questions, {questions.height - len(annulled)} active, {len(annulled)} annulled"
+        + (f" ({', '.join(map(str, annulled))})" if annulled else "")
+    )
