@@ -14,7 +14,16 @@ Scenarios (`--scenarios`):
 - `matrix`: the 4 complete published models × 3 editions, `--concurrency` 20 each (target ≥ 0.85);
 - `one`: one model × 3 editions at a fixed 200 ms per call (target ≥ 0.95).
 
+`--ui-backfill`: after each `matrix` measurement, the same cells again as a person launches them from the UI:
+`dagster-webserver` and `dagster-daemon` on 127.0.0.1 over a fresh DAGSTER_HOME and warehouse (its
+`dagster.yaml` is the one `oabench` writes for a new instance: the queued run coordinator and default limits),
+`oabench ingest` from the mirror, the model keys added as partitions, then GraphQL `launchPartitionBackfill`
+of `inferences` and `scores` over the 4 × 3 cells (asset selection + partition names, no tags, as the UI
+sends it). Printed: backfill wall (launch → last cell run ended) ÷ the `oabench run` wall just measured
+(target ≤ 1.5), with the replay server's figures for the backfill.
+
     .venv/bin/python benchmarks/matrix.py [--scale 0.1] [--concurrency 20] [--scenarios matrix,one] [--repeat 1]
+        [--ui-backfill]
 """
 
 from __future__ import annotations
@@ -24,21 +33,25 @@ import heapq
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+from oabench_pipeline.partitions import cell_partition_key  # noqa: E402
 from oabench_pipeline.warehouse import Warehouse  # noqa: E402
 from oabench_pipeline_tests.conftest import shared_oab_dir  # noqa: E402
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV, question_texts  # noqa: E402
 from oabench_pipeline_tests.pipeline_env import copy_ingested, write_models_file  # noqa: E402
+from oabench_pipeline_tests.servers.dagster_webserver import DagsterWebserver  # noqa: E402
 from oabench_pipeline_tests.servers.openai_replay import (  # noqa: E402
     RecordedReply,
     ReplayServer,
@@ -55,6 +68,31 @@ MATRIX_MODELS = (
 )
 ONE_MODEL = "anthropic/claude-haiku-4.5"
 TARGETS = {"matrix": 0.85, "one": 0.95}
+BACKFILL_TARGET = 1.5  # backfill wall ÷ `oabench run` wall
+BACKFILL_TIMEOUT_S = 1200
+
+ADD_PARTITION = """
+mutation Add($repo: RepositorySelector!, $key: String!) {
+  addDynamicPartition(repositorySelector: $repo, partitionsDefName: "model_keys", partitionKey: $key) {
+    __typename ... on Error { message }
+  }
+}
+"""
+LAUNCH_BACKFILL = """
+mutation Launch($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename ... on LaunchBackfillSuccess { backfillId } ... on Error { message }
+  }
+}
+"""
+BACKFILL_RUNS = """
+query Runs($id: String!) {
+  runsOrError(filter: {tags: [{key: "dagster/backfill", value: $id}]}) {
+    ... on Runs { results { runId status startTime endTime } }
+  }
+}
+"""
+TERMINAL = {"SUCCESS", "FAILURE", "CANCELED"}
 
 
 @dataclass(frozen=True)
@@ -178,6 +216,101 @@ def measure(
     )
 
 
+@dataclass(frozen=True)
+class BackfillResult:
+    models: int
+    wall_s: float
+    cli_wall_s: float
+    first_start_s: float  # launch → the first cell run started (the daemon's backfill and queue ticks)
+    last_start_s: float
+    runs_succeeded: int
+    runs: int
+    answered: int
+    expected: int
+    requests: int
+    duplicate_paid: int
+    max_in_flight: int
+
+
+@contextmanager
+def dagster_daemon(dagster_home: Path, env: dict[str, str]) -> Iterator[None]:
+    """`dagster-daemon run` (run queue, backfills) over the webserver's instance, stopped with its children."""
+    with (dagster_home / "daemon.log").open("wb") as log:
+        process = subprocess.Popen(
+            [str(OABENCH.with_name("dagster-daemon")), "run", "-w", "workspace.yaml"],
+            cwd=REPO_ROOT,
+            env={**env, "DAGSTER_HOME": str(dagster_home)},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def measure_backfill(
+    models: Sequence[str], root: Path, concurrency: int, scale: float, cli_wall_s: float
+) -> BackfillResult:
+    """The matrix's cells as a UI backfill on a fresh instance; wall = launch → the last cell run's end."""
+    env = {**base_env(root), "OABENCH_AUTOMATION": "off"}  # only the backfill's runs: no table rebuilds
+    exit_code, _, output = oabench(env, "ingest")  # writes the new instance's dagster.yaml, as for a new user
+    if exit_code != 0:
+        raise SystemExit(f"ingest failed:\n{output[-2000:]}")
+    warehouse = Warehouse(Path(env["OABENCH_WAREHOUSE"]))
+    replies = recorded_replies(question_texts(warehouse), models, scale, None)
+    home = Path(env["DAGSTER_HOME"])
+    with ReplayServer(replies=replies, api_key=TEST_KEY) as server:
+        entries = [
+            {"id": m, "base_url": server.base_url, "api_key_env": TEST_KEY_ENV, "concurrency": concurrency}
+            for m in models
+        ]
+        env["OABENCH_MODELS_FILE"] = str(write_models_file(root / "models.toml", entries))
+        with DagsterWebserver(home, env) as web, dagster_daemon(home, {**os.environ, **env}):
+            for model in models:  # "Add partition" in the launch dialog
+                added = web.query(ADD_PARTITION, {"repo": web.repository_selector(), "key": model})
+                assert added["addDynamicPartition"]["__typename"] == "AddDynamicPartitionSuccess", added
+            cells = [str(cell_partition_key(m, e)) for m in models for e in ("43", "44", "45")]
+            params = {
+                "partitionNames": cells,
+                "assetSelection": [{"path": ["inferences"]}, {"path": ["scores"]}],
+                "fromFailure": False,
+                "tags": [],
+            }
+            launched_at = time.time()
+            launched = web.query(LAUNCH_BACKFILL, {"params": params})["launchPartitionBackfill"]
+            assert launched["__typename"] == "LaunchBackfillSuccess", launched
+            runs: list[dict] = []
+            while time.time() - launched_at < BACKFILL_TIMEOUT_S:
+                runs = web.query(BACKFILL_RUNS, {"id": launched["backfillId"]})["runsOrError"]["results"]
+                if len(runs) >= len(cells) and all(r["status"] in TERMINAL for r in runs):
+                    break
+                time.sleep(0.5)
+            else:
+                raise TimeoutError(f"backfill not done after {BACKFILL_TIMEOUT_S} s: {runs}")
+        stats = server.stats
+    answered = len(warehouse.query("select 1 from inferences where not skipped and error is null"))
+    return BackfillResult(
+        models=len(models),
+        wall_s=max(r["endTime"] for r in runs) - launched_at,
+        cli_wall_s=cli_wall_s,
+        first_start_s=min(r["startTime"] for r in runs) - launched_at,
+        last_start_s=max(r["startTime"] for r in runs) - launched_at,
+        runs_succeeded=sum(r["status"] == "SUCCESS" for r in runs),
+        runs=len(runs),
+        answered=answered,
+        expected=238 * len(models),
+        requests=stats.total_requests,
+        duplicate_paid=len(stats.duplicate_answers),
+        max_in_flight=stats.max_in_flight,
+    )
+
+
 def ingest_template(root: Path) -> Path:
     exit_code, _, output = oabench(base_env(root), "ingest")
     if exit_code != 0:
@@ -193,10 +326,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=20)
     parser.add_argument("--scenarios", default="matrix,one")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--ui-backfill", action="store_true", help="also each matrix as a UI backfill")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="oabench-matrix-") as tmp:
         template = ingest_template(Path(tmp) / "template")
         results = []
+        backfills = []
         for scenario in args.scenarios.split(","):
             models = MATRIX_MODELS if scenario == "matrix" else (ONE_MODEL,)
             fixed = 0.2 if scenario == "one" else None
@@ -204,6 +339,11 @@ def main() -> None:
                 root = Path(tmp) / f"{scenario}-{attempt}"
                 results.append(measure(scenario, models, template, root, args.concurrency, args.scale, fixed))
                 shutil.rmtree(root, ignore_errors=True)
+                if args.ui_backfill and scenario == "matrix":
+                    root = Path(tmp) / f"backfill-{attempt}"
+                    cli_wall = results[-1].wall_s
+                    backfills.append(measure_backfill(models, root, args.concurrency, args.scale, cli_wall))
+                    shutil.rmtree(root, ignore_errors=True)
                 print(f"{scenario} {attempt + 1}/{args.repeat}: done", file=sys.stderr, flush=True)
     print(f"load average: {os.getloadavg()[0]:.1f} (1 min), {os.cpu_count()} cores")
     print(
@@ -216,6 +356,18 @@ def main() -> None:
             f"| {r.scenario} | {r.models} × 3 | {r.reference_s:.2f} s | {r.elapsed_s:.2f} s | "
             f"{r.efficiency:.3f} | ≥ {TARGETS[r.scenario]} | {r.wall_s:.1f} s | {r.answered}/{r.expected} | "
             f"{r.duplicate_paid} | {r.max_in_flight} | {r.exit_code} |"
+        )
+    if backfills:
+        print(
+            "\n| UI backfill | launch → last run ended | ÷ oabench run wall | target | runs started | runs ok | answered "
+            "| requests | paid twice | max in flight |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|")
+    for b in backfills:
+        print(
+            f"| {b.models} × 3 | {b.wall_s:.1f} s | {b.wall_s / b.cli_wall_s:.2f} ({b.cli_wall_s:.1f} s) | "
+            f"≤ {BACKFILL_TARGET} | {b.first_start_s:.1f}–{b.last_start_s:.1f} s | {b.runs_succeeded}/{b.runs} | {b.answered}/{b.expected} | {b.requests} | "
+            f"{b.duplicate_paid} | {b.max_in_flight} |"
         )
 
 
