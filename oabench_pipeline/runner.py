@@ -112,6 +112,9 @@ DEFAULT_CONCURRENCY_YAML = """\
 run_coordinator:               # the run queue, tagging each cell run with its endpoint (oabench/endpoint)
   module: oabench_pipeline.automation.run_coordinator
   class: EndpointTaggingRunCoordinator
+  config:
+    dequeue_use_threads: true    # start queued runs in parallel: a backfill's cells do not start one by one
+    dequeue_num_workers: 4
 concurrency:
   runs:
     max_concurrent_runs: 16      # runs in flight: cells, ingests and table rebuilds together
