@@ -17,6 +17,15 @@ if TYPE_CHECKING:
 
     from oabench_pipeline.runner import RunOutcome
 
+# `--format` of the commands that print a table: `format_table` renders each (cli/output.py).
+table_format_option = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json", "markdown"]),
+    default="table",
+    show_default=True,
+)
+
 
 def _split(value: str | None) -> list[str] | None:
     return [item.strip() for item in value.split(",") if item.strip()] if value else None

@@ -6,6 +6,7 @@ from datetime import datetime
 
 import click
 
+from oabench_pipeline.cli.common import table_format_option
 from oabench_pipeline.cli.group import main
 from oabench_pipeline.cli.output import format_table, leaderboard_summary
 from oabench_pipeline.settings import Settings
@@ -14,13 +15,7 @@ from oabench_pipeline.warehouse import Warehouse
 
 @main.command(name="leaderboard")
 @click.option("--by", type=click.Choice(["model", "edition", "area"]), default="model", show_default=True)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "csv", "json", "markdown"]),
-    default="table",
-    show_default=True,
-)
+@table_format_option
 @click.option(
     "--wide", is_flag=True, help="Every column in the table (csv, json and markdown always have them)."
 )

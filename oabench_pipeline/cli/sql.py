@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from oabench_pipeline.cli.common import table_format_option
 from oabench_pipeline.cli.group import main
 from oabench_pipeline.cli.output import format_table
 from oabench_pipeline.settings import Settings
@@ -12,13 +13,7 @@ from oabench_pipeline.warehouse import Warehouse
 
 @main.command(name="sql")
 @click.argument("query")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "csv", "json", "markdown"]),
-    default="table",
-    show_default=True,
-)
+@table_format_option
 def sql_cmd(query: str, fmt: str) -> None:
     """Run one read-only SQL query (DuckDB dialect) over the warehouse tables and print the result.
 
