@@ -56,6 +56,7 @@ class Measurement:
     sent: int
     server_max_in_flight: int
     server_duplicates: int
+    connections_opened: int  # by the client: keep-alive means one per worker, not one per request
 
     @property
     def ideal_s(self) -> float:
@@ -93,9 +94,15 @@ def server_in_subprocess(latency_s: float) -> Iterator[tuple[str, Callable[[], d
         base_url = proc.stdout.readline().strip()
         root = base_url.removesuffix("/v1")
 
+        own_connections = 0
+
         def stats() -> dict:
+            nonlocal own_connections
+            own_connections += 1  # each stats request opens a connection of its own: not the client's
             with urllib.request.urlopen(root + STATS_PATH, timeout=10) as response:
-                return json.load(response)
+                counters = json.load(response)
+            counters["connections_opened"] -= own_connections
+            return counters
 
         yield base_url, stats
     finally:
@@ -163,6 +170,7 @@ def measure(
         sent=run.sent_requests,
         server_max_in_flight=server["max_in_flight"],
         server_duplicates=server["duplicate_answers"],
+        connections_opened=server["connections_opened"],
     )
 
 
@@ -213,7 +221,8 @@ def report(m: Measurement) -> str:
         f"{verdict} C={m.concurrency:>3} L={m.latency_s * 1000:>4.0f} ms  N={N_REQUESTS}  "
         f"ideal={m.ideal_s:.3f}s  elapsed={m.elapsed_s:.3f}s  efficiency={m.efficiency:.3f} "
         f"(target {m.target:.2f})  answered={m.answered} sent={m.sent} "
-        f"server max in flight={m.server_max_in_flight} duplicate answers={m.server_duplicates}"
+        f"server max in flight={m.server_max_in_flight} duplicate answers={m.server_duplicates} "
+        f"connections opened={m.connections_opened}"
     )
 
 

@@ -175,6 +175,7 @@ class ServerStats:
             "duplicate_answers": len(self.duplicate_answers),
             "unmatched": self.unmatched,
             "max_in_flight": self.max_in_flight,
+            "connections_opened": self.connections_opened,
             "faults": self.faults,
         }
 
