@@ -37,7 +37,9 @@ from oabench_pipeline_tests.servers.openai_replay import FaultProfile, ReplaySer
 def test_two_runs_of_one_cell_send_each_question_once(
     fresh_env: PipelineEnv, shared_oab: Path, stop_children: list
 ) -> None:
-    server = replay(fresh_env, shared_oab, latency_s=0.5, concurrency=3)  # 80 questions: ~13 s of sending
+    server = replay(fresh_env, shared_oab, latency_s=0.0, concurrency=3)
+    # Two replies, then none until the test says so: the first run is mid-cell for as long as it takes.
+    server.hold_replies(allow=2)
     try:
         first = start_run(fresh_env, "first", "--models", MODEL, "--editions", "44")
         stop_children.append(first)
@@ -53,7 +55,9 @@ def test_two_runs_of_one_cell_send_each_question_once(
         # Whether the signal came while its step waited for the lock or before the step began: nothing sent.
         assert "interrupted (SIGINT)" in output(fresh_env, "third")
         assert "nothing was sent" in output(fresh_env, "third")
-        assert first.poll() is None, "the first run should still be answering (make the replies slower)"
+        wait_until(lambda: "being answered by" in output(fresh_env, "second"), second, "the second run waits")
+        assert first.poll() is None, output(fresh_env, "first")
+        server.release_replies()
         assert first.wait(timeout=RUN_TIMEOUT_S) == 0, output(fresh_env, "first")
         assert second.wait(timeout=RUN_TIMEOUT_S) == 0, output(fresh_env, "second")
         stats = server.stats
@@ -73,7 +77,8 @@ def test_two_runs_of_one_cell_send_each_question_once(
 def test_a_killed_run_is_not_running_and_its_stale_lock_is_taken_over(
     fresh_env: PipelineEnv, shared_oab: Path, stop_children: list
 ) -> None:
-    server = replay(fresh_env, shared_oab, latency_s=0.05, concurrency=2)
+    server = replay(fresh_env, shared_oab, latency_s=0.0, concurrency=2)
+    server.hold_replies(allow=3)  # then the run waits, mid-cell, for replies that come after its death
     try:
         killed = start_run(fresh_env, "killed", "--models", MODEL, "--editions", "44")
         stop_children.append(killed)
@@ -91,6 +96,7 @@ def test_a_killed_run_is_not_running_and_its_stale_lock_is_taken_over(
         cell = json.loads(status.output)["cells"][0]
         assert cell["state"] == "failed" and "died" in cell["reason"], cell
 
+        server.release_replies()
         rerun = fresh_env.cli("run", "--models", MODEL, "--editions", "44")
         assert rerun.exit_code == 0, rerun.output
         assert f"taking over the lock of PID {killed.pid} on " in rerun.output

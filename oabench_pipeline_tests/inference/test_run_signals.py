@@ -1,9 +1,11 @@
 """`oabench run` stopped by a signal (real subprocesses, the loopback replay server): Ctrl-C that stops.
 (Locks and exit codes: `test_run_safety.py`; two files so that two workers run them at once.)
 
-- SIGINT/SIGTERM mid-cell: nothing is sent two seconds after the signal, the replies in flight land in the
-  response log, no partition is written, the next cell never starts, the output says how to resume, the
-  exit code is 130/143; the resumed run pays for nothing twice. A second Ctrl-C exits at once.
+- SIGINT/SIGTERM mid-cell: nothing is sent after the signal (the replies in flight are held by the server
+  until the run has announced the stop, then released: each frees a slot that must stay unused), those
+  replies land in the response log, no partition is written, the next cell never starts, the output says
+  how to resume, the exit code is 130/143; the resumed run pays for nothing twice. A second Ctrl-C exits
+  at once.
 - `dagster asset materialize` (a step on its process's main thread, as in a run worker) stops the same way.
 """
 
@@ -14,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -31,37 +32,54 @@ from oabench_pipeline_tests.inference.run_processes import (
     wait_until,
 )
 from oabench_pipeline_tests.pipeline_env import PipelineEnv
+from oabench_pipeline_tests.servers.openai_replay import ReplayServer
+
+# Replies the server sends before holding the rest: the run is then mid-cell with its key's 4 slots taken
+# by requests whose replies wait for the test.
+ANSWERED = 8
+CONCURRENCY = 4
+
+
+def caught_mid_cell(server: ReplayServer, logs: list[Path], proc: subprocess.Popen[bytes]) -> None:
+    """Wait until `ANSWERED` answers are logged and `CONCURRENCY` more requests are in flight, held."""
+    wait_until(
+        lambda: (
+            sum(log_line_count(path) for path in logs) == ANSWERED
+            and server.stats.total_requests == ANSWERED + CONCURRENCY
+        ),
+        proc,
+        "answers logged and the slots taken again",
+    )
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_stops_sending_keeps_what_arrived_and_says_how_to_resume(
     fresh_env: PipelineEnv, shared_oab: Path, stop_children: list, signum: int, code: int
 ) -> None:
-    server = replay(fresh_env, shared_oab, latency_s=0.2, concurrency=4)
+    server = replay(fresh_env, shared_oab, latency_s=0.0, concurrency=CONCURRENCY)
+    server.hold_replies(allow=ANSWERED)
     try:
         proc = start_run(fresh_env, "run", "--models", MODEL, "--editions", "43,44")
         stop_children.append(proc)
-        log = cell_log_path(fresh_env.warehouse.root / "responses", MODEL, "43")
-        wait_until(lambda: log_line_count(log) >= 8, proc, "answers logged")
+        # Both cells run at once, sharing the key's 4 slots.
+        logs = [cell_log_path(fresh_env.warehouse.root / "responses", MODEL, e) for e in ("43", "44")]
+        caught_mid_cell(server, logs, proc)
         proc.send_signal(signum)
-        signalled = time.monotonic()
+        name = signal.Signals(signum).name
+        wait_until(lambda: f"{name}: stopping" in output(fresh_env, "run"), proc, "the stop is announced")
+        # Only now do the replies in flight come back, each freeing a slot: none may be used again.
+        server.release_replies()
         returncode = proc.wait(timeout=10)  # the issue's bar: stopped within 10 s
-        time.sleep(max(0.0, signalled + 2.0 - time.monotonic()))
-        sent_by_2s = server.stats.total_requests
-        time.sleep(0.5)  # anything still to come would come now
-        assert server.stats.total_requests == sent_by_2s, "a request was sent 2 s after the signal"
         said = output(fresh_env, "run")
         assert returncode == code, said
-        assert f"interrupted ({signal.Signals(signum).name})" in said
+        assert server.stats.total_requests == ANSWERED + CONCURRENCY, "a request was sent after the signal"
+        assert f"interrupted ({name})" in said
         assert f"oabench run --models {MODEL} --editions 43,44" in said
-        # Every reply that was in flight landed in a log (both cells run at once, sharing the key's 4
-        # slots); nothing half-done was written.
-        logs = [cell_log_path(fresh_env.warehouse.root / "responses", MODEL, e) for e in ("43", "44")]
-        assert sum(log_line_count(path) for path in logs) == server.stats.total_requests
+        # Every reply that was in flight landed in a log; nothing half-done was written.
+        assert sum(log_line_count(path) for path in logs) == ANSWERED + CONCURRENCY
         assert cell_rows(fresh_env.warehouse, MODEL, "43").is_empty()
         assert cell_rows(fresh_env.warehouse, MODEL, "44").is_empty()
 
-        server.latency_s = 0.01  # slow replies were for catching the run mid-cell; the resume needs none
         resumed = fresh_env.cli("run", "--models", MODEL, "--editions", "43,44")
         assert resumed.exit_code == 0, resumed.output
         stats = server.stats
@@ -73,13 +91,14 @@ def test_a_signal_stops_sending_keeps_what_arrived_and_says_how_to_resume(
 
 
 def test_a_second_ctrl_c_exits_at_once(fresh_env: PipelineEnv, shared_oab: Path, stop_children: list) -> None:
-    server = replay(fresh_env, shared_oab, latency_s=5.0, concurrency=4)  # replies far slower than the exit
+    server = replay(fresh_env, shared_oab, latency_s=0.0, concurrency=CONCURRENCY)
+    server.hold_replies()  # no reply comes before the exit
     try:
         proc = start_run(fresh_env, "run", "--models", MODEL, "--editions", "43")
         stop_children.append(proc)
-        wait_until(lambda: server.stats.total_requests >= 4, proc, "requests in flight")
+        wait_until(lambda: server.stats.total_requests >= CONCURRENCY, proc, "requests in flight")
         proc.send_signal(signal.SIGINT)
-        time.sleep(0.3)
+        wait_until(lambda: "SIGINT: stopping" in output(fresh_env, "run"), proc, "the stop is announced")
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=10) == 130, output(fresh_env, "run")
         log = cell_log_path(fresh_env.warehouse.root / "responses", MODEL, "43")
@@ -93,7 +112,8 @@ def test_a_step_on_a_main_thread_stops_as_gracefully(
 ) -> None:
     """Outside `oabench run` (a run worker, `dagster asset materialize`) the step runs on its process's
     main thread, where Dagster's interrupt used to vanish in the event loop: Ctrl-C stops it the same way."""
-    server = replay(fresh_env, shared_oab, latency_s=0.2, concurrency=4)
+    server = replay(fresh_env, shared_oab, latency_s=0.0, concurrency=CONCURRENCY)
+    server.hold_replies(allow=ANSWERED)
     try:
         with instance_for(fresh_env.settings) as instance:
             ensure_partitions(instance, "editions", ["43"])
@@ -115,14 +135,12 @@ def test_a_step_on_a_main_thread_stops_as_gracefully(
         )
         stop_children.append(proc)
         log = cell_log_path(fresh_env.warehouse.root / "responses", MODEL, "43")
-        wait_until(lambda: log_line_count(log) >= 8, proc, "answers logged")
+        caught_mid_cell(server, [log], proc)
         proc.send_signal(signal.SIGINT)
-        signalled = time.monotonic()
+        # The step announces nothing to wait for: the replies in flight come back right after the signal
+        # (the interpreter runs its handler before its event loop reads them).
+        server.release_replies()
         returncode = proc.wait(timeout=30)
-        time.sleep(max(0.0, signalled + 2.0 - time.monotonic()))
-        sent_by_2s = server.stats.total_requests
-        time.sleep(0.5)
-        assert server.stats.total_requests == sent_by_2s, "a request was sent 2 s after the signal"
         said = output(fresh_env, "materialize")
         assert returncode != 0, said
         assert "stopped, interrupted (SIGINT)" in said, said

@@ -34,7 +34,7 @@ import ssl
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -479,6 +479,10 @@ class ReplayServer:
         self._transports: set[asyncio.BaseTransport] = set()
         self._encoded_completions: dict[tuple[str, RecordedReply, str], bytes] = {}
         self._port: int | None = None
+        # Chat replies the server may still send (None: no limit); see `hold_replies`. Read and changed
+        # on the server's loop only; `_allowance_changed` wakes the replies waiting for more.
+        self._allowance: int | None = None
+        self._allowance_changed: asyncio.Condition | None = None
         self.ssl_context = ssl_context  # set: serve HTTPS (base_url names `localhost`)
         self.host = host
         self.base_path = base_path.rstrip("/")
@@ -536,10 +540,46 @@ class ReplayServer:
 
         asyncio.run_coroutine_threadsafe(asyncio.wait_for(idle(), timeout_s), loop).result()
 
+    def hold_replies(self, allow: int = 0) -> None:
+        """From now on send only `allow` more chat replies; the others wait (requests still arrive, are
+        counted, and hold their connection) until `release_replies`.
+
+        For tests that need a client caught mid-cell: "the run is still answering" is then guaranteed by
+        the test, not by a reply latency long enough on an idle machine.
+        """
+        self._on_loop(self._set_allowance(allow))
+
+    def release_replies(self) -> None:
+        """Send every held reply now, and every later one without waiting (undoes `hold_replies`)."""
+        self._on_loop(self._set_allowance(None))
+
+    def _on_loop(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` on the server's event loop and wait for it."""
+        loop = self._loop
+        assert loop is not None, "server not started"
+        asyncio.run_coroutine_threadsafe(work, loop).result(timeout=10)
+
+    async def _set_allowance(self, allow: int | None) -> None:
+        assert self._allowance_changed is not None
+        async with self._allowance_changed:
+            self._allowance = allow
+            self._allowance_changed.notify_all()
+
+    async def _wait_for_allowance(self) -> None:
+        """Return once this reply may be sent (at once unless `hold_replies` is in force), spending one."""
+        if self._allowance is None:
+            return
+        assert self._allowance_changed is not None
+        async with self._allowance_changed:
+            await self._allowance_changed.wait_for(lambda: self._allowance != 0)
+            if self._allowance is not None:
+                self._allowance -= 1
+
     def _run(self, started: threading.Event) -> None:
         loop = self._loop
         assert loop is not None
         asyncio.set_event_loop(loop)
+        self._allowance_changed = asyncio.Condition()
         self._server = loop.run_until_complete(
             loop.create_server(
                 lambda: _ReplayProtocol(self), self.host, 0, backlog=1024, ssl=self.ssl_context
@@ -670,6 +710,7 @@ class ReplayServer:
             self._stats.arrival_order.append(key)
             if auth:
                 self._stats.authorization_headers.add(auth)
+        await self._wait_for_allowance()
         early = self._refusal(model, auth, in_flight)
         if early is not None:
             await self._write(writer, early, request.keep_alive)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import httpx
@@ -99,3 +101,23 @@ def test_faults_are_deterministic_per_seed_and_counter() -> None:
     ]
     assert 0.35 < sum(f is not None for f in first) / 200 < 0.65  # ~50% of attempts are faulty
     assert {f for f in first if f} == {"5xx", "drop", "html"}
+
+
+def test_held_replies_wait_for_release() -> None:
+    """`hold_replies(allow=1)`: one reply goes out, the other requests arrive and wait until released."""
+    with ReplayServer() as srv, ThreadPoolExecutor(max_workers=3) as pool:
+        srv.hold_replies(allow=1)
+
+        def ask(n: int) -> str:
+            body = {"model": "m", "messages": [{"role": "user", "content": f"q{n}"}]}
+            return httpx.post(f"{srv.base_url}/chat/completions", json=body, timeout=30).json()["id"]
+
+        replies = [pool.submit(ask, n) for n in range(3)]
+        next(as_completed(replies))  # the one allowed
+        while srv.stats.total_requests < 3:
+            time.sleep(0.005)
+        assert sum(reply.done() for reply in replies) == 1
+        assert sum(srv.stats.answers_per_prompt.values()) == 1
+        srv.release_replies()
+        assert all(reply.result(timeout=30).startswith("gen-replay-") for reply in replies)
+        assert sum(srv.stats.answers_per_prompt.values()) == 3
