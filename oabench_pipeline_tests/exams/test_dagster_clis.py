@@ -63,13 +63,13 @@ def _run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return done
 
 
-@pytest.mark.parametrize(
-    "target", [("-m", "oabench_pipeline"), ("-w", "workspace.yaml")], ids=["module", "workspace"]
-)
-def test_dagster_definitions_validate(
-    target: tuple[str, str], tmp_path: Path, mirror_server: StaticFileServer
-) -> None:
-    done = _run("dagster", "definitions", "validate", *target, env=_env(tmp_path, mirror_server.base_url))
+def test_dagster_definitions_validate(tmp_path: Path, mirror_server: StaticFileServer) -> None:
+    """`-m oabench_pipeline`: the project loads and its partition mappings are valid. (`-w workspace.yaml`
+    loads the same module: `test_webserver.py` starts the webserver with it and fails on a load error.)"""
+    done = _run(
+        "dagster", "definitions", "validate", "-m", "oabench_pipeline",
+        env=_env(tmp_path, mirror_server.base_url),
+    )  # fmt: skip
     assert "All code locations passed validation" in done.stdout + done.stderr
 
 
@@ -101,88 +101,35 @@ def test_dg_lists_the_project_definitions(tmp_path: Path, mirror_server: StaticF
     assert "weekly_portal_discovery" in {s["name"] for s in listed["schedules"]}
 
 
-def test_dagster_asset_materialize_an_ingested_edition(
+def test_oabench_and_dagster_share_one_instance_from_the_repository_root(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror_server: StaticFileServer
 ) -> None:
-    """After `oabench ingest` registered the partition, the stock CLI materializes it on the same instance.
+    """`oabench ingest` then `dagster asset materialize`, run where the repository's dagster.yaml is and with
+    no DAGSTER_HOME exported (nor OABENCH_WAREHOUSE): the stock CLI finds the partition `oabench`
+    registered, rewrites it with the same rows, downloads missing raw files from the mirror named in the
+    environment, and both tools' runs are in `warehouse/dagster_home` (the folder the UI's `dagster dev`
+    reads from there too). An exported DAGSTER_HOME: `test_dagster_asset_materialize_one_analysis_table`.
 
     The warehouse starts empty so that the ingest really runs (an up-to-date edition may be skipped).
     """
-    pipeline = make_env(tmp_path, monkeypatch, mirror_server.base_url)
-    result = pipeline.cli("ingest", "--editions", "44")
-    assert result.exit_code == 0, result.output
-    env = _env(pipeline.root, mirror_server.base_url)
-    assert env["DAGSTER_HOME"] == os.environ["DAGSTER_HOME"]  # the instance `oabench` just used
-    warehouse = pipeline.warehouse
-    questions_file = warehouse.partition_path("questions", "44")
-    rows_before = warehouse.read("questions", "44")
-    inode_before = questions_file.stat().st_ino
-
-    _run(
-        "dagster",
-        "asset",
-        "materialize",
-        "-m",
-        "oabench_pipeline",
-        "--select",
-        "questions",
-        "--partition",
-        "44",
-        env=env,
-    )
-
-    # Rewritten (atomic replace gives a new inode) with the same rows.
-    assert questions_file.stat().st_ino != inode_before
-    assert warehouse.read("questions", "44").equals(rows_before)
-
-    # With the raw files gone, the same CLI downloads them from the mirror named in the environment.
-    edition = editions_by_key(load_editions())["44"]
-    paths = {kind: "/" + edition.file(kind).url.split("/", 3)[3] for kind in ("booklet", "answer_key")}
-    requests_before = {kind: mirror_server.requests[path] for kind, path in paths.items()}
-    for kind in paths:
-        (pipeline.settings.raw_dir / edition.file(kind).sha256).unlink()
-
-    _run(
-        "dagster",
-        "asset",
-        "materialize",
-        "-m",
-        "oabench_pipeline",
-        "--select",
-        "exam_pdfs,answer_keys,questions",
-        "--partition",
-        "44",
-        # One process for the three steps: the default executor would start one (and pay the Dagster
-        # import) per step; the single-asset run above already went through the default executor.
-        "--config-json",
-        json.dumps({"execution": {"config": {"in_process": {}}}}),
-        env=env,
-    )
-
-    assert {k: mirror_server.requests[p] - requests_before[k] for k, p in paths.items()} == {
-        "booklet": 1,
-        "answer_key": 1,
-    }
-    for kind in paths:
-        assert (pipeline.settings.raw_dir / edition.file(kind).sha256).is_file()
-    assert warehouse.read("questions", "44").equals(rows_before)
-
-
-def test_one_instance_from_the_repository_root_with_nothing_exported(
-    tmp_path: Path, mirror_server: StaticFileServer
-) -> None:
-    """`oabench` and `dagster asset materialize`, run where the repository's dagster.yaml is and with no
-    DAGSTER_HOME, share one instance: the partition `oabench ingest` registered is found, and both runs
-    are in `warehouse/dagster_home` (the folder the UI's `dagster dev` reads from there too)."""
     checkout = tmp_path / "checkout"
     checkout.mkdir()
     shutil.copy(REPO_ROOT / "dagster.yaml", checkout / "dagster.yaml")
+    pipeline = make_env(tmp_path, monkeypatch, mirror_server.base_url)
+    monkeypatch.delenv("DAGSTER_HOME")
+    monkeypatch.delenv(
+        "OABENCH_WAREHOUSE"
+    )  # the default, warehouse/oabench.duckdb under the working directory
+    monkeypatch.chdir(checkout)
+    # `oabench` in this process (what matters is the instance it picks, not its process); `dagster` as typed.
+    result = pipeline.cli("ingest", "--editions", "44")
+    assert result.exit_code == 0, result.output
     env = {k: v for k, v in _env(tmp_path, mirror_server.base_url).items() if k != "DAGSTER_HOME"}
-    del env["OABENCH_WAREHOUSE"]  # the default, warehouse/oabench.duckdb under the working directory
+    del env["OABENCH_WAREHOUSE"]
 
-    def run_here(*args: str) -> subprocess.CompletedProcess[str]:
+    def dagster_here(*args: str) -> None:
         done = subprocess.run(
-            [str(BIN / args[0]), *args[1:]],
+            [str(BIN / "dagster"), *args],
             cwd=checkout,
             env=env,
             capture_output=True,
@@ -191,13 +138,37 @@ def test_one_instance_from_the_repository_root_with_nothing_exported(
             check=False,
         )
         assert done.returncode == 0, (
-            f"{' '.join(args)} exited {done.returncode}\n{done.stdout}\n{done.stderr}"
+            f"dagster {' '.join(args)} exited {done.returncode}\n{done.stdout}\n{done.stderr}"
         )
-        return done
 
-    run_here("oabench", "ingest", "--editions", "44")
-    in_process = json.dumps({"execution": {"config": {"in_process": {}}}})
-    run_here("dagster", "asset", "materialize", "-m", "oabench_pipeline", "--select", "questions", "--partition", "44", "--config-json", in_process)  # fmt: skip
+    warehouse = pipeline.warehouse
+    assert warehouse.root == checkout / "warehouse"
+    questions_file = warehouse.partition_path("questions", "44")
+    rows_before = warehouse.read("questions", "44")
+    inode_before = questions_file.stat().st_ino
+
+    # With the raw files gone, the three exam assets in one run: `questions` is rewritten (an atomic
+    # replace gives a new inode) with the same rows, and the PDFs come again from the mirror.
+    edition = editions_by_key(load_editions())["44"]
+    paths = {kind: "/" + edition.file(kind).url.split("/", 3)[3] for kind in ("booklet", "answer_key")}
+    requests_before = {kind: mirror_server.requests[path] for kind, path in paths.items()}
+    for kind in paths:
+        (pipeline.settings.raw_dir / edition.file(kind).sha256).unlink()
+    dagster_here(
+        *("asset", "materialize", "-m", "oabench_pipeline", "--select", "exam_pdfs,answer_keys,questions"),
+        *("--partition", "44"),
+        # One process for the three steps, whatever the instance's default executor.
+        *("--config-json", json.dumps({"execution": {"config": {"in_process": {}}}})),
+    )
+
+    assert questions_file.stat().st_ino != inode_before
+    assert warehouse.read("questions", "44").equals(rows_before)
+    assert {k: mirror_server.requests[p] - requests_before[k] for k, p in paths.items()} == {
+        "booklet": 1,
+        "answer_key": 1,
+    }
+    for kind in paths:
+        assert (pipeline.settings.raw_dir / edition.file(kind).sha256).is_file()
 
     from dagster import DagsterInstance
     from dagster._core.instance.ref import InstanceRef
