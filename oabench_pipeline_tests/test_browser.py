@@ -82,9 +82,11 @@ def site(
             yield Site(env, server, chromium, root / "chromium-profile")
 
 
-@pytest.fixture
-def browser(site: Site, tmp_path: Path) -> Iterator[Browser]:
-    with Browser(site.chromium, tmp_path / "profile") as page:
+@pytest.fixture(scope="module")
+def browser(site: Site) -> Iterator[Browser]:
+    """One Chromium for the file (a launch per test was most of each test's time): every test starts by
+    navigating, so none sees another's page."""
+    with Browser(site.chromium, site.profile) as page:
         yield page
 
 
@@ -131,13 +133,16 @@ def test_report_materialization_shows_summary_inline_and_charts(site: Site, brow
     charts = []
     for index in range(labels):
         browser.click_text("[Show Markdown]", index)
-        found = browser.evaluate(
-            "new Promise(r => setTimeout(() => r(document.querySelectorAll('[role=dialog] img').length), 1500))"
+        # The dialog once drawn: its chart, or its text when it has none.
+        browser.wait_until(
+            "!!document.querySelector('[role=dialog] img') || "
+            "(document.querySelector('[role=dialog]')?.innerText || '').trim()",
+            "the Markdown dialog",
         )
-        if found:
-            charts += images(browser, "[role=dialog]")
+        charts += images(browser, "[role=dialog]")
         if browser.count_text("Close"):
             browser.click_text("Close")
+            browser.wait_until("!document.querySelector('[role=dialog]')", "the dialog closed")
     assert len(charts) == 2, charts
     assert all(c["loaded"] and c["width"] > 500 for c in charts), charts
 

@@ -52,13 +52,34 @@ def chromium_flags(chromium: str, profile: Path) -> list[str]:
 
 
 def wait_for(probe: Callable[[], object], what: str, timeout_s: float) -> Any:
+    """Poll `probe` (every 50 ms) until it returns something truthy; for what cannot be awaited."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = probe()
         if value:
             return value
-        time.sleep(0.5)
+        time.sleep(0.05)
     raise TimeoutError(f"waited {timeout_s} s for {what}")
+
+
+# JavaScript: a promise of `probe()`'s first truthy value, checked at once and then after each change of the
+# page (a MutationObserver, at most every 25 ms), or of null after `timeoutMs`.
+WAIT_JS = """
+((probe, timeoutMs) => new Promise(resolve => {
+  const check = () => { try { return probe(); } catch (e) { return null; } };
+  const first = check();
+  if (first) { resolve(first); return; }
+  let scheduled = false;
+  const observer = new MutationObserver(() => {
+    if (scheduled) return;
+    scheduled = true;
+    setTimeout(() => { scheduled = false; const value = check(); if (value) finish(value); }, 25);
+  });
+  const timer = setTimeout(() => finish(null), timeoutMs);
+  function finish(value) { observer.disconnect(); clearTimeout(timer); resolve(value); }
+  observer.observe(document, {childList: true, subtree: true, characterData: true, attributes: true});
+}))
+"""
 
 
 class Browser:
@@ -133,20 +154,34 @@ class Browser:
         """Everything the page shows as text right now."""
         return self.evaluate("document.body ? document.body.innerText : ''") or ""
 
+    def wait_until(self, probe: str, what: str, timeout_s: float = 90) -> Any:
+        """The first truthy value of the JavaScript expression `probe` (a JSON value, not a DOM node),
+        evaluated whenever the page changes (not on a timer); a navigation meanwhile is waited through (the
+        wait goes on in the new page)."""
+        deadline = time.monotonic() + timeout_s
+        last_error = ""
+        while (left := deadline - time.monotonic()) > 0:
+            chunk_ms = int(min(left, 5.0) * 1000)
+            try:
+                value = self.evaluate(f"{WAIT_JS}(() => ({probe}), {chunk_ms})")
+            except RuntimeError as error:  # the page navigated while waiting ("context destroyed")
+                last_error = str(error)
+                time.sleep(0.05)
+                continue
+            if value:
+                return value
+        raise TimeoutError(f"waited {timeout_s} s for {what} {last_error}".rstrip())
+
     def wait_for_text(self, *texts: str, timeout_s: float = 90) -> str:
         """Wait until the page shows every one of `texts`; returns the page text."""
-        found: list[str] = []
-
-        def probe() -> str | None:
-            page = self.text()
-            found[:] = [t for t in texts if t in page]
-            return page if len(found) == len(texts) else None
-
+        shown = "(document.body ? document.body.innerText : '')"
+        probe = f"{json.dumps(list(texts))}.every(t => {shown}.includes(t)) ? {shown} : null"
         try:
-            return wait_for(probe, f"{texts}", timeout_s)
+            return self.wait_until(probe, f"{texts}", timeout_s)
         except TimeoutError:
-            missing = [t for t in texts if t not in found]
-            raise TimeoutError(f"page never showed {missing}; it shows:\n{self.text()[:3000]}") from None
+            page = self.text()
+            missing = [t for t in texts if t not in page]
+            raise TimeoutError(f"page never showed {missing}; it shows:\n{page[:3000]}") from None
 
     def click_text(self, text: str, index: int = 0) -> None:
         """Click the `index`-th innermost element whose text is exactly `text`."""

@@ -23,6 +23,8 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WEBSERVER_BIN = Path(sys.executable).with_name("dagster-webserver")
+# How often startup is probed (a GraphQL query: it says nothing before the code location is loaded).
+POLL_S = 0.1
 
 INSTANCE_YAML = """\
 # A throwaway instance for the UI: local SQLite storage, runs start at once, no telemetry, no
@@ -142,7 +144,7 @@ class DagsterWebserver:
                 workspace = self.query(LOCATION_QUERY)["workspaceOrError"]
             except (GraphQLError, OSError) as error:
                 last = str(error)
-                time.sleep(0.5)
+                time.sleep(POLL_S)
                 continue
             entries = workspace.get("locationEntries") or []
             loaded = [
@@ -162,7 +164,7 @@ class DagsterWebserver:
                 self.repository = loaded[0]["locationOrLoadError"]["repositories"][0]["name"]
                 return
             last = json.dumps(workspace)[:500]
-            time.sleep(0.5)
+            time.sleep(POLL_S)
         raise TimeoutError(
             f"dagster-webserver not ready after {self.startup_timeout_s} s ({last}):\n{self.log_tail()}"
         )
