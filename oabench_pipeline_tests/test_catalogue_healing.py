@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import duckdb
@@ -150,19 +150,53 @@ def test_catalogue_held_by_another_process_names_it_then_fails_clearly(
     assert count(warehouse.db_path, "newtable") == 1
 
 
+HOLD_LOCK_UNTIL_TOLD = """
+import duckdb, sys
+con = duckdb.connect(sys.argv[1])
+print("held", flush=True)
+sys.stdin.read()  # until the test closes our stdin
+"""
+
+
+class _Waiting(logging.Handler):
+    """Sets `seen` when the warehouse says it waits for another process's DuckDB lock."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "waiting for the DuckDB catalogue lock" in record.getMessage():
+            self.seen.set()
+
+
 def test_read_lock_released_quickly_is_waited_for(warehouse: Warehouse) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LOCK.replace("60", "1.5"), str(warehouse.db_path)],
+        [sys.executable, "-c", HOLD_LOCK_UNTIL_TOLD, str(warehouse.db_path)],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
+    waiting = _Waiting()
+    warehouse_log = logging.getLogger(Warehouse.__module__)
+    warehouse_log.addHandler(waiting)
+
+    def release_once_waited_for() -> None:
+        waiting.seen.wait(timeout=60)
+        assert holder.stdin is not None
+        holder.stdin.close()  # the holder exits, and its lock with it
+
+    releaser = threading.Thread(target=release_once_waited_for)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        started = time.monotonic()
-        Warehouse(warehouse.db_path, lock_timeout_s=30.0).write_partition("newtable", things(2), "x")
-        assert time.monotonic() - started < 30.0
+        releaser.start()
+        Warehouse(warehouse.db_path, lock_timeout_s=60.0).write_partition("newtable", things(2), "x")
+        assert waiting.seen.is_set(), "written without waiting for the lock"
     finally:
-        holder.wait()
+        warehouse_log.removeHandler(waiting)
+        waiting.seen.set()  # let the releaser go if the test failed before the wait
+        releaser.join(timeout=60)
+        holder.wait(timeout=60)
     assert count(warehouse.db_path, "newtable") == 2
 
 

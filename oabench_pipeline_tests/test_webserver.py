@@ -17,7 +17,7 @@ import pytest
 
 from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import Warehouse
-from oabench_pipeline_tests.servers.dagster_webserver import DagsterWebserver
+from oabench_pipeline_tests.servers.dagster_webserver import POLL_S, DagsterWebserver
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
 pytestmark = pytest.mark.timeout(420)
@@ -194,7 +194,7 @@ def _wait_for_run(server: DagsterWebserver, run_id: str, timeout_s: float) -> st
         status = server.query(RUN_STATUS, {"id": run_id})["runOrError"]["status"]
         if status in TERMINAL:
             return status
-        time.sleep(0.5)
+        time.sleep(POLL_S)
     raise TimeoutError(f"run {run_id} still {status} after {timeout_s} s:\n{server.log_tail()}")
 
 
