@@ -3,8 +3,8 @@
 One warehouse goes through a chain of killed runs, each one resuming what the previous left, then one clean
 run. Kill points are hit deterministically in one of two ways:
 
-- from outside, by polling the cell's response log: SIGKILL once it holds k complete lines (answers are
-  then in flight: the server may have answered a request whose reply the client never got; those, and
+- from outside, by polling the cell's response log: SIGKILL once this run added k complete lines to it
+  (answers are then in flight: the server may have answered a request whose reply the client never got; those, and
   only those, may be paid twice — as with a real provider);
 - from inside, by `crash_child`'s audit hook: SIGKILL at the N-th `open`/`os.replace` of a matching path,
   e.g. a partition file written and fsynced but not yet renamed into place (the other edition's cell,
@@ -55,7 +55,7 @@ POLL_S = 0.01  # a kill a few answers after the mark is as good; a tighter poll 
 
 @dataclass(frozen=True)
 class KillPoint:
-    """Where to kill one run: after `lines` complete lines in `edition`'s log, or at an audit event."""
+    """Where to kill one run: once it added `lines` complete lines to `edition`'s log, or at an audit event."""
 
     name: str
     edition: str | None = None
@@ -63,12 +63,15 @@ class KillPoint:
     die_on: str | None = None
 
 
+# The two cells run at once, sharing the key's slots: both are mid-way until one is fully answered, so the
+# outside kills come first (a kill "10 answers into 44" after 43 was fully answered found 44's log already
+# that long, and killed the run as it started).
 KILL_POINTS = [
     KillPoint("first answer of 43 logged", edition="43", lines=1),
-    KillPoint("40 answers of 43 logged", edition="43", lines=40),
+    KillPoint("10 more answers of 44 logged", edition="44", lines=10),
+    KillPoint("40 more answers of 43 logged", edition="43", lines=40),
     KillPoint("43 fully answered, partition not yet renamed", die_on=r"os.rename:tables/inferences/"),
     KillPoint("scores of 43 written, not yet fsynced", die_on=r"open:tables/scores/\.[0-9a-f]+\.tmp$"),
-    KillPoint("10 answers of 44 logged", edition="44", lines=10),
     KillPoint("leaderboard half replaced", die_on=r"os.rename:tables/leaderboard_by_area/"),
     KillPoint("taking the catalogue lock for new tables", die_on=r"open:oabench\.duckdb\.lock$"),
 ]
@@ -121,11 +124,12 @@ def kill_when_logged(proc: subprocess.Popen[bytes], log: Path, lines: int) -> No
 
 
 def run_to(point: KillPoint, env: PipelineEnv, server: ReplayServer, index: int) -> AfterKill:
+    log = cell_log_path(env.warehouse.root / "responses", MODEL, point.edition or EDITIONS[0])
+    logged_before = log_line_count(log)
     proc = start(point, env.root, index)
     try:
         if point.edition is not None:
-            log = cell_log_path(env.warehouse.root / "responses", MODEL, point.edition)
-            kill_when_logged(proc, log, point.lines)
+            kill_when_logged(proc, log, logged_before + point.lines)
         proc.wait(timeout=RUN_TIMEOUT_S)
     finally:
         if proc.poll() is None:
