@@ -18,8 +18,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from oabench_pipeline.inference.response_log import cell_log_path
 from oabench_pipeline.runner import ensure_partitions, instance_for
 from oabench_pipeline_tests.conftest import REPO_ROOT
@@ -40,45 +38,55 @@ ANSWERED = 8
 CONCURRENCY = 4
 
 
-def caught_mid_cell(server: ReplayServer, logs: list[Path], proc: subprocess.Popen[bytes]) -> None:
-    """Wait until `ANSWERED` answers are logged and `CONCURRENCY` more requests are in flight, held."""
+def caught_mid_cell(
+    server: ReplayServer, logs: list[Path], proc: subprocess.Popen[bytes], earlier: int = 0
+) -> None:
+    """Wait until `proc` logged `ANSWERED` answers and has `CONCURRENCY` more requests in flight, held
+    (`earlier`: requests sent and logged before it started)."""
     wait_until(
         lambda: (
-            sum(log_line_count(path) for path in logs) == ANSWERED
-            and server.stats.total_requests == ANSWERED + CONCURRENCY
+            sum(log_line_count(path) for path in logs) == earlier + ANSWERED
+            and server.stats.total_requests == earlier + ANSWERED + CONCURRENCY
         ),
         proc,
         "answers logged and the slots taken again",
     )
 
 
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_a_signal_stops_sending_keeps_what_arrived_and_says_how_to_resume(
-    fresh_env: PipelineEnv, shared_oab: Path, stop_children: list, signum: int, code: int
+def test_sigint_then_sigterm_stop_sending_keep_what_arrived_and_say_how_to_resume(
+    fresh_env: PipelineEnv, shared_oab: Path, stop_children: list
 ) -> None:
+    """A run stopped by SIGINT, its resume stopped by SIGTERM, then a resume to the end."""
     server = replay(fresh_env, shared_oab, latency_s=0.0, concurrency=CONCURRENCY)
-    server.hold_replies(allow=ANSWERED)
+    # Both cells run at once, sharing the key's 4 slots.
+    logs = [cell_log_path(fresh_env.warehouse.root / "responses", MODEL, e) for e in ("43", "44")]
     try:
-        proc = start_run(fresh_env, "run", "--models", MODEL, "--editions", "43,44")
-        stop_children.append(proc)
-        # Both cells run at once, sharing the key's 4 slots.
-        logs = [cell_log_path(fresh_env.warehouse.root / "responses", MODEL, e) for e in ("43", "44")]
-        caught_mid_cell(server, logs, proc)
-        proc.send_signal(signum)
-        name = signal.Signals(signum).name
-        wait_until(lambda: f"{name}: stopping" in output(fresh_env, "run"), proc, "the stop is announced")
-        # Only now do the replies in flight come back, each freeing a slot: none may be used again.
-        server.release_replies()
-        returncode = proc.wait(timeout=10)  # the issue's bar: stopped within 10 s
-        said = output(fresh_env, "run")
-        assert returncode == code, said
-        assert server.stats.total_requests == ANSWERED + CONCURRENCY, "a request was sent after the signal"
-        assert f"interrupted ({name})" in said
-        assert f"oabench run --models {MODEL} --editions 43,44" in said
-        # Every reply that was in flight landed in a log; nothing half-done was written.
-        assert sum(log_line_count(path) for path in logs) == ANSWERED + CONCURRENCY
-        assert cell_rows(fresh_env.warehouse, MODEL, "43").is_empty()
-        assert cell_rows(fresh_env.warehouse, MODEL, "44").is_empty()
+        for name, signum, code in (("SIGINT", signal.SIGINT, 130), ("SIGTERM", signal.SIGTERM, 143)):
+            earlier = server.stats.total_requests
+            server.hold_replies(allow=ANSWERED)
+            proc = start_run(fresh_env, name, "--models", MODEL, "--editions", "43,44")
+            stop_children.append(proc)
+            caught_mid_cell(server, logs, proc, earlier)
+            proc.send_signal(signum)
+            announced = f"{name}: stopping"
+            wait_until(
+                lambda name=name, announced=announced: announced in output(fresh_env, name),
+                proc,
+                "the stop is announced",
+            )
+            # Only now do the replies in flight come back, each freeing a slot: none may be used again.
+            server.release_replies()
+            returncode = proc.wait(timeout=10)  # the issue's bar: stopped within 10 s
+            said = output(fresh_env, name)
+            assert returncode == code, said
+            sent = earlier + ANSWERED + CONCURRENCY
+            assert server.stats.total_requests == sent, f"{name}: a request was sent after the signal"
+            assert f"interrupted ({name})" in said
+            assert f"oabench run --models {MODEL} --editions 43,44" in said
+            # Every reply that was in flight landed in a log; nothing half-done was written.
+            assert sum(log_line_count(path) for path in logs) == sent
+            assert cell_rows(fresh_env.warehouse, MODEL, "43").is_empty()
+            assert cell_rows(fresh_env.warehouse, MODEL, "44").is_empty()
 
         resumed = fresh_env.cli("run", "--models", MODEL, "--editions", "43,44")
         assert resumed.exit_code == 0, resumed.output
