@@ -36,6 +36,7 @@ from oabench_pipeline.runner import ensure_partitions, instance_for, run_assets
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline_tests.automation.snapshot import EnvSnapshot
+from oabench_pipeline_tests.automation.ticks import dynamic_partitions_read_once
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, copy_ingested, make_env, write_models_file
 from oabench_pipeline_tests.servers.openai_replay import ReplayServer
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
@@ -58,7 +59,10 @@ class Ticks:
         self.cursor: AssetDaemonCursor | None = None
 
     def tick(self) -> dict[AssetKey, set[str | None]]:
-        result = evaluate_automation_conditions(defs=self.defs, instance=self.instance, cursor=self.cursor)
+        with dynamic_partitions_read_once(self.instance):
+            result = evaluate_automation_conditions(
+                defs=self.defs, instance=self.instance, cursor=self.cursor
+            )
         self.cursor = result.cursor
         requested = {key: set(result.get_requested_partitions(key)) for key in (SCORES, *TABLES, REPORT)}
         assert result.total_requested == sum(len(v) for v in requested.values())  # nothing else requested
