@@ -15,7 +15,8 @@ prompt, exactly as with a real provider, so the server never sees (or needs) que
         srv.stats.max_in_flight
 
 Faults are decided per attempt from `FaultProfile.seed` and the server's request counter, so a given
-arrival order always sees the same faults.
+arrival order always sees the same faults. `hold_replies(allow=N)` lets N more chat replies out and holds
+the rest until `release_replies()`: a test catches its client mid-cell by an event, not by a latency.
 """
 
 from __future__ import annotations
