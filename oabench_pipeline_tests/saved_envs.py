@@ -1,0 +1,63 @@
+"""Pipeline environments built once per test module and put back, at the same path, for each test.
+
+A test module whose tests all start from the same built state (editions ingested, a cell run, runs
+imported) builds it once in a module-scoped fixture and saves a copy of the whole root: the warehouse,
+`DAGSTER_HOME` (the instance's SQLite storage) and the registry files. Each test then gets the root back
+exactly as saved, AT THE SAME PATH: the DuckDB catalogue refuses table files of another location by
+design, and the instance's run and event history lives in `DAGSTER_HOME`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from oabench_pipeline_tests.pipeline_env import PipelineEnv, copy_ingested, make_env
+
+
+@dataclass
+class SavedEnv:
+    """A built environment's root and a copy of it; `restore` puts the copy back for one test."""
+
+    root: Path
+    copy: Path
+    source_base_url: str
+    variables: dict[str, str] = field(default_factory=dict)  # set beyond `make_env`'s, e.g. a registry
+
+    def restore(self, monkeypatch: pytest.MonkeyPatch) -> PipelineEnv:
+        """The saved root back in place, and the environment variables set with the test's `monkeypatch`."""
+        shutil.rmtree(self.root, ignore_errors=True)
+        shutil.copytree(self.copy, self.root, symlinks=True)
+        env = make_env(self.root, monkeypatch, self.source_base_url)
+        for name, value in self.variables.items():
+            env.set(name, value)
+        return env
+
+
+@contextmanager
+def building_env(
+    tmp_path_factory: pytest.TempPathFactory, name: str, ingested_template: Path, source_base_url: str
+) -> Iterator[PipelineEnv]:
+    """An environment holding the ingested editions, to build on inside a module fixture.
+
+    Its variables live only inside the `with`: record the ones a test needs in `SavedEnv.variables`.
+    """
+    root = tmp_path_factory.mktemp(name) / "env"
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        env = make_env(root, monkeypatch, source_base_url)
+        copy_ingested(ingested_template, env.settings.warehouse_path.parent)
+        yield env
+
+
+def save_env(env: PipelineEnv, *variables: str) -> SavedEnv:
+    """Copy `env`'s root beside it; `variables` names the environment variables each test gets back."""
+    copy = env.root.parent / "saved"
+    shutil.copytree(env.root, copy, symlinks=True)
+    base_url = os.environ["OABENCH_SOURCE_BASE_URL"]
+    return SavedEnv(env.root, copy, base_url, {name: os.environ[name] for name in variables})
