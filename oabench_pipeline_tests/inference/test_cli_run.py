@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import socket
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -18,9 +19,25 @@ from oabench_pipeline.settings import Settings
 from oabench_pipeline.tables import empty_frame
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
+from oabench_pipeline_tests.saved_envs import SavedEnv, save_ingested_env
 from oabench_pipeline_tests.servers.openai_replay import ModelPricing, ReplayServer
+from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
 PROMPT_PRICE = 0.000002  # USD per token, as OpenRouter lists it
+
+
+@pytest.fixture(scope="module")
+def ingested_with_instance(
+    tmp_path_factory: pytest.TempPathFactory, ingested_template: Path, mirror_server: StaticFileServer
+) -> SavedEnv:
+    return save_ingested_env(tmp_path_factory, "cli-run", ingested_template, mirror_server.base_url)
+
+
+@pytest.fixture
+def fresh_env(ingested_with_instance: SavedEnv, monkeypatch: pytest.MonkeyPatch) -> PipelineEnv:
+    """As the suite's `fresh_env` (the ingested editions, private), with the Dagster instance created once
+    per module instead of once per test."""
+    return ingested_with_instance.restore(monkeypatch)
 
 
 def use_models(env: PipelineEnv, entries: list[dict]) -> None:
@@ -63,18 +80,6 @@ def test_dry_run_prints_calls_and_cost_and_sends_nothing(fresh_env: PipelineEnv)
     assert f"no price snapshot for {unpriced}: materialize model_pricing first" in lines
     assert not fresh_env.warehouse.has_table("inferences")
     assert not (settings.warehouse_path.parent / "responses").exists()
-
-
-def test_concurrency_option_is_honoured(fresh_env: PipelineEnv) -> None:
-    # A little latency so the workers overlap; the registry asks for 20, the option for 3.
-    with ReplayServer(latency_s=0.05) as server:
-        use_models(
-            fresh_env, [{"id": "acme/m", "base_url": server.base_url, "api_key_env": "", "concurrency": 20}]
-        )
-        result = fresh_env.cli("run", "--models", "acme/m", "--editions", "45", "--concurrency", "3")
-        assert result.exit_code == 0, result.output
-        assert server.stats.total_requests == 80
-        assert server.stats.max_in_flight == 3
 
 
 @pytest.fixture
@@ -135,12 +140,19 @@ def test_edition_not_ingested_is_a_usage_error(fresh_env: PipelineEnv) -> None:
     assert not fresh_env.warehouse.has_table("inferences")
 
 
-def test_replicates_ask_again_once_and_replicate_one_is_never_paid_twice(fresh_env: PipelineEnv) -> None:
-    with ReplayServer() as server:
-        use_models(fresh_env, [{"id": "acme/m", "base_url": server.base_url, "api_key_env": ""}])
-        first = fresh_env.cli("run", "--models", "acme/m", "--editions", "45")
+def test_concurrency_option_then_replicates_ask_again_once_and_replicate_one_is_never_paid_twice(
+    fresh_env: PipelineEnv,
+) -> None:
+    # A little latency so the workers overlap; the registry asks for 20, the first run's option for 3.
+    with ReplayServer(latency_s=0.05) as server:
+        use_models(
+            fresh_env, [{"id": "acme/m", "base_url": server.base_url, "api_key_env": "", "concurrency": 20}]
+        )
+        first = fresh_env.cli("run", "--models", "acme/m", "--editions", "45", "--concurrency", "3")
         assert first.exit_code == 0, first.output
         assert server.stats.total_requests == 80
+        assert server.stats.max_in_flight == 3
+        server.latency_s = 0.0  # the overlap is proven: the replicates need no latency
         again = fresh_env.cli("run", "--models", "acme/m", "--editions", "45", "--replicates", "2")
         assert again.exit_code == 0, again.output
         assert server.stats.total_requests == 160  # replicate 2 only: replicate 1's hashes are unchanged
