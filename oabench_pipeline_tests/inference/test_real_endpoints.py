@@ -18,13 +18,29 @@ from oabench_pipeline.partitions import cell_partition_key
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
 from oabench_pipeline_tests.inference.test_client import _self_signed_localhost
 from oabench_pipeline_tests.pipeline_env import PipelineEnv
+from oabench_pipeline_tests.saved_envs import SavedEnv, save_ingested_env
 from oabench_pipeline_tests.servers.openai_replay import RecordedReply, ReplayServer
+from oabench_pipeline_tests.servers.static_files import StaticFileServer
 from oabench_pipeline_tests.servers.third_party import ForwardProxy, LLMock
 
 EDITION = "43"
 ACTIVE = 78
 MODEL = "acme/oab-model"
 PROVENANCE = ("response_id", "response_model", "finish_reason", "response_provider", "system_fingerprint")
+
+
+@pytest.fixture(scope="module")
+def ingested_with_instance(
+    tmp_path_factory: pytest.TempPathFactory, ingested_template: Path, mirror_server: StaticFileServer
+) -> SavedEnv:
+    return save_ingested_env(tmp_path_factory, "real-endpoints", ingested_template, mirror_server.base_url)
+
+
+@pytest.fixture
+def fresh_env(ingested_with_instance: SavedEnv, monkeypatch: pytest.MonkeyPatch) -> PipelineEnv:
+    """As the suite's `fresh_env` (the ingested editions, private), with the Dagster instance created once
+    per module instead of once per test."""
+    return ingested_with_instance.restore(monkeypatch)
 
 
 def toml_value(value: object) -> str:
@@ -47,6 +63,27 @@ def run_cell(env: PipelineEnv):  # type: ignore[no-untyped-def]
     return env.cli("run", "--models", MODEL, "--editions", EDITION)
 
 
+def use_registry(env: PipelineEnv, entries: dict[str, dict[str, object]]) -> None:
+    """A private registry with one entry per model key (all using the test key), as `use_models`."""
+    env.set(TEST_KEY_ENV, TEST_KEY)
+    text = "".join(
+        "[[models]]\n"
+        + "".join(
+            f"{name} = {toml_value(value)}\n"
+            for name, value in {"id": key, "api_key_env": TEST_KEY_ENV, **entry}.items()
+        )
+        + "\n"
+        for key, entry in entries.items()
+    )
+    path = env.root / "models.toml"
+    path.write_text(text, encoding="utf-8")
+    env.set("OABENCH_MODELS_FILE", path)
+
+
+def run_cells(env: PipelineEnv, *models: str):  # type: ignore[no-untyped-def]
+    return env.cli("run", "--models", ",".join(models), "--editions", EDITION)
+
+
 def cell_rows(env: PipelineEnv, model: str = MODEL) -> pl.DataFrame:
     return env.warehouse.read("inferences", str(cell_partition_key(model, EDITION)))
 
@@ -67,12 +104,33 @@ def no_proxy_env(env: PipelineEnv) -> None:
 # ------------------------------------------------------------------------------- third-party servers
 
 
-def test_llmock_third_party_server_answers_every_question_and_grades_the_client_resilient(
+GATEWAY = "acme/azure-gateway"
+
+
+def test_llmock_and_an_azure_shaped_ipv6_gateway_that_always_gzips_answer_every_question(
     fresh_env: PipelineEnv, tmp_path: Path
 ) -> None:
-    """LLMock (PyPI) with three 429s (Retry-After 0.2 s) and two 503s queued: all 78 answered, once each."""
+    """Two endpoints, one cell each, one `oabench run` (were two tests and three runs before that).
+
+    LLMock (PyPI) with three 429s (Retry-After 0.2 s) and two 503s queued: all 78 answered, once each.
+    Our gateway in three shapes users meet: it gzips every reply unasked, listens on the IPv6 literal
+    `[::1]`, and wants Azure's URL (path prefix and `api-version` query kept) with the key in an `api-key`
+    header plus a secret extra header.
+    """
     no_proxy_env(fresh_env)
-    with LLMock(tmp_path) as llmock:
+    token = "gw-token-5f1e9a7c3b"
+    fresh_env.set("OABENCH_TEST_GATEWAY_TOKEN", token)
+    with (
+        LLMock(tmp_path) as llmock,
+        ReplayServer(
+            api_key=TEST_KEY,
+            gzip_always=True,
+            host="::1",
+            api_key_header="api-key",
+            base_path="/openai/deployments/oab-gpt",
+            required_query="api-version=2024-10-21",
+        ) as gateway,
+    ):
         llmock.admin(
             "scenario",
             {
@@ -82,11 +140,28 @@ def test_llmock_third_party_server_answers_every_question_and_grades_the_client_
                 ]
             },
         )
-        use_models(fresh_env, llmock.base_url, concurrency=4)
-        result = run_cell(fresh_env)
+        assert gateway.base_url.startswith("http://[::1]:")
+        use_registry(
+            fresh_env,
+            {
+                MODEL: {"base_url": llmock.base_url, "concurrency": 4},
+                GATEWAY: {
+                    "base_url": gateway.base_url,
+                    "api_key_header": "api-key",
+                    "extra_headers": {
+                        "X-Title": "OABench",
+                        "X-Gateway-Token": {"env": "OABENCH_TEST_GATEWAY_TOKEN"},
+                    },
+                },
+            },
+        )
+        result = run_cells(fresh_env, MODEL, GATEWAY)
         assert result.exit_code == 0, result.output
         verdict = llmock.admin("verdict")
         seen = llmock.admin("requests")
+        stats = gateway.stats
+
+    # LLMock
     answered = assert_all_answered(fresh_env)
     assert set(answered["response_model"]) == {MODEL} and set(answered["finish_reason"]) == {"stop"}
     assert answered["response_id"].null_count() == 0 and answered["response_id"].n_unique() == ACTIVE
@@ -95,6 +170,28 @@ def test_llmock_third_party_server_answers_every_question_and_grades_the_client_
     assert [f for f in verdict["findings"] if f["severity"] == "error"] == [], verdict
     requests = seen if isinstance(seen, list) else seen.get("requests", [])
     assert len(requests) == ACTIVE + 5  # 78 answers + the 5 queued faults, each retried once
+
+    # The gateway
+    assert stats.total_requests == ACTIVE  # each question asked once: nothing paid twice
+    answered = assert_all_answered(fresh_env, GATEWAY)
+    # gzip: every reply decoded, provenance read from it
+    for column in PROVENANCE:
+        assert answered[column].null_count() == 0, column
+    assert set(answered["response_provider"]) == {"replay"}
+    assert set(answered["system_fingerprint"]) == {"fp_replay"}
+    # IPv6: "[::1]:PORT", brackets kept in the Host header
+    assert stats.host_headers == {gateway.base_url.split("/")[2].split("?")[0]}
+    # Azure: path prefix and query kept, the key in `api-key`, the extra headers sent and never stored
+    assert stats.request_targets == {
+        "POST /openai/deployments/oab-gpt/chat/completions?api-version=2024-10-21"
+    }
+    assert stats.header_values["api-key"] == {TEST_KEY} and "authorization" not in stats.header_values
+    assert stats.header_values["x-title"] == {"OABench"} and stats.header_values["x-gateway-token"] == {token}
+    for root in (fresh_env.settings.warehouse_path.parent, fresh_env.root / "dagster_home"):
+        for path in root.rglob("*"):
+            if path.is_file():
+                data = path.read_bytes()
+                assert token.encode() not in data and TEST_KEY.encode() not in data, path
 
 
 def test_http_proxy_is_honoured(fresh_env: PipelineEnv, tmp_path: Path) -> None:
@@ -116,76 +213,6 @@ def test_http_proxy_is_honoured(fresh_env: PipelineEnv, tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- our loopback server
-
-
-def test_azure_shaped_gateway_on_ipv6_that_always_gzips(fresh_env: PipelineEnv) -> None:
-    """One gateway in three shapes users meet, one `oabench run` (each used to be a test and a run of its own).
-
-    It gzips every reply unasked, listens on the IPv6 literal `[::1]`, and wants Azure's URL (path prefix
-    and `api-version` query kept) with the key in an `api-key` header plus a secret extra header.
-    """
-    no_proxy_env(fresh_env)
-    token = "gw-token-5f1e9a7c3b"
-    fresh_env.set("OABENCH_TEST_GATEWAY_TOKEN", token)
-    with ReplayServer(
-        api_key=TEST_KEY,
-        gzip_always=True,
-        host="::1",
-        api_key_header="api-key",
-        base_path="/openai/deployments/oab-gpt",
-        required_query="api-version=2024-10-21",
-    ) as server:
-        assert server.base_url.startswith("http://[::1]:")
-        use_models(
-            fresh_env,
-            server.base_url,
-            api_key_header="api-key",
-            extra_headers={"X-Title": "OABench", "X-Gateway-Token": {"env": "OABENCH_TEST_GATEWAY_TOKEN"}},
-        )
-        result = run_cell(fresh_env)
-        assert result.exit_code == 0, result.output
-        stats = server.stats
-    assert stats.total_requests == ACTIVE  # each question asked once: nothing paid twice
-    answered = assert_all_answered(fresh_env)
-    # gzip: every reply decoded, provenance read from it
-    for column in PROVENANCE:
-        assert answered[column].null_count() == 0, column
-    assert set(answered["response_provider"]) == {"replay"}
-    assert set(answered["system_fingerprint"]) == {"fp_replay"}
-    # IPv6: "[::1]:PORT", brackets kept in the Host header
-    assert stats.host_headers == {server.base_url.split("/")[2].split("?")[0]}
-    # Azure: path prefix and query kept, the key in `api-key`, the extra headers sent and never stored
-    assert stats.request_targets == {
-        "POST /openai/deployments/oab-gpt/chat/completions?api-version=2024-10-21"
-    }
-    assert stats.header_values["api-key"] == {TEST_KEY} and "authorization" not in stats.header_values
-    assert stats.header_values["x-title"] == {"OABench"} and stats.header_values["x-gateway-token"] == {token}
-    for root in (fresh_env.settings.warehouse_path.parent, fresh_env.root / "dagster_home"):
-        for path in root.rglob("*"):
-            if path.is_file():
-                data = path.read_bytes()
-                assert token.encode() not in data and TEST_KEY.encode() not in data, path
-
-
-def use_registry(env: PipelineEnv, entries: dict[str, dict[str, object]]) -> None:
-    """A private registry with one entry per model key (all using the test key), as `use_models`."""
-    env.set(TEST_KEY_ENV, TEST_KEY)
-    text = "".join(
-        "[[models]]\n"
-        + "".join(
-            f"{name} = {toml_value(value)}\n"
-            for name, value in {"id": key, "api_key_env": TEST_KEY_ENV, **entry}.items()
-        )
-        + "\n"
-        for key, entry in entries.items()
-    )
-    path = env.root / "models.toml"
-    path.write_text(text, encoding="utf-8")
-    env.set("OABENCH_MODELS_FILE", path)
-
-
-def run_cells(env: PipelineEnv, *models: str):  # type: ignore[no-untyped-def]
-    return env.cli("run", "--models", ",".join(models), "--editions", EDITION)
 
 
 UNTRUSTED, UNRESOLVABLE, REDIRECTED = "acme/untrusted-cert", "acme/no-such-host", "acme/moved"
