@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, copy_ingested, make_env
+from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
 
 @dataclass
@@ -77,3 +78,26 @@ def save_ingested_env(
         with instance_for(env.settings):
             pass
         return save_env(env)
+
+
+def fresh_env_with_instance_per_module(
+    name: str,
+) -> tuple[Callable[..., SavedEnv], Callable[..., PipelineEnv]]:
+    """Fixtures for a test module: `ingested_with_instance` (module scope) and a `fresh_env` that overrides
+    the suite's with a restored copy of it: the same contract (the ingested editions, private to the test),
+    the instance created once per module instead of once per test.
+
+    Usage, at a test module's top level: `ingested_with_instance, fresh_env = fresh_env_with_instance_per_module("x")`.
+    """
+
+    @pytest.fixture(scope="module", name="ingested_with_instance")
+    def saved(
+        tmp_path_factory: pytest.TempPathFactory, ingested_template: Path, mirror_server: StaticFileServer
+    ) -> SavedEnv:
+        return save_ingested_env(tmp_path_factory, name, ingested_template, mirror_server.base_url)
+
+    @pytest.fixture(name="fresh_env")
+    def restored(ingested_with_instance: SavedEnv, monkeypatch: pytest.MonkeyPatch) -> PipelineEnv:
+        return ingested_with_instance.restore(monkeypatch)
+
+    return saved, restored

@@ -26,24 +26,13 @@ from oabench_pipeline.core.editions import (
 )
 from oabench_pipeline_tests.core.synthetic_pdfs import answer_letters, make_answer_key_pdf
 from oabench_pipeline_tests.pipeline_env import PipelineEnv
-from oabench_pipeline_tests.saved_envs import SavedEnv, save_ingested_env
+from oabench_pipeline_tests.saved_envs import fresh_env_with_instance_per_module
 from oabench_pipeline_tests.servers.static_files import Override, StaticFileServer
 
 PROTECTED_TABLES = ("questions", "answer_keys")
 
 
-@pytest.fixture(scope="module")
-def ingested_with_instance(
-    tmp_path_factory: pytest.TempPathFactory, ingested_template: Path, mirror_server: StaticFileServer
-) -> SavedEnv:
-    return save_ingested_env(tmp_path_factory, "bad-sources", ingested_template, mirror_server.base_url)
-
-
-@pytest.fixture
-def fresh_env(ingested_with_instance: SavedEnv, monkeypatch: pytest.MonkeyPatch) -> PipelineEnv:
-    """As the suite's `fresh_env` (the ingested editions, private), with the Dagster instance created once
-    per module instead of once per test."""
-    return ingested_with_instance.restore(monkeypatch)
+ingested_with_instance, fresh_env = fresh_env_with_instance_per_module("bad-sources")
 
 
 @pytest.fixture(scope="module")

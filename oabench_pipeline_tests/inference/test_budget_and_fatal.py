@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
-import pytest
 
 from oabench_pipeline.definitions import build_definitions
 from oabench_pipeline.inference.response_log import cell_log_path, read_log
@@ -13,25 +10,13 @@ from oabench_pipeline.partitions import cell_partition_key
 from oabench_pipeline.runner import instance_for, run_assets
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV, question_texts, use_replay_models
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
-from oabench_pipeline_tests.saved_envs import SavedEnv, save_ingested_env
+from oabench_pipeline_tests.saved_envs import fresh_env_with_instance_per_module
 from oabench_pipeline_tests.servers.openai_replay import ModelPricing, RecordedReply, ReplayServer
-from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
 EDITION = "45"
 
 
-@pytest.fixture(scope="module")
-def ingested_with_instance(
-    tmp_path_factory: pytest.TempPathFactory, ingested_template: Path, mirror_server: StaticFileServer
-) -> SavedEnv:
-    return save_ingested_env(tmp_path_factory, "budget-and-fatal", ingested_template, mirror_server.base_url)
-
-
-@pytest.fixture
-def fresh_env(ingested_with_instance: SavedEnv, monkeypatch: pytest.MonkeyPatch) -> PipelineEnv:
-    """As the suite's `fresh_env` (the ingested editions, private), with the Dagster instance created once
-    per module instead of once per test."""
-    return ingested_with_instance.restore(monkeypatch)
+ingested_with_instance, fresh_env = fresh_env_with_instance_per_module("budget-and-fatal")
 
 
 def materialize_pricing(env: PipelineEnv) -> None:

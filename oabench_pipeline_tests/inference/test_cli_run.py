@@ -6,7 +6,6 @@ import csv
 import io
 import json
 import socket
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -19,25 +18,13 @@ from oabench_pipeline.settings import Settings
 from oabench_pipeline.tables import empty_frame
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
-from oabench_pipeline_tests.saved_envs import SavedEnv, save_ingested_env
+from oabench_pipeline_tests.saved_envs import fresh_env_with_instance_per_module
 from oabench_pipeline_tests.servers.openai_replay import ModelPricing, ReplayServer
-from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
 PROMPT_PRICE = 0.000002  # USD per token, as OpenRouter lists it
 
 
-@pytest.fixture(scope="module")
-def ingested_with_instance(
-    tmp_path_factory: pytest.TempPathFactory, ingested_template: Path, mirror_server: StaticFileServer
-) -> SavedEnv:
-    return save_ingested_env(tmp_path_factory, "cli-run", ingested_template, mirror_server.base_url)
-
-
-@pytest.fixture
-def fresh_env(ingested_with_instance: SavedEnv, monkeypatch: pytest.MonkeyPatch) -> PipelineEnv:
-    """As the suite's `fresh_env` (the ingested editions, private), with the Dagster instance created once
-    per module instead of once per test."""
-    return ingested_with_instance.restore(monkeypatch)
+ingested_with_instance, fresh_env = fresh_env_with_instance_per_module("cli-run")
 
 
 def use_models(env: PipelineEnv, entries: list[dict]) -> None:

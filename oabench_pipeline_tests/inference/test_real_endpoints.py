@@ -18,9 +18,8 @@ from oabench_pipeline.partitions import cell_partition_key
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
 from oabench_pipeline_tests.inference.test_client import _self_signed_localhost
 from oabench_pipeline_tests.pipeline_env import PipelineEnv
-from oabench_pipeline_tests.saved_envs import SavedEnv, save_ingested_env
+from oabench_pipeline_tests.saved_envs import fresh_env_with_instance_per_module
 from oabench_pipeline_tests.servers.openai_replay import RecordedReply, ReplayServer
-from oabench_pipeline_tests.servers.static_files import StaticFileServer
 from oabench_pipeline_tests.servers.third_party import ForwardProxy, LLMock
 
 EDITION = "43"
@@ -29,18 +28,7 @@ MODEL = "acme/oab-model"
 PROVENANCE = ("response_id", "response_model", "finish_reason", "response_provider", "system_fingerprint")
 
 
-@pytest.fixture(scope="module")
-def ingested_with_instance(
-    tmp_path_factory: pytest.TempPathFactory, ingested_template: Path, mirror_server: StaticFileServer
-) -> SavedEnv:
-    return save_ingested_env(tmp_path_factory, "real-endpoints", ingested_template, mirror_server.base_url)
-
-
-@pytest.fixture
-def fresh_env(ingested_with_instance: SavedEnv, monkeypatch: pytest.MonkeyPatch) -> PipelineEnv:
-    """As the suite's `fresh_env` (the ingested editions, private), with the Dagster instance created once
-    per module instead of once per test."""
-    return ingested_with_instance.restore(monkeypatch)
+ingested_with_instance, fresh_env = fresh_env_with_instance_per_module("real-endpoints")
 
 
 def toml_value(value: object) -> str:
