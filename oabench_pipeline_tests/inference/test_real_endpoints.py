@@ -93,22 +93,36 @@ def no_proxy_env(env: PipelineEnv) -> None:
 
 
 GATEWAY = "acme/azure-gateway"
+NEGATIVE_NAN, HEADER_COST = "acme/negative-nan-cost", "acme/litellm-header-cost"
 
 
-def test_llmock_and_an_azure_shaped_ipv6_gateway_that_always_gzips_answer_every_question(
+def test_llmock_an_azure_shaped_ipv6_gzip_gateway_and_odd_costs_answer_every_question(
     fresh_env: PipelineEnv, tmp_path: Path
 ) -> None:
-    """Two endpoints, one cell each, one `oabench run` (were two tests and three runs before that).
+    """Four endpoints, one cell each, one `oabench run` (were four tests and six runs before that); every
+    cell must end 78/78 answered, and each endpoint's own checks follow.
 
-    LLMock (PyPI) with three 429s (Retry-After 0.2 s) and two 503s queued: all 78 answered, once each.
-    Our gateway in three shapes users meet: it gzips every reply unasked, listens on the IPv6 literal
-    `[::1]`, and wants Azure's URL (path prefix and `api-version` query kept) with the key in an `api-key`
-    header plus a secret extra header.
+    - LLMock (PyPI) with three 429s (Retry-After 0.2 s) and two 503s queued: all answered, once each.
+    - Our gateway in three shapes users meet: it gzips every reply unasked, listens on the IPv6 literal
+      `[::1]`, and wants Azure's URL (path prefix and `api-version` query kept) with the key in an
+      `api-key` header plus a secret extra header.
+    - -5 and NaN in `usage.cost`: stored as NULL with a warning; nothing negative or NaN anywhere.
+    - The cost in LiteLLM's response header: stored.
     """
     no_proxy_env(fresh_env)
     token = "gw-token-5f1e9a7c3b"
     fresh_env.set("OABENCH_TEST_GATEWAY_TOKEN", token)
+    from oabench_pipeline_tests.inference.replay import question_texts
+
+    texts = sorted(
+        t for q, t in question_texts(fresh_env.warehouse).items() if q.startswith(f"oab-{EDITION}-")
+    )
+    costs = [-5.0, float("nan"), 0.002]
+    odd = {(NEGATIVE_NAN, text): RecordedReply("B", cost=costs[i % 3]) for i, text in enumerate(texts)}
+    in_header = {(HEADER_COST, text): RecordedReply("C", cost=0.0005) for text in texts}
     with (
+        ReplayServer(replies=odd, api_key=TEST_KEY) as odd_server,
+        ReplayServer(replies=in_header, api_key=TEST_KEY, cost_header="x-litellm-response-cost") as litellm,
         LLMock(tmp_path) as llmock,
         ReplayServer(
             api_key=TEST_KEY,
@@ -141,9 +155,11 @@ def test_llmock_and_an_azure_shaped_ipv6_gateway_that_always_gzips_answer_every_
                         "X-Gateway-Token": {"env": "OABENCH_TEST_GATEWAY_TOKEN"},
                     },
                 },
+                NEGATIVE_NAN: {"base_url": odd_server.base_url, "max_cost_usd": 1.0},
+                HEADER_COST: {"base_url": litellm.base_url},
             },
         )
-        result = run_cells(fresh_env, MODEL, GATEWAY)
+        result = run_cells(fresh_env, MODEL, GATEWAY, NEGATIVE_NAN, HEADER_COST)
         assert result.exit_code == 0, result.output
         verdict = llmock.admin("verdict")
         seen = llmock.admin("requests")
@@ -180,6 +196,23 @@ def test_llmock_and_an_azure_shaped_ipv6_gateway_that_always_gzips_answer_every_
             if path.is_file():
                 data = path.read_bytes()
                 assert token.encode() not in data and TEST_KEY.encode() not in data, path
+
+    # -5 and NaN costs
+    answered = assert_all_answered(fresh_env, NEGATIVE_NAN)
+    trusted = answered["cost_usd"].drop_nulls()
+    assert 0 < trusted.len() < ACTIVE and trusted.min() >= 0 and not trusted.is_nan().any()
+    assert "usage.cost" in result.output  # the warning reached the run's log
+    everywhere = fresh_env.warehouse.query(
+        "select count(*) from inferences where cost_usd < 0 or isnan(cost_usd)"
+    ).item()
+    assert everywhere == 0
+    leaderboard = fresh_env.warehouse.read("leaderboard").filter(pl.col("model_key") == NEGATIVE_NAN)
+    assert leaderboard["cost_usd"].min() >= 0
+
+    # LiteLLM's cost header
+    from_header = assert_all_answered(fresh_env, HEADER_COST)
+    assert from_header["cost_usd"].null_count() == 0
+    assert from_header["cost_usd"].sum() == pytest.approx(ACTIVE * 0.0005)
 
 
 def test_http_proxy_is_honoured(fresh_env: PipelineEnv, tmp_path: Path) -> None:
@@ -249,47 +282,3 @@ def test_unverifiable_certificate_unresolvable_host_and_redirect_each_stop_their
     assert "HTTP 301" in result.output
     assert "https://moved.example/v1/chat/completions" in result.output
     assert moved_asked <= 20
-
-
-NEGATIVE_NAN, HEADER_COST = "acme/negative-nan-cost", "acme/litellm-header-cost"
-
-
-def test_negative_nan_and_header_costs(fresh_env: PipelineEnv) -> None:
-    """-5 and NaN in usage.cost are stored as NULL with a warning; nothing negative or NaN anywhere; cost in
-    LiteLLM's response header is stored. Two endpoints, one cell each, one `oabench run` (were two runs)."""
-    no_proxy_env(fresh_env)
-    from oabench_pipeline_tests.inference.replay import question_texts
-
-    texts = sorted(
-        t for q, t in question_texts(fresh_env.warehouse).items() if q.startswith(f"oab-{EDITION}-")
-    )
-    costs = [-5.0, float("nan"), 0.002]
-    odd = {(NEGATIVE_NAN, text): RecordedReply("B", cost=costs[i % 3]) for i, text in enumerate(texts)}
-    in_header = {(HEADER_COST, text): RecordedReply("C", cost=0.0005) for text in texts}
-    with (
-        ReplayServer(replies=odd, api_key=TEST_KEY) as odd_server,
-        ReplayServer(replies=in_header, api_key=TEST_KEY, cost_header="x-litellm-response-cost") as litellm,
-    ):
-        use_registry(
-            fresh_env,
-            {
-                NEGATIVE_NAN: {"base_url": odd_server.base_url, "max_cost_usd": 1.0},
-                HEADER_COST: {"base_url": litellm.base_url},
-            },
-        )
-        result = run_cells(fresh_env, NEGATIVE_NAN, HEADER_COST)
-        assert result.exit_code == 0, result.output
-    answered = assert_all_answered(fresh_env, NEGATIVE_NAN)
-    trusted = answered["cost_usd"].drop_nulls()
-    assert 0 < trusted.len() < ACTIVE and trusted.min() >= 0 and not trusted.is_nan().any()
-    assert "usage.cost" in result.output  # the warning reached the run's log
-    everywhere = fresh_env.warehouse.query(
-        "select count(*) from inferences where cost_usd < 0 or isnan(cost_usd)"
-    ).item()
-    assert everywhere == 0
-    leaderboard = fresh_env.warehouse.read("leaderboard").filter(pl.col("model_key") == NEGATIVE_NAN)
-    assert leaderboard["cost_usd"].min() >= 0
-
-    from_header = assert_all_answered(fresh_env, HEADER_COST)
-    assert from_header["cost_usd"].null_count() == 0
-    assert from_header["cost_usd"].sum() == pytest.approx(ACTIVE * 0.0005)
