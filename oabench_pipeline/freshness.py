@@ -22,6 +22,7 @@ from oabench_pipeline.core.runs import replicate_of, with_logical_run_ids
 from oabench_pipeline.exams.raw_store import RawStore
 from oabench_pipeline.inference.cell import (
     ANSWERED,
+    CellPlan,
     build_requests,
     cell_name,
     complete_imported_runs,
@@ -96,9 +97,23 @@ def inferences_are_current(
         return False
     if model.kind == "baseline":
         return existing.filter(pl.col("error").is_not_null()).is_empty()
+    return not planned_replicates(warehouse, model, edition, questions, existing, replicates)
+
+
+def planned_replicates(
+    warehouse: Warehouse,
+    model: ModelConfig,
+    edition: str,
+    questions: pl.DataFrame,
+    existing: pl.DataFrame,
+    replicates: int,
+) -> list[CellPlan]:
+    """The live replicates a run of the cell would resume or start now, given its response log and the
+    imported runs that already completed the edition (what `oabench run`, its dry run and `oabench status`
+    all mean by "still to send")."""
     logged = latest_by_hash(read_log(cell_log_path(warehouse.root / "responses", model.key, edition)))
     elsewhere = complete_imported_runs(existing, int(edition), summary_editions(warehouse, existing))
-    return not replicate_plans(model, questions, logged, existing, replicates, elsewhere)
+    return replicate_plans(model, questions, logged, existing, replicates, elsewhere)
 
 
 def _partition_mtime(store: Warehouse, table: str, key: str) -> float | None:

@@ -32,11 +32,10 @@ from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 from oabench_pipeline.core.editions import known_editions
 from oabench_pipeline.core.models_registry import ModelConfig, load_models_registry
 from oabench_pipeline.core.runs import live_run_id, with_logical_run_ids
-from oabench_pipeline.freshness import scores_are_current, stale_reasons, summary_editions
-from oabench_pipeline.inference.cell import ANSWERED, CellPlan, complete_imported_runs, replicate_plans
+from oabench_pipeline.freshness import planned_replicates, scores_are_current, stale_reasons, summary_editions
+from oabench_pipeline.inference.cell import ANSWERED, CellPlan
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
-from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
-from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
+from oabench_pipeline.inference.cost import estimated_prompt_cost
 from oabench_pipeline.partitions import cell_partition_key, model_edition_partitions
 from oabench_pipeline.runner import HOST_TAG, PID_TAG
 from oabench_pipeline.settings import Settings
@@ -235,9 +234,7 @@ def _plans(
     store: Warehouse, model: ModelConfig, edition: str, questions: pl.DataFrame, rows: pl.DataFrame
 ) -> list[CellPlan]:
     """The live replicates `oabench run` would resume or start now (one complete run wanted)."""
-    logged = latest_by_hash(read_log(cell_log_path(store.root / "responses", model.key, edition)))
-    elsewhere = complete_imported_runs(rows, int(edition), summary_editions(store, rows))
-    return replicate_plans(model, questions, logged, rows, 1, elsewhere)
+    return planned_replicates(store, model, edition, questions, rows, 1)
 
 
 def _current_run_rows(
@@ -285,10 +282,8 @@ def _to_complete(
     pending = [request for plan in plans for request in plan.pending]
     if not pending:
         return 0, 0.0, False
-    price = listed_prompt_price(store, model)
-    if price is None:
-        return len(pending), None, True
-    return len(pending), estimated_prompt_tokens([r.body for r in pending]) * price, False
+    cost = estimated_prompt_cost(store, model, pending)
+    return len(pending), cost, cost is None
 
 
 def cell_status(

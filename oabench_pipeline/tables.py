@@ -433,6 +433,16 @@ def table_columns(table: str) -> tuple[Column, ...]:
     return TABLES[table] if table in TABLES else DESCRIBED_TABLES[table]
 
 
+def column_names(table: str) -> tuple[str, ...]:
+    """The table's column names in contract order: what its builder in `core/` selects last."""
+    return tuple(c.name for c in table_columns(table))
+
+
+def column_schema(table: str) -> dict[str, pl.DataType | type[pl.DataType]]:
+    """The table's columns and types, for a builder that casts (or starts empty) itself."""
+    return {c.name: c.dtype for c in table_columns(table)}
+
+
 def conform(table: str, frame: pl.DataFrame) -> pl.DataFrame:
     """Cast and order `frame` to the table's contract; extra columns are an error, missing ones become NULL."""
     columns = TABLES.get(table)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,11 +91,32 @@ def mirror_server(shared_oab: Path) -> Iterator[StaticFileServer]:
 
 @pytest.fixture(scope="session")
 def ingested_template(tmp_path_factory: pytest.TempPathFactory, mirror_server: StaticFileServer) -> Path:
-    """A warehouse with the three real editions ingested once per session; tests copy it (`fresh_env`)."""
+    """A warehouse with the three real editions ingested once per test session; tests copy it (`fresh_env`).
+
+    Once for all pytest-xdist workers, not once per worker: the first worker to get here ingests into the
+    folder the workers share (their base temp folders' parent), under a lock the others wait on. What is
+    copied from it (exam tables and PDFs, `copy_ingested`) names no server or worker.
+    """
+    shared = tmp_path_factory.getbasetemp().parent if "PYTEST_XDIST_WORKER" in os.environ else None
+    if shared is None:
+        return _ingest(tmp_path_factory.mktemp("template"), mirror_server)
+    root = shared / "ingested_template"
+    with (shared / "ingested_template.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when the worker dies
+        done = root / "ingested"  # written last: a worker that died mid-ingest leaves none
+        if not done.is_file():
+            shutil.rmtree(root, ignore_errors=True)
+            warehouse = _ingest(root, mirror_server)
+            done.write_text(str(warehouse), encoding="utf-8")
+        return Path(done.read_text(encoding="utf-8"))
+
+
+def _ingest(root: Path, mirror_server: StaticFileServer) -> Path:
+    """`oabench ingest` of the mirror into a pipeline environment at `root`; its warehouse folder."""
     from oabench_pipeline_tests.pipeline_env import make_env
 
     with pytest.MonkeyPatch.context() as monkeypatch:
-        env = make_env(tmp_path_factory.mktemp("template"), monkeypatch, mirror_server.base_url)
+        env = make_env(root, monkeypatch, mirror_server.base_url)
         result = env.cli("ingest")
         assert result.exit_code == 0, result.output
         return env.settings.warehouse_path.parent

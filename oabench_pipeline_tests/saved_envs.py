@@ -1,16 +1,14 @@
 """Pipeline environments built once per test module and put back, at the same path, for each test.
 
 A test module whose tests all start from the same built state (editions ingested, a cell run, runs
-imported) builds it once in a module-scoped fixture and saves a copy of the whole root: the warehouse,
-`DAGSTER_HOME` (the instance's SQLite storage) and the registry files. Each test then gets the root back
-exactly as saved, AT THE SAME PATH: the DuckDB catalogue refuses table files of another location by
-design, and the instance's run and event history lives in `DAGSTER_HOME`.
+imported) builds it once in a module-scoped fixture and snapshots the whole root (`EnvSnapshot`: the
+warehouse, `DAGSTER_HOME` and the registry files, restored at the same path). What this module adds: the
+environment variables a test gets back with its own `monkeypatch`, and the fixtures that build one.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,24 +16,23 @@ from pathlib import Path
 
 import pytest
 
+from oabench_pipeline_tests.automation.snapshot import EnvSnapshot
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, copy_ingested, make_env
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
 
 @dataclass
 class SavedEnv:
-    """A built environment's root and a copy of it; `restore` puts the copy back for one test."""
+    """A built environment's snapshot; `restore` puts it back for one test, variables included."""
 
-    root: Path
-    copy: Path
+    snapshot: EnvSnapshot
     source_base_url: str
     variables: dict[str, str] = field(default_factory=dict)  # set beyond `make_env`'s, e.g. a registry
 
     def restore(self, monkeypatch: pytest.MonkeyPatch) -> PipelineEnv:
         """The saved root back in place, and the environment variables set with the test's `monkeypatch`."""
-        shutil.rmtree(self.root, ignore_errors=True)
-        shutil.copytree(self.copy, self.root, symlinks=True)
-        env = make_env(self.root, monkeypatch, self.source_base_url)
+        self.snapshot.restore()
+        env = make_env(self.snapshot.root, monkeypatch, self.source_base_url)
         for name, value in self.variables.items():
             env.set(name, value)
         return env
@@ -58,10 +55,9 @@ def building_env(
 
 def save_env(env: PipelineEnv, *variables: str) -> SavedEnv:
     """Copy `env`'s root beside it; `variables` names the environment variables each test gets back."""
-    copy = env.root.parent / "saved"
-    shutil.copytree(env.root, copy, symlinks=True)
+    snapshot = EnvSnapshot.take(env.root, env.root.parent / "saved")
     base_url = os.environ["OABENCH_SOURCE_BASE_URL"]
-    return SavedEnv(env.root, copy, base_url, {name: os.environ[name] for name in variables})
+    return SavedEnv(snapshot, base_url, {name: os.environ[name] for name in variables})
 
 
 def save_ingested_env(

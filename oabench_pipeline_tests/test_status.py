@@ -17,8 +17,8 @@ from click.testing import Result
 
 from oabench_pipeline.core.models_registry import load_models_registry
 from oabench_pipeline.definitions import build_definitions
-from oabench_pipeline.inference.assets import estimated_prompt_tokens
 from oabench_pipeline.inference.cell import build_requests
+from oabench_pipeline.inference.cost import estimated_prompt_tokens
 from oabench_pipeline.runner import instance_for, run_assets
 from oabench_pipeline.status import select_cells
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file

@@ -28,15 +28,15 @@ from oabench_pipeline.freshness import (
     inferences_are_current,
     leaderboard_is_current,
     models_table_is_current,
+    planned_replicates,
     scores_are_current,
-    summary_editions,
 )
-from oabench_pipeline.inference.cell import ANSWERED, cell_name, complete_imported_runs, replicate_plans
+from oabench_pipeline.inference.cell import ANSWERED, cell_name
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
-from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
+from oabench_pipeline.inference.cost import estimated_prompt_cost
 from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.endpoints import endpoint_tags
-from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
+from oabench_pipeline.inference.response_log import cell_log_path
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse
 
@@ -270,21 +270,18 @@ def _print_dry_run(warehouse: Warehouse, cells: list[tuple[ModelConfig, str]], r
     total_calls, total_cost, unpriced = 0, 0.0, []
     for model, edition in cells:
         questions = warehouse.read("questions", edition)
-        logged = latest_by_hash(read_log(cell_log_path(warehouse.root / "responses", model.key, edition)))
         existing = with_logical_run_ids(
             warehouse.read("inferences", cell_name(model.key, edition)), model.key
         )
         if model.kind == "baseline":
             calls, cost = 0, 0.0
         else:
-            elsewhere = complete_imported_runs(existing, int(edition), summary_editions(warehouse, existing))
-            plans = replicate_plans(model, questions, logged, existing, replicates, elsewhere)
+            plans = planned_replicates(warehouse, model, edition, questions, existing, replicates)
             pending = [request for plan in plans for request in plan.pending]
             calls = len(pending)
-            tokens = estimated_prompt_tokens([r.body for r in pending])
-            price = listed_prompt_price(warehouse, model)
-            cost = tokens * price if price is not None else 0.0
-            if price is None and calls:
+            estimate = estimated_prompt_cost(warehouse, model, pending)
+            cost = estimate if estimate is not None else 0.0
+            if estimate is None and calls:
                 unpriced.append(model.key)
         total_calls += calls
         total_cost += cost

@@ -42,6 +42,7 @@ from oabench_pipeline.core.analysis.pareto import pareto_frontier
 from oabench_pipeline.core.analysis.providers import provider_summary
 from oabench_pipeline.core.analysis.run_variance import run_variance
 from oabench_pipeline.core.scoring import score_inferences
+from oabench_pipeline.tables import column_names
 
 # The analysis tables' code version: bump it with any change to how a table is computed, so that the
 # automation rebuilds them once (`automation/downstream.py`).
@@ -57,71 +58,9 @@ _CANONICAL_SCORES_SQL = """(
       ON c.model_key = s.model_key AND c.edition = s.edition AND c.run_id IS NOT DISTINCT FROM s.run_id
 )"""
 
-LEADERBOARD_COLUMNS: tuple[str, ...] = (
-    "rank",
-    "tie_group",
-    "model_key",
-    "label",
-    "provider",
-    "official_score",
-    "official_total",
-    "official_accuracy",
-    "accuracy_ci_low",
-    "accuracy_ci_high",
-    "technical_score",
-    "technical_total",
-    "technical_accuracy",
-    "technical_ci_low",
-    "technical_ci_high",
-    "rank_low",
-    "rank_high",
-    "editions_passed",
-    "editions_total",
-    "passed_all",
-    "p_pass",
-    "invalid_count",
-    "missing_count",
-    "strict_compliance",
-    "avg_latency_ms",
-    "p50_latency_ms",
-    "p95_latency_ms",
-    "prompt_tokens",
-    "completion_tokens",
-    "reasoning_tokens",
-    "tokens_per_question",
-    "cost_usd",
-    "estimated_cost_usd",
-    "pricing_fetched_at",
-    "effective_cost_usd",
-    "cost_source",
-    "cost_per_correct_usd",
-    "replicates",
-    "replicate_spread",
-    "complete",
-)
+LEADERBOARD_COLUMNS = column_names("leaderboard")
 
-BY_EDITION_COLUMNS: tuple[str, ...] = (
-    "model_key",
-    "edition",
-    "official_score",
-    "official_total",
-    "official_accuracy",
-    "technical_score",
-    "technical_total",
-    "technical_accuracy",
-    "passed",
-    "p_pass",
-    "invalid_count",
-    "missing_count",
-    "strict_compliance",
-    "avg_latency_ms",
-    "prompt_tokens",
-    "completion_tokens",
-    "reasoning_tokens",
-    "cost_usd",
-    "complete",
-    "run_id",
-)
+BY_EDITION_COLUMNS = column_names("leaderboard_by_edition")
 
 
 def _scores_name(con: duckdb.DuckDBPyConnection) -> tuple[str, pl.DataFrame | None]:

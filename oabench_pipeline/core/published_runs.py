@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from oabench_pipeline.core.answer_parsing import PARSER_VERSION, parse_answer
 from oabench_pipeline.core.models_registry import derive_model_key, key_problem, safe_name_problem
 from oabench_pipeline.core.prompts import Protocol
+from oabench_pipeline.core.provenance import Provenance
 from oabench_pipeline.core.records import Letter
 
 
@@ -79,8 +80,8 @@ class _InferenceLine(BaseModel):
     cost: float | None = None
     error: str | None = None
     skipped: bool = False
-    # Provenance of the reply, read when a record carries it (the published runs here carry none;
-    # their `provider` is the gateway, "openrouter", not the upstream that answered).
+    # Provenance of the reply (`core.provenance`, in the tool's camelCase), read when a record carries it
+    # (the published runs here carry none; their `provider` is the gateway, "openrouter", not the upstream).
     response_id: str | None = Field(None, alias="responseId")
     response_model: str | None = Field(None, alias="responseModel")
     finish_reason: str | None = Field(None, alias="finishReason")
@@ -122,11 +123,7 @@ class ImportedRecord(BaseModel):
     skipped: bool = Field(description="Annulled question: OABench made no API call")
     timestamp: datetime
     run_id: str
-    response_id: str | None = None
-    response_model: str | None = None
-    finish_reason: str | None = None
-    response_provider: str | None = None
-    system_fingerprint: str | None = None
+    provenance: Provenance = Provenance()
 
 
 def _read_config(run_dir: Path) -> _RunConfig:
@@ -164,11 +161,7 @@ def _to_record(line: _InferenceLine, config: _RunConfig, run_id: str) -> Importe
         skipped=line.skipped,
         timestamp=line.timestamp,
         run_id=run_id,
-        response_id=line.response_id,
-        response_model=line.response_model,
-        finish_reason=line.finish_reason,
-        response_provider=line.response_provider,
-        system_fingerprint=line.system_fingerprint,
+        provenance=Provenance.from_columns(line.model_dump()),
     )
 
 

@@ -25,6 +25,7 @@ import duckdb
 import polars as pl
 
 from oabench_pipeline.core.scoring import QUESTION_STATUS_SQL
+from oabench_pipeline.tables import column_names
 
 RUN_SUMMARIES_TABLE = "published_run_summaries"
 
@@ -198,16 +199,7 @@ def canonical_run_cells(cells: pl.DataFrame, as_of: dt.date | None = None) -> pl
     )
 
 
-RUNS_COLUMNS: tuple[str, ...] = (
-    "run_id",
-    "model_key",
-    "source",
-    "replicate",
-    "started_at",
-    "completed_at",
-    "editions",
-    "complete",
-)
+RUNS_COLUMNS = column_names("runs")
 
 
 def runs_table(cells: pl.DataFrame) -> pl.DataFrame:

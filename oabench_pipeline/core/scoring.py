@@ -16,6 +16,8 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
+from oabench_pipeline.tables import column_names
+
 # The `scores` asset's code version: bump it with any change to the scoring rules, so that the automation
 # re-scores every cell (`automation/downstream.py`) and the UI shows every scores partition stale until then.
 SCORING_VERSION = "scoring-1"
@@ -24,30 +26,7 @@ SCORING_VERSION = "scoring-1"
 # is missing (then `correct` is NULL and an active question can only be answered wrong).
 QUESTION_STATUS_SQL = "coalesce(k.status, q.status)"
 
-SCORES_COLUMNS: tuple[str, ...] = (
-    "model_key",
-    "qid",
-    "edition",
-    "number",
-    "area",
-    "status",
-    "correct",
-    "answer",
-    "answer_strict",
-    "is_correct_official",
-    "is_correct_technical",
-    "is_valid",
-    "has_error",
-    "skipped",
-    "strict_compliant",
-    "latency_ms",
-    "prompt_tokens",
-    "completion_tokens",
-    "reasoning_tokens",
-    "cost_usd",
-    "source",
-    "run_id",
-)
+SCORES_COLUMNS = column_names("scores")
 
 # Values are bound as parameters ($model_key, $edition), never spliced into the text: model keys
 # may contain quotes, semicolons or any unicode.

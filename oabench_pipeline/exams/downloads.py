@@ -14,6 +14,7 @@ from typing import BinaryIO
 from urllib.parse import urlsplit
 
 import httpx
+import stamina
 
 from oabench_pipeline.core.editions import Edition, FileKind, PinnedFile
 from oabench_pipeline.core.files import HashingWriter
@@ -25,6 +26,12 @@ PDF_MAGIC = b"%PDF-"
 
 class DownloadError(RuntimeError):
     """An official file could not be obtained intact."""
+
+
+# stamina reports each scheduled retry through structlog when it is installed (Dagster installs it), whose
+# default prints to stdout: that would mix into `oabench ingest`'s output. The standard logging module's
+# "stamina" logger (stderr, or the handlers an application sets) carries it instead.
+stamina.instrumentation.set_on_retry_hooks([stamina.instrumentation.LoggingOnRetryHook])
 
 
 @dataclass(frozen=True)
@@ -170,27 +177,46 @@ class PdfDownloader:
 
     def _download(self, edition: int, kind: FileKind, pinned: PinnedFile, source: str) -> tuple[Path, int]:
         where = _describe(edition, kind, source)
-        last_problem = ""
         deadline = _Deadline.after(self.policy.deadline_s)
-        for attempt in range(1, self.policy.max_attempts + 1):
-            with self.store.staging_file() as staged:
-                staged_path = Path(staged.name)
-            try:
-                with staged_path.open("wb") as handle:
-                    head, size, actual = self._read_into(source, handle, where, deadline)
-                _verify(edition, kind, source, pinned, head, size, actual)
-                return self.store.promote(staged_path, pinned.sha256), size
-            except _Transient as problem:
-                last_problem = str(problem)
-            finally:
-                staged_path.unlink(missing_ok=True)
-            deadline.check(where, 0)
-            if attempt < self.policy.max_attempts:
-                time.sleep(min(self.policy.backoff_s * 2 ** (attempt - 1), max(deadline.remaining(), 0.0)))
-        raise DownloadError(
-            f"{last_problem} (gave up after {self.policy.max_attempts} attempts); "
-            f"expected sha256 {pinned.sha256}, nothing verified was received"
+        # Connection trouble, 5xx and 429 are retried with stamina's exponential backoff, bounded by the
+        # attempts and by the file's overall deadline (which `_attempt` also checks after each failure).
+        retrying = stamina.retry_context(
+            on=_Transient,
+            attempts=self.policy.max_attempts,
+            timeout=self.policy.deadline_s,
+            wait_initial=self.policy.backoff_s,
+            wait_max=self.policy.deadline_s,
+            wait_jitter=0.0,
         )
+        tries = 0
+        try:
+            for attempt in retrying:
+                with attempt:
+                    tries = attempt.num
+                    return self._attempt(edition, kind, pinned, source, where, deadline)
+        except _Transient as problem:
+            raise DownloadError(
+                f"{problem} (gave up after {tries} attempts); "
+                f"expected sha256 {pinned.sha256}, nothing verified was received"
+            ) from None
+        raise AssertionError("stamina ended without a result or an exception")
+
+    def _attempt(
+        self, edition: int, kind: FileKind, pinned: PinnedFile, source: str, where: str, deadline: _Deadline
+    ) -> tuple[Path, int]:
+        """One try: stream into a staging file, verify it, promote it. A failure past the deadline is final."""
+        with self.store.staging_file() as staged:
+            staged_path = Path(staged.name)
+        try:
+            with staged_path.open("wb") as handle:
+                head, size, actual = self._read_into(source, handle, where, deadline)
+            _verify(edition, kind, source, pinned, head, size, actual)
+            return self.store.promote(staged_path, pinned.sha256), size
+        except _Transient:
+            deadline.check(where, 0)
+            raise
+        finally:
+            staged_path.unlink(missing_ok=True)
 
     def _read_into(self, source: str, handle, where: str, deadline: _Deadline) -> tuple[bytes, int, str]:
         if "://" not in source:

@@ -47,7 +47,7 @@ from oabench_pipeline.inference.cell import (
 )
 from oabench_pipeline.inference.cell_lock import CellLock, LockHolder, LockWaitStopped, cell_lock_path
 from oabench_pipeline.inference.client import run_blocking, run_chat_requests
-from oabench_pipeline.inference.cost import estimated_prompt_tokens, listed_prompt_price
+from oabench_pipeline.inference.cost import estimated_prompt_cost
 from oabench_pipeline.inference.endpoints import cell_capacity
 from oabench_pipeline.inference.progress import CellProgress, publish
 from oabench_pipeline.inference.resources import (
@@ -63,7 +63,7 @@ from oabench_pipeline.inference.response_log import (
     latest_by_hash,
     read_log,
 )
-from oabench_pipeline.inference.types import ChatResult, FatalEndpointError
+from oabench_pipeline.inference.types import ChatRequest, ChatResult, FatalEndpointError
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import model_edition_partitions
 from oabench_pipeline.resources import WarehouseResource
@@ -364,15 +364,14 @@ def _progress_line(progress: CellProgress) -> str:
 
 
 def _check_budget_before(
-    model: ModelConfig, pending: list, store: Warehouse, logged: dict[str, ChatResult]
+    model: ModelConfig, pending: list[ChatRequest], store: Warehouse, logged: dict[str, ChatResult]
 ) -> None:
     if model.max_cost_usd is None:
         return
-    price = listed_prompt_price(store, model)
-    if price is None:
+    estimate = estimated_prompt_cost(store, model, pending)
+    if estimate is None:
         return
     spent = sum(_paid(r) for r in logged.values())
-    estimate = estimated_prompt_tokens([r.body for r in pending]) * price
     if spent + estimate > model.max_cost_usd:
         raise Failure(
             description=f"{model.key}: estimated prompt cost ${estimate:.4f} (+ ${spent:.4f} already spent) exceeds "

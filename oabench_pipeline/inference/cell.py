@@ -180,11 +180,7 @@ def _result_row(model: ModelConfig, q: dict, result: ChatResult, run_id: str) ->
         "source": "live",
         "created_at": result.finished_at,
         "run_id": run_id,
-        "response_id": result.response_id,
-        "response_model": result.response_model,
-        "finish_reason": result.finish_reason,
-        "response_provider": result.response_provider,
-        "system_fingerprint": result.system_fingerprint,
+        **result.provenance.columns(),
     }
 
 

@@ -50,6 +50,7 @@ from typing import Any, Literal, TypeVar
 import httpx
 
 from oabench_pipeline.core.http_status import TRANSIENT_STATUSES
+from oabench_pipeline.core.provenance import Provenance
 from oabench_pipeline.inference.capacity import Capacity, all_slots
 from oabench_pipeline.inference.types import (
     REDACTED,
@@ -228,11 +229,7 @@ class _Parsed:
     completion_tokens: int | None
     reasoning_tokens: int | None
     reported_cost: Any
-    response_id: str | None = None
-    response_model: str | None = None
-    finish_reason: str | None = None
-    response_provider: str | None = None
-    system_fingerprint: str | None = None
+    provenance: Provenance = field(default_factory=Provenance)
 
 
 class _MalformedBody(Exception):
@@ -280,12 +277,14 @@ def parse_completion(payload: bytes) -> _Parsed:
         completion_tokens=_int_or_none(usage.get("completion_tokens")),
         reasoning_tokens=_int_or_none(details.get("reasoning_tokens")),
         reported_cost=usage.get("cost"),
-        response_id=_str_or_none(data.get("id")),
-        response_model=_str_or_none(data.get("model")),
-        finish_reason=_str_or_none(first.get("finish_reason")),
-        # OpenRouter names the upstream provider that served the request.
-        response_provider=_str_or_none(data.get("provider")),
-        system_fingerprint=_str_or_none(data.get("system_fingerprint")),
+        provenance=Provenance(
+            response_id=_str_or_none(data.get("id")),
+            response_model=_str_or_none(data.get("model")),
+            finish_reason=_str_or_none(first.get("finish_reason")),
+            # OpenRouter names the upstream provider that served the request.
+            response_provider=_str_or_none(data.get("provider")),
+            system_fingerprint=_str_or_none(data.get("system_fingerprint")),
+        ),
     )
 
 
@@ -485,11 +484,7 @@ def _result(
         attempts=attempts.total,
         finished_at=datetime.now(UTC),
         total_cost_usd=attempts.paid_cost,
-        response_id=parsed.response_id if parsed else None,
-        response_model=parsed.response_model if parsed else None,
-        finish_reason=parsed.finish_reason if parsed else None,
-        response_provider=parsed.response_provider if parsed else None,
-        system_fingerprint=parsed.system_fingerprint if parsed else None,
+        provenance=parsed.provenance if parsed else Provenance(),
         cost_note="; ".join(dict.fromkeys(attempts.cost_notes)) or None,
     )
 

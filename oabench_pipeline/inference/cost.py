@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from oabench_pipeline.core.models_registry import ModelConfig
+from oabench_pipeline.inference.types import ChatRequest
 from oabench_pipeline.warehouse import Warehouse
 
 CHARS_PER_TOKEN = 3.5  # conservative for Portuguese legal text: over-estimates tokens, so cost
@@ -24,3 +26,12 @@ def listed_prompt_price(store: Warehouse, model: ModelConfig) -> float | None:
         [model.id],
     )
     return None if found.is_empty() else found.item()
+
+
+def estimated_prompt_cost(
+    store: Warehouse, model: ModelConfig, requests: Sequence[ChatRequest]
+) -> float | None:
+    """What sending `requests` would cost in prompt tokens at the newest listed price (None: no snapshot
+    prices the model). The one estimate behind `oabench run --dry-run`, `oabench status` and `max_cost_usd`."""
+    price = listed_prompt_price(store, model)
+    return None if price is None else estimated_prompt_tokens([r.body for r in requests]) * price

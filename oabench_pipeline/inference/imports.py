@@ -80,11 +80,7 @@ def imported_row(record: ImportedRecord, dagster_run_id: str) -> dict:
         "created_at": record.timestamp,
         "run_id": record.run_id,
         "dagster_run_id": dagster_run_id,
-        "response_id": record.response_id,
-        "response_model": record.response_model,
-        "finish_reason": record.finish_reason,
-        "response_provider": record.response_provider,
-        "system_fingerprint": record.system_fingerprint,
+        **record.provenance.columns(),
     }
 
 

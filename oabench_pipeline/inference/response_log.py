@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from oabench_pipeline.core.provenance import Provenance
 from oabench_pipeline.inference.types import ChatResult
 
 # Room kept for the answers in flight when the disk fills up (a reply is a few KB; 64 in flight at most).
@@ -38,7 +39,9 @@ def cell_log_path(root: Path, model_key: str, edition: str) -> Path:
 
 
 def _encode(result: ChatResult) -> str:
-    record: dict[str, Any] = asdict(result)
+    # Flat, one key per provenance column: the log's lines keep the shape they had before `Provenance`.
+    record: dict[str, Any] = {**asdict(result), **result.provenance.columns()}
+    del record["provenance"]
     record["finished_at"] = result.finished_at.isoformat()
     return json.dumps(record, ensure_ascii=False)
 
@@ -51,6 +54,7 @@ def _decode(line: str) -> ChatResult | None:
     try:
         record = json.loads(line)
         record["finished_at"] = datetime.fromisoformat(record["finished_at"])
+        record["provenance"] = Provenance.from_columns(record)
         return ChatResult(**{name: value for name, value in record.items() if name in _FIELDS})
     except (ValueError, TypeError, KeyError):
         return None

@@ -3,9 +3,11 @@ status` read and write these without loading the network stack (`client.py` hold
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from oabench_pipeline.core.provenance import Provenance
 
 REDACTED = "***"
 DEFAULT_API_KEY_HEADER = (
@@ -70,7 +72,7 @@ class ChatResult:
     """The outcome of one `ChatRequest`, after all retries.
 
     `raw_response` is set only for a real, non-empty answer; otherwise `error` says why.
-    Latency, tokens, `cost_usd` and the provenance fields (`response_id` ... `system_fingerprint`)
+    Latency, tokens, `cost_usd` and `provenance` (`response_id` ... `system_fingerprint`)
     describe the final attempt (the one the answer came from); `total_cost_usd` adds up the cost
     reported by every attempt, including discarded empty or malformed answers, because those were paid
     for too and budgets must count them. `cost_note` says why a reported cost was not trusted (negative,
@@ -90,11 +92,7 @@ class ChatResult:
     attempts: int
     finished_at: datetime
     total_cost_usd: float | None = None
-    response_id: str | None = None
-    response_model: str | None = None
-    finish_reason: str | None = None
-    response_provider: str | None = None
-    system_fingerprint: str | None = None
+    provenance: Provenance = field(default_factory=Provenance)
     cost_note: str | None = None
 
     @property

@@ -8,6 +8,7 @@ run with the CLI and in-process materializations, and the conditions are evaluat
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from dagster import (
@@ -34,12 +35,16 @@ from oabench_pipeline.partitions import cell_partition_key
 from oabench_pipeline.runner import ensure_partitions, instance_for, run_assets
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.tables import ANALYSIS_TABLES
-from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
+from oabench_pipeline_tests.automation.snapshot import EnvSnapshot
+from oabench_pipeline_tests.automation.ticks import dynamic_partitions_read_once
+from oabench_pipeline_tests.pipeline_env import PipelineEnv, copy_ingested, make_env, write_models_file
 from oabench_pipeline_tests.servers.openai_replay import ReplayServer
+from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
 BASELINES = ["baseline/longest-choice", "baseline/random"]
 API_MODEL = "test/model"
 MODELS = [*BASELINES, API_MODEL]
+MODELS_FILE = "models.toml"
 REPLICATES_2 = {"ops": {"inferences": {"config": {"replicates": 2}}}}
 INGEST = ["exam_pdfs", "answer_keys", "questions"]
 SCORES, REPORT = AssetKey("scores"), AssetKey("leaderboard_report")
@@ -54,34 +59,53 @@ class Ticks:
         self.cursor: AssetDaemonCursor | None = None
 
     def tick(self) -> dict[AssetKey, set[str | None]]:
-        result = evaluate_automation_conditions(defs=self.defs, instance=self.instance, cursor=self.cursor)
+        with dynamic_partitions_read_once(self.instance):
+            result = evaluate_automation_conditions(
+                defs=self.defs, instance=self.instance, cursor=self.cursor
+            )
         self.cursor = result.cursor
         requested = {key: set(result.get_requested_partitions(key)) for key in (SCORES, *TABLES, REPORT)}
         assert result.total_requested == sum(len(v) for v in requested.values())  # nothing else requested
         return {key: parts for key, parts in requested.items() if parts}
 
 
-@pytest.fixture
-def scored_env(fresh_env: PipelineEnv) -> Iterator[tuple[PipelineEnv, Definitions, DagsterInstance]]:
+@pytest.fixture(scope="module")
+def scored_snapshot(
+    tmp_path_factory: pytest.TempPathFactory, ingested_template: Path, mirror_server: StaticFileServer
+) -> Iterator[EnvSnapshot]:
     """Editions 43 and 44 ingested, then both baselines and a model on a loopback endpoint run, scored and
-    ranked by `oabench run`."""
+    ranked by `oabench run`: built once per module (three Dagster/CLI runs over six cells), then restored
+    at the same path for each test. The endpoint stays up for the module: the models file names it."""
     with ReplayServer() as server:
-        entries = [{"id": key, "kind": "baseline"} for key in BASELINES]
-        entries.append({"id": API_MODEL, "base_url": server.base_url, "api_key_env": ""})
-        fresh_env.set("OABENCH_MODELS_FILE", write_models_file(fresh_env.root / "models.toml", entries))
-        yield from _scored(fresh_env)
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            env = make_env(tmp_path_factory.mktemp("scored"), monkeypatch, mirror_server.base_url)
+            copy_ingested(ingested_template, env.settings.warehouse_path.parent)
+            entries: list[dict] = [{"id": key, "kind": "baseline"} for key in BASELINES]
+            entries.append({"id": API_MODEL, "base_url": server.base_url, "api_key_env": ""})
+            env.set("OABENCH_MODELS_FILE", write_models_file(env.root / MODELS_FILE, entries))
+            settings = env.settings
+            with instance_for(settings) as instance:
+                defs = build_definitions(settings)
+                ensure_partitions(instance, "editions", ["43", "44"])
+                for edition in ("43", "44"):  # the instance must know the exam partitions as materialized
+                    assert run_assets(defs, instance, INGEST, partition_key=edition).success
+                result = env.cli("run", "--editions", "43,44")
+                assert result.exit_code == 0, result.output
+        snapshot = EnvSnapshot.take(env.root, tmp_path_factory.mktemp("scored_saved") / "root")
+        yield snapshot
 
 
-def _scored(fresh_env: PipelineEnv) -> Iterator[tuple[PipelineEnv, Definitions, DagsterInstance]]:
-    settings = fresh_env.settings
+@pytest.fixture
+def scored_env(
+    scored_snapshot: EnvSnapshot, monkeypatch: pytest.MonkeyPatch, mirror_server: StaticFileServer
+) -> Iterator[tuple[PipelineEnv, Definitions, DagsterInstance]]:
+    """The scored environment as `oabench run` left it, private to this test, with its own instance."""
+    scored_snapshot.restore()
+    env = make_env(scored_snapshot.root, monkeypatch, mirror_server.base_url)
+    env.set("OABENCH_MODELS_FILE", scored_snapshot.root / MODELS_FILE)
+    settings = env.settings
     with instance_for(settings) as instance:
-        defs = build_definitions(settings)
-        ensure_partitions(instance, "editions", ["43", "44"])
-        for edition in ("43", "44"):  # the instance must know the exam partitions as materialized
-            assert run_assets(defs, instance, INGEST, partition_key=edition).success
-        result = fresh_env.cli("run", "--editions", "43,44")
-        assert result.exit_code == 0, result.output
-        yield fresh_env, defs, instance
+        yield env, build_definitions(settings), instance
 
 
 def test_changed_inputs_rescore_only_their_cells_then_rebuild_the_leaderboard(scored_env) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from dagster import (
@@ -36,11 +37,15 @@ from oabench_pipeline.runner import ensure_partitions, instance_for, run_assets
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline_tests.automation.portal_fixture import PortalFixture
-from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
+from oabench_pipeline_tests.automation.snapshot import EnvSnapshot
+from oabench_pipeline_tests.automation.ticks import dynamic_partitions_read_once
+from oabench_pipeline_tests.pipeline_env import PipelineEnv, copy_ingested, make_env, write_models_file
+from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
 BASELINES = ["baseline/longest-choice", "baseline/random"]
 NEW_KEY = "baseline/random:second"
 INGEST = ["exam_pdfs", "answer_keys", "questions"]
+MODELS_FILE = "models.toml"
 
 
 def materializations(instance: DagsterInstance, asset: str) -> Counter[str | None]:
@@ -90,9 +95,10 @@ class World:
 
     def automation(self) -> dict[str, set[str | None]]:
         """One evaluation of the automation conditions (what `downstream_automation` would request)."""
-        result = evaluate_automation_conditions(
-            defs=self.defs, instance=self.instance, cursor=self.conditions_cursor
-        )
+        with dynamic_partitions_read_once(self.instance):
+            result = evaluate_automation_conditions(
+                defs=self.defs, instance=self.instance, cursor=self.conditions_cursor
+            )
         self.conditions_cursor = result.cursor
         keys = ("scores", *REPORT_ASSETS)
         requested = {k: set(result.get_requested_partitions(AssetKey(k))) for k in keys}
@@ -107,28 +113,73 @@ class World:
             assert run_assets(self.defs, self.instance, tables).success
 
 
-@pytest.fixture
-def world(fresh_env: PipelineEnv) -> Iterator[World]:
-    models_file = write_models_file(
-        fresh_env.root / "models.toml", [{"id": key, "kind": "baseline"} for key in BASELINES]
-    )
-    fresh_env.set("OABENCH_MODELS_FILE", models_file)
+@dataclass(frozen=True)
+class WorldTemplate:
+    """The world as its setup left it: the root folder saved, the portal, the cursors of that moment."""
+
+    snapshot: EnvSnapshot
+    portal: PortalFixture
+    cursors: dict[str, str | None]
+    conditions_cursor: AssetDaemonCursor | None
+
+
+@pytest.fixture(scope="module")
+def world_template(
+    tmp_path_factory: pytest.TempPathFactory, ingested_template: Path, mirror_server: StaticFileServer
+) -> Iterator[WorldTemplate]:
+    """Built once per module (an ingest run and three runs of cells and tables), then restored at the same
+    path for each test. The portal stays up for the module (tests reset its state): the settings name it."""
     with PortalFixture() as portal:
-        fresh_env.set("OABENCH_PORTAL_URL", portal.base_url)
-        settings = fresh_env.settings
-        with instance_for(settings) as instance:
-            w = World(fresh_env, settings, build_definitions(settings), instance)
-            w.portal = portal  # type: ignore[attr-defined]
-            w.tick(models_registry_sensor)  # registers the registry's editions and model keys
-            ensure_partitions(instance, "editions", ["43"])
-            assert run_assets(w.defs, instance, INGEST, partition_key="43").success
-            for model in BASELINES:
-                assert run_assets(
-                    w.defs, instance, ["inferences", "scores"], partition_key=cell(model, 43)
-                ).success
-            assert run_assets(w.defs, instance, REPORT_ASSETS).success
-            assert w.automation() == {}  # the conditions' first evaluation: nothing left to do
-            yield w
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            env = _world_env(tmp_path_factory.mktemp("world"), monkeypatch, mirror_server, portal)
+            copy_ingested(ingested_template, env.settings.warehouse_path.parent)
+            write_models_file(env.root / MODELS_FILE, [{"id": key, "kind": "baseline"} for key in BASELINES])
+            settings = env.settings
+            with instance_for(settings) as instance:
+                w = World(env, settings, build_definitions(settings), instance)
+                w.tick(models_registry_sensor)  # registers the registry's editions and model keys
+                ensure_partitions(instance, "editions", ["43"])
+                assert run_assets(w.defs, instance, INGEST, partition_key="43").success
+                for model in BASELINES:
+                    assert run_assets(
+                        w.defs, instance, ["inferences", "scores"], partition_key=cell(model, 43)
+                    ).success
+                assert run_assets(w.defs, instance, REPORT_ASSETS).success
+                assert w.automation() == {}  # the conditions' first evaluation: nothing left to do
+        snapshot = EnvSnapshot.take(env.root, tmp_path_factory.mktemp("world_saved") / "root")
+        yield WorldTemplate(snapshot, portal, dict(w.cursors), w.conditions_cursor)
+
+
+@pytest.fixture
+def world(
+    world_template: WorldTemplate, monkeypatch: pytest.MonkeyPatch, mirror_server: StaticFileServer
+) -> Iterator[World]:
+    """The world as its setup left it, private to this test: its files, cursors, portal state, instance."""
+    world_template.snapshot.restore()
+    portal = world_template.portal
+    portal.state, portal.broken_paths, portal.requests = "known", set(), Counter()
+    env = _world_env(world_template.snapshot.root, monkeypatch, mirror_server, portal)
+    settings = env.settings
+    with instance_for(settings) as instance:
+        w = World(
+            env,
+            settings,
+            build_definitions(settings),
+            instance,
+            cursors=dict(world_template.cursors),
+            conditions_cursor=world_template.conditions_cursor,
+        )
+        w.portal = portal  # type: ignore[attr-defined]
+        yield w
+
+
+def _world_env(
+    root: Path, monkeypatch: pytest.MonkeyPatch, mirror_server: StaticFileServer, portal: PortalFixture
+) -> PipelineEnv:
+    env = make_env(root, monkeypatch, mirror_server.base_url)
+    env.set("OABENCH_MODELS_FILE", root / MODELS_FILE)
+    env.set("OABENCH_PORTAL_URL", portal.base_url)
+    return env
 
 
 def test_a_new_edition_on_the_portal_is_ingested_run_scored_and_ranked_alone(world: World) -> None:

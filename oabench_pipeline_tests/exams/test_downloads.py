@@ -149,7 +149,12 @@ def test_corrupted_stored_file_is_downloaded_again(
 
 
 def test_transient_503_is_retried_then_succeeds(
-    tmp_path: Path, mirror_server: StaticFileServer, edition_44: Edition, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    mirror_server: StaticFileServer,
+    edition_44: Edition,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     path = _url_path(edition_44.booklet.url)
     busy = Override(b"<html>busy</html>", status=503, content_type="text/html")
@@ -163,6 +168,9 @@ def test_transient_503_is_retried_then_succeeds(
     assert mirror_server.requests[path] - before == 3
     assert sha256_of(fetched.path) == edition_44.booklet.sha256
     assert _leftovers(store) == []
+    # The retries are logged on the "stamina" logger, never printed into `oabench ingest`'s stdout.
+    assert capsys.readouterr().out == ""
+    assert [r.name for r in caplog.records if r.getMessage() == "stamina.retry_scheduled"] == ["stamina"] * 2
 
 
 def test_connection_that_keeps_failing_gives_up_after_bounded_attempts(

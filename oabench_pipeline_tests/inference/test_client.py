@@ -511,9 +511,10 @@ def test_unresolvable_host_is_fatal_at_once() -> None:
 def test_provenance_fields_come_from_the_reply() -> None:
     with ReplayServer(replies=replies(1)) as srv:
         (result,), _ = run(fast_endpoint(srv.base_url), requests(1))
-    assert result.response_id is not None and result.response_id.startswith("gen-replay-")
-    assert (result.response_model, result.finish_reason) == (MODEL, "stop")
-    assert (result.response_provider, result.system_fingerprint) == ("replay", "fp_replay")
+    provenance = result.provenance
+    assert provenance.response_id is not None and provenance.response_id.startswith("gen-replay-")
+    assert (provenance.response_model, provenance.finish_reason) == (MODEL, "stop")
+    assert (provenance.response_provider, provenance.system_fingerprint) == ("replay", "fp_replay")
 
 
 @pytest.mark.parametrize("bad", [-5.0, float("nan"), float("inf")])

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 
 import pytest
 
+from oabench_pipeline.core.provenance import PROVENANCE_COLUMNS, Provenance
 from oabench_pipeline.inference.response_log import ResponseLog, cell_log_path, latest_by_hash, read_log
 from oabench_pipeline.inference.types import ChatResult
 
@@ -106,7 +108,8 @@ def test_requests_are_kept_apart() -> None:
 
 
 def test_lines_from_before_provenance_and_from_newer_versions_both_read(tmp_path: Path) -> None:
-    """A log written before the provenance fields existed still resumes; unknown fields are ignored."""
+    """A log written before the provenance fields existed still resumes; unknown fields are ignored; the
+    provenance is written as flat keys, as before it was one `Provenance` value."""
     path = tmp_path / "cell.jsonl"
     old = (
         '{"qid": "q1", "request_hash": "h1", "raw_response": "B", "reasoning": null, "latency_ms": 9, '
@@ -116,20 +119,15 @@ def test_lines_from_before_provenance_and_from_newer_versions_both_read(tmp_path
     newer = old.replace('"h1"', '"h2"').replace("}", ', "a_field_from_the_future": 1}')
     path.write_text(old + "\n" + newer + "\n", encoding="utf-8")
     first, second = read_log(path)
-    assert (first.request_hash, first.raw_response, first.response_id, first.finish_reason) == (
-        "h1",
-        "B",
-        None,
-        None,
-    )
+    assert (first.request_hash, first.raw_response, first.provenance) == ("h1", "B", Provenance())
     assert second.request_hash == "h2" and second.ok
+    provenance = Provenance(response_id="gen-1", finish_reason="stop", system_fingerprint="fp")
     with ResponseLog(path) as log:
-        log.append(
-            ChatResult(
-                **{**first.__dict__, "request_hash": "h3", "response_id": "gen-1", "finish_reason": "stop"}
-            )
-        )
-    assert read_log(path)[-1].response_id == "gen-1" and read_log(path)[-1].finish_reason == "stop"
+        log.append(ChatResult(**{**first.__dict__, "request_hash": "h3", "provenance": provenance}))
+    assert read_log(path)[-1].provenance == provenance
+    line = json.loads(path.read_text(encoding="utf-8").splitlines()[-1])
+    assert "provenance" not in line
+    assert {k: line[k] for k in PROVENANCE_COLUMNS} == provenance.columns()
 
 
 def test_each_result_counts_as_received_only_once_fsynced(

@@ -83,6 +83,16 @@ GROUP BY model_key
 """
 
 
+def _rates() -> dict[str, pl.Expr]:
+    """The ratios a key × edition row and a key row derive from their summed counts alike."""
+    return {
+        "official_accuracy": safe_div(pl.col("official_score"), pl.col("official_total")),
+        "technical_accuracy": safe_div(pl.col("technical_score"), pl.col("technical_total")),
+        "strict_compliance": safe_div(pl.col("strict_count"), pl.col("calls")),
+        "avg_latency_ms": round_half_up(safe_div(pl.col("latency_sum"), pl.col("calls"))),
+    }
+
+
 def by_edition_rows(
     agg: pl.DataFrame, ed_totals: pl.DataFrame, required: set[int], canonical: pl.DataFrame
 ) -> pl.DataFrame:
@@ -118,11 +128,8 @@ def by_edition_rows(
             required=pl.col("edition").is_in(sorted(required)),
         )
         .with_columns(
-            official_accuracy=safe_div(pl.col("official_score"), pl.col("official_total")),
-            technical_accuracy=safe_div(pl.col("technical_score"), pl.col("technical_total")),
+            **_rates(),
             passed=(pl.col("official_score") >= pl.col("pass_threshold")) & (pl.col("n_questions") > 0),
-            strict_compliance=safe_div(pl.col("strict_count"), pl.col("calls")),
-            avg_latency_ms=round_half_up(safe_div(pl.col("latency_sum"), pl.col("calls"))),
             complete=(pl.col("missing_count") == 0) & pl.col("run_complete").fill_null(False),
         )
     )
@@ -191,11 +198,8 @@ def per_key_rows(
             .then(pl.lit("estimated")),
         )
         .with_columns(
-            official_accuracy=safe_div(pl.col("official_score"), pl.col("official_total")),
-            technical_accuracy=safe_div(pl.col("technical_score"), pl.col("technical_total")),
+            **_rates(),
             passed_all=(pl.col("editions_passed") == n_required) & (n_required > 0),
-            strict_compliance=safe_div(pl.col("strict_count"), pl.col("calls")),
-            avg_latency_ms=round_half_up(safe_div(pl.col("latency_sum"), pl.col("calls"))),
             tokens_per_question=safe_div(
                 pl.col("prompt_tokens") + pl.col("completion_tokens"), pl.col("calls")
             ),

@@ -10,6 +10,7 @@ import duckdb
 import polars as pl
 
 from oabench_pipeline.core.analysis.frames import registered
+from oabench_pipeline.tables import column_schema
 
 _REPLICATES_TEMP = "_oabench_replicates"
 
@@ -21,15 +22,7 @@ JOIN {replicates} AS r
   ON r.model_key = s.model_key AND r.edition = s.edition AND r.run_id = s.run_id
 """
 
-RUN_VARIANCE_SCHEMA = {
-    "model_key": pl.String,
-    "runs": pl.Int64,
-    "score_mean": pl.Float64,
-    "score_min": pl.Int64,
-    "score_max": pl.Int64,
-    "score_sd": pl.Float64,
-    "flip_rate": pl.Float64,
-}
+RUN_VARIANCE_SCHEMA = column_schema("run_variance")
 
 
 def complete_replicates(cells: pl.DataFrame, required: list[int]) -> pl.DataFrame:

@@ -1,0 +1,33 @@
+"""One evaluation of the automation conditions, reading the dynamic partitions once, as the daemon does."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from dagster import DagsterInstance
+
+
+@contextmanager
+def dynamic_partitions_read_once(instance: DagsterInstance) -> Iterator[None]:
+    """Within the block, each dynamic partitions definition's keys are read from the instance once.
+
+    The asset daemon builds a tick's new cursor under its per-tick `CachingInstanceQueryer`, which reads
+    each definition's keys once (`AutomationTickEvaluationContext._get_updated_cursor`, Dagster 1.13).
+    `evaluate_automation_conditions` builds it under the bare instance, and serializing the cursor lists a
+    dynamic definition's keys per subset: about 700 SQLite connections per tick over these assets, most of
+    a tick's cost. Nothing adds a partition during an evaluation, so the answers are the same.
+    """
+    read = instance.get_dynamic_partitions
+    keys: dict[str, Sequence[str]] = {}
+
+    def read_once(partitions_def_name: str) -> Sequence[str]:
+        if partitions_def_name not in keys:
+            keys[partitions_def_name] = read(partitions_def_name)
+        return keys[partitions_def_name]
+
+    instance.get_dynamic_partitions = read_once  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del instance.get_dynamic_partitions  # the class's method again
