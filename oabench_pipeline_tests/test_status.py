@@ -1,7 +1,8 @@
 """`oabench status` through a cell's life: missing, priced, complete, stale, failed, and history keys.
 
 Real warehouse (the ingested real editions), the real CLI, and a loopback OpenAI-compatible server that
-lists a price and answers every question; the cells are run with `oabench run` like a user would.
+lists a price and answers every question; the cells are run with `oabench run` like a user would (edition
+43's two cells once per module, each test starting from a copy of that warehouse and instance).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from click.testing import Result
@@ -20,12 +22,15 @@ from oabench_pipeline.inference.cost import estimated_prompt_tokens
 from oabench_pipeline.runner import instance_for, run_assets
 from oabench_pipeline.status import select_cells
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
+from oabench_pipeline_tests.saved_envs import SavedEnv, building_env, save_env
 from oabench_pipeline_tests.servers.openai_replay import FaultProfile, ModelPricing, ReplayServer
+from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
 API_MODEL = "test/model"
 PROMPT_PRICE = "0.000002"  # USD per prompt token
 BASELINE = "baseline/random"
 ACTIVE_43 = 78  # 80 questions, 2 annulled (1 and 74)
+ACTIVE_44 = 80
 
 
 @dataclass
@@ -53,12 +58,30 @@ class StatusEnv:
         return result, {(c["edition"], c["model_key"]): c for c in data["cells"]}
 
 
-@pytest.fixture
-def status_env(fresh_env: PipelineEnv) -> Iterator[StatusEnv]:
+@pytest.fixture(scope="module")
+def status_server() -> Iterator[ReplayServer]:
     with ReplayServer(models={API_MODEL: ModelPricing(PROMPT_PRICE, "0")}) as server:
-        wrapped = StatusEnv(fresh_env, server)
-        wrapped.registry()
-        yield wrapped
+        yield server
+
+
+@pytest.fixture(scope="module")
+def ran_43(
+    tmp_path_factory: pytest.TempPathFactory,
+    ingested_template: Path,
+    mirror_server: StaticFileServer,
+    status_server: ReplayServer,
+) -> SavedEnv:
+    """Both cells of edition 43 run once with `oabench run` (no price snapshot yet); each test gets a copy."""
+    with building_env(tmp_path_factory, "status", ingested_template, mirror_server.base_url) as env:
+        StatusEnv(env, status_server).registry()
+        result = env.cli("run", "--editions", "43")
+        assert result.exit_code == 0, result.output
+        return save_env(env, "OABENCH_MODELS_FILE")
+
+
+@pytest.fixture
+def status_env(ran_43: SavedEnv, status_server: ReplayServer, monkeypatch: pytest.MonkeyPatch) -> StatusEnv:
+    return StatusEnv(ran_43.restore(monkeypatch), status_server)
 
 
 def _prompt_cost(env: PipelineEnv, edition: str) -> float:
@@ -67,31 +90,33 @@ def _prompt_cost(env: PipelineEnv, edition: str) -> float:
     return estimated_prompt_tokens([r.body for r in requests]) * float(PROMPT_PRICE)
 
 
-def test_status_follows_a_cell_from_missing_to_complete_to_stale(status_env: StatusEnv) -> None:
+def test_status_follows_cells_from_missing_to_complete_to_stale(status_env: StatusEnv) -> None:
+    """A cell never run (44) is missing; both cells run by `oabench run` (43) are complete until their
+    questions are re-materialized or their configuration changes."""
     env = status_env.env
-    result, cells = status_env.status("--editions", "43")
+    result, cells = status_env.status("--editions", "44")
     assert result.exit_code == 1
-    assert set(cells) == {("43", BASELINE), ("43", API_MODEL)}
-    api = cells[("43", API_MODEL)]
+    assert set(cells) == {("44", BASELINE), ("44", API_MODEL)}
+    api = cells[("44", API_MODEL)]
     assert (api["state"], api["answered"], api["missing"], api["to_send"]) == (
         "missing",
         0,
-        ACTIVE_43,
-        ACTIVE_43,
+        ACTIVE_44,
+        ACTIVE_44,
     )
     assert api["est_cost_usd"] is None  # no price snapshot yet
-    assert cells[("43", BASELINE)]["est_cost_usd"] == 0.0
+    assert cells[("44", BASELINE)]["est_cost_usd"] == 0.0
 
     # A price snapshot (from the loopback endpoint's model list) gives the estimate.
     settings = env.settings
     with instance_for(settings) as instance:
         assert run_assets(build_definitions(settings), instance, ["model_pricing"]).success
-    _, cells = status_env.status("--editions", "43")
-    assert cells[("43", API_MODEL)]["est_cost_usd"] == pytest.approx(_prompt_cost(env, "43"))
+    _, cells = status_env.status("--editions", "44")
+    assert cells[("44", API_MODEL)]["est_cost_usd"] == pytest.approx(_prompt_cost(env, "44"))
 
-    assert env.cli("run", "--editions", "43").exit_code == 0
-    result, cells = status_env.status("--editions", "43")
+    result, cells = status_env.status("--editions", "43")  # run by `oabench run` (the module's fixture)
     assert result.exit_code == 0
+    assert set(cells) == {("43", BASELINE), ("43", API_MODEL)}
     for cell in cells.values():
         assert (cell["state"], cell["answered"], cell["errors"], cell["missing"]) == (
             "complete",
@@ -102,6 +127,16 @@ def test_status_follows_a_cell_from_missing_to_complete_to_stale(status_env: Sta
         assert (cell["to_send"], cell["est_cost_usd"]) == (0, 0.0)
     table = env.cli("status", "--editions", "43")
     assert table.exit_code == 0 and "2 cell(s): 2 complete" in table.output
+
+    # Changing the configuration changes every request: stale, and everything would be sent again.
+    status_env.registry(reasoning_effort="low")
+    _, cells = status_env.status("--editions", "43", "--models", API_MODEL)
+    api = cells[("43", API_MODEL)]
+    assert api["state"] == "stale" and f"{ACTIVE_43} request hash(es) differ" in api["reason"]
+    assert api["to_send"] == ACTIVE_43
+    status_env.registry()  # the configuration the cells were run with: complete again
+    result, _ = status_env.status("--editions", "43")
+    assert result.exit_code == 0
 
     # Re-materializing the edition rewrites its questions and answer key: both cells were built before.
     with instance_for(settings) as instance:
@@ -117,18 +152,9 @@ def test_status_follows_a_cell_from_missing_to_complete_to_stale(status_env: Sta
     assert "questions re-materialized after the cell" in cells[("43", API_MODEL)]["reason"]
     assert cells[("43", API_MODEL)]["to_send"] == 0  # same requests: the log already answers them
 
-    # Changing the configuration changes every request: stale, and everything would be sent again.
-    assert env.cli("run", "--editions", "43").exit_code == 0
-    status_env.registry(reasoning_effort="low")
-    _, cells = status_env.status("--editions", "43", "--models", API_MODEL)
-    api = cells[("43", API_MODEL)]
-    assert api["state"] == "stale" and f"{ACTIVE_43} request hash(es) differ" in api["reason"]
-    assert api["to_send"] == ACTIVE_43
-
 
 def test_a_failed_run_and_a_key_that_left_the_registry(status_env: StatusEnv) -> None:
-    env = status_env.env
-    assert env.cli("run", "--editions", "43").exit_code == 0
+    env = status_env.env  # both cells of 43 complete (the module's `oabench run`)
     with ReplayServer(faults=FaultProfile(fixed_status=402)) as broke:  # "no credits": a fatal error
         status_env.registry(with_baseline=False, base_url=broke.base_url)
         assert env.cli("run", "--editions", "44").exit_code == 1
@@ -157,19 +183,18 @@ def test_select_cells_crosses_the_registry_and_keeps_only_existing_history() -> 
 def test_unreadable_or_older_scores_make_a_cell_stale_until_run_rescores_it(status_env: StatusEnv) -> None:
     """One notion of done: the cell `oabench run` would re-score is not `complete` in `oabench status`."""
     env = status_env.env
-    assert env.cli("run", "--models", BASELINE, "--editions", "45").exit_code == 0
-    _, cells = status_env.status("--editions", "45", "--models", BASELINE)
-    assert cells[("45", BASELINE)]["state"] == "complete"
+    _, cells = status_env.status("--editions", "43", "--models", BASELINE)
+    assert cells[("43", BASELINE)]["state"] == "complete"  # run by the module's `oabench run`
 
-    scores = env.warehouse.partition_path("scores", f"45|{BASELINE}")
+    scores = env.warehouse.partition_path("scores", f"43|{BASELINE}")
     scores.write_bytes(scores.read_bytes()[:-100])  # a torn footer
-    result, cells = status_env.status("--editions", "45", "--models", BASELINE)
+    result, cells = status_env.status("--editions", "43", "--models", BASELINE)
     assert result.exit_code == 1
-    cell = cells[("45", BASELINE)]
+    cell = cells[("43", BASELINE)]
     assert cell["state"] == "stale" and "scores older than the answers, or unreadable" in cell["reason"]
 
-    rerun = env.cli("run", "--models", BASELINE, "--editions", "45")
+    rerun = env.cli("run", "--models", BASELINE, "--editions", "43")
     assert rerun.exit_code == 0, rerun.output
     assert "re-scoring it" in rerun.output
-    _, cells = status_env.status("--editions", "45", "--models", BASELINE)
-    assert cells[("45", BASELINE)]["state"] == "complete"
+    _, cells = status_env.status("--editions", "43", "--models", BASELINE)
+    assert cells[("43", BASELINE)]["state"] == "complete"

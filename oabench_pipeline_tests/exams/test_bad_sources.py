@@ -26,9 +26,13 @@ from oabench_pipeline.core.editions import (
 )
 from oabench_pipeline_tests.core.synthetic_pdfs import answer_letters, make_answer_key_pdf
 from oabench_pipeline_tests.pipeline_env import PipelineEnv
+from oabench_pipeline_tests.saved_envs import fresh_env_with_instance_per_module
 from oabench_pipeline_tests.servers.static_files import Override, StaticFileServer
 
 PROTECTED_TABLES = ("questions", "answer_keys")
+
+
+ingested_with_instance, fresh_env = fresh_env_with_instance_per_module("bad-sources")
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,13 @@ from oabench_pipeline.partitions import cell_partition_key
 from oabench_pipeline.runner import instance_for, run_assets
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV, question_texts, use_replay_models
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
+from oabench_pipeline_tests.saved_envs import fresh_env_with_instance_per_module
 from oabench_pipeline_tests.servers.openai_replay import ModelPricing, RecordedReply, ReplayServer
 
 EDITION = "45"
+
+
+ingested_with_instance, fresh_env = fresh_env_with_instance_per_module("budget-and-fatal")
 
 
 def materialize_pricing(env: PipelineEnv) -> None:
@@ -48,38 +52,21 @@ def test_estimate_above_budget_refuses_to_start(fresh_env: PipelineEnv) -> None:
     assert not cell_written(fresh_env, model) and log_of(fresh_env, model) == []
 
 
-def test_reported_cost_stops_the_run_and_a_bigger_budget_resumes_without_reasking(
+def test_budget_bad_key_and_unknown_model_each_stop_their_cell_and_a_bigger_budget_resumes_without_reasking(
     fresh_env: PipelineEnv,
 ) -> None:
-    model = "acme/metered"
+    """One `oabench run` of four cells (were two runs): a reported cost reaching the budget, a rejected key
+    and an unknown model each stop their own cell; the baseline still runs and the leaderboard is rebuilt.
+    A bigger budget then resumes the metered cell without asking again what was answered."""
+    metered = "acme/metered"
     texts = [text for qid, text in question_texts(fresh_env.warehouse).items() if qid.startswith("oab-45-")]
     # 0.25 is exact in binary: four answers reach $1.00 exactly, with no rounding to argue about.
     replies = {
-        (model, text): RecordedReply("B", prompt_tokens=900, completion_tokens=1, cost=0.25) for text in texts
+        (metered, text): RecordedReply("B", prompt_tokens=900, completion_tokens=1, cost=0.25)
+        for text in texts
     }
-    with ReplayServer(replies=replies, api_key=TEST_KEY) as server:
-        use_replay_models(fresh_env, server.base_url, [model], max_cost_usd=1.0)
-        stopped = fresh_env.cli("run", "--models", model, "--editions", EDITION, "--concurrency", "1")
-        assert stopped.exit_code == 1, stopped.output
-        assert "reached max_cost_usd $1.0" in stopped.output
-        assert server.stats.total_requests == 4
-        kept = log_of(fresh_env, model)
-        assert len(kept) == 4 and all(r.ok for r in kept)
-        assert not cell_written(fresh_env, model), "an unfinished cell keeps its last good rows (none)"
-
-        use_replay_models(fresh_env, server.base_url, [model], max_cost_usd=100.0)
-        resumed = fresh_env.cli("run", "--models", model, "--editions", EDITION)
-        assert resumed.exit_code == 0, resumed.output
-        stats = server.stats
-    assert stats.total_requests == 80 and set(stats.requests_per_prompt.values()) == {1}
-    rows = fresh_env.warehouse.read("inferences", str(cell_partition_key(model, EDITION)))
-    assert rows.height == 80 and rows["error"].null_count() == 80
-    assert rows["cost_usd"].sum() == 20.0
-    assert set(rows.filter(pl.col("qid").is_in([r.qid for r in kept]))["raw_response"]) == {"B"}
-
-
-def test_bad_key_and_unknown_model_stop_their_cells_at_once(fresh_env: PipelineEnv) -> None:
     with (
+        ReplayServer(replies=replies, api_key=TEST_KEY) as server,
         ReplayServer(api_key="sk-the-real-key-is-another-one") as rejecting,
         ReplayServer(api_key=TEST_KEY, unknown_model_status=404) as unknowing,
     ):
@@ -87,29 +74,56 @@ def test_bad_key_and_unknown_model_stop_their_cells_at_once(fresh_env: PipelineE
         path = write_models_file(
             fresh_env.root / "models.toml",
             [
+                {
+                    "id": metered,
+                    "base_url": server.base_url,
+                    "api_key_env": TEST_KEY_ENV,
+                    "max_cost_usd": 1.0,
+                },
                 {"id": "acme/bad-key", "base_url": rejecting.base_url, "api_key_env": TEST_KEY_ENV},
                 {"id": "acme/no-such-model", "base_url": unknowing.base_url, "api_key_env": TEST_KEY_ENV},
                 {"id": "baseline/random", "kind": "baseline"},
             ],
         )
         fresh_env.set("OABENCH_MODELS_FILE", path)
-        result = fresh_env.cli(
-            "run", "--models", "acme/bad-key,acme/no-such-model,baseline/random", "--editions", EDITION,
-            "--concurrency", "2",
+        stopped = fresh_env.cli(
+            "run", "--models", f"{metered},acme/bad-key,acme/no-such-model,baseline/random",
+            "--editions", EDITION, "--concurrency", "1",
         )  # fmt: skip
+        assert stopped.exit_code == 1, stopped.output
         # At most the requests already in flight when the first refusal arrived.
         assert 1 <= rejecting.stats.total_requests <= 2
         assert 1 <= unknowing.stats.total_requests <= 2
-    assert result.exit_code == 1, result.output
-    output = " ".join(result.output.split())  # the progress console may wrap long lines
-    assert "HTTP 401 authentication rejected" in output and "'acme/bad-key'" in output
-    assert "HTTP 404 unknown model" in output and "'acme/no-such-model'" in output
-    assert TEST_KEY not in result.output
-    assert not cell_written(fresh_env, "acme/bad-key") and not cell_written(fresh_env, "acme/no-such-model")
-    assert log_of(fresh_env, "acme/bad-key") == [] and log_of(fresh_env, "acme/no-such-model") == []
-    # The other cells still ran and the leaderboard was rebuilt with them.
-    assert cell_written(fresh_env, "baseline/random")
-    assert fresh_env.warehouse.read("leaderboard")["model_key"].to_list() == ["baseline/random"]
+
+        # The budget: four answers paid, kept in the log; the cell's table partition not written.
+        assert "reached max_cost_usd $1.0" in stopped.output
+        assert server.stats.total_requests == 4
+        kept = log_of(fresh_env, metered)
+        assert len(kept) == 4 and all(r.ok for r in kept)
+        assert not cell_written(fresh_env, metered), "an unfinished cell keeps its last good rows (none)"
+
+        # The rejected key and the unknown model: stopped at once, named, nothing written or logged.
+        output = " ".join(stopped.output.split())  # the progress console may wrap long lines
+        assert "HTTP 401 authentication rejected" in output and "'acme/bad-key'" in output
+        assert "HTTP 404 unknown model" in output and "'acme/no-such-model'" in output
+        assert TEST_KEY not in stopped.output
+        assert not cell_written(fresh_env, "acme/bad-key") and not cell_written(
+            fresh_env, "acme/no-such-model"
+        )
+        assert log_of(fresh_env, "acme/bad-key") == [] and log_of(fresh_env, "acme/no-such-model") == []
+        # The other cell still ran and the leaderboard was rebuilt with it.
+        assert cell_written(fresh_env, "baseline/random")
+        assert fresh_env.warehouse.read("leaderboard")["model_key"].to_list() == ["baseline/random"]
+
+        use_replay_models(fresh_env, server.base_url, [metered], max_cost_usd=100.0)
+        resumed = fresh_env.cli("run", "--models", metered, "--editions", EDITION)
+        assert resumed.exit_code == 0, resumed.output
+        stats = server.stats
+    assert stats.total_requests == 80 and set(stats.requests_per_prompt.values()) == {1}
+    rows = fresh_env.warehouse.read("inferences", str(cell_partition_key(metered, EDITION)))
+    assert rows.height == 80 and rows["error"].null_count() == 80
+    assert rows["cost_usd"].sum() == 20.0
+    assert set(rows.filter(pl.col("qid").is_in([r.qid for r in kept]))["raw_response"]) == {"B"}
 
 
 MISSING_ENV = "OABENCH_TEST_KEY_NOBODY_SET"

@@ -18,9 +18,13 @@ from oabench_pipeline.settings import Settings
 from oabench_pipeline.tables import empty_frame
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
+from oabench_pipeline_tests.saved_envs import fresh_env_with_instance_per_module
 from oabench_pipeline_tests.servers.openai_replay import ModelPricing, ReplayServer
 
 PROMPT_PRICE = 0.000002  # USD per token, as OpenRouter lists it
+
+
+ingested_with_instance, fresh_env = fresh_env_with_instance_per_module("cli-run")
 
 
 def use_models(env: PipelineEnv, entries: list[dict]) -> None:
@@ -63,18 +67,6 @@ def test_dry_run_prints_calls_and_cost_and_sends_nothing(fresh_env: PipelineEnv)
     assert f"no price snapshot for {unpriced}: materialize model_pricing first" in lines
     assert not fresh_env.warehouse.has_table("inferences")
     assert not (settings.warehouse_path.parent / "responses").exists()
-
-
-def test_concurrency_option_is_honoured(fresh_env: PipelineEnv) -> None:
-    # A little latency so the workers overlap; the registry asks for 20, the option for 3.
-    with ReplayServer(latency_s=0.05) as server:
-        use_models(
-            fresh_env, [{"id": "acme/m", "base_url": server.base_url, "api_key_env": "", "concurrency": 20}]
-        )
-        result = fresh_env.cli("run", "--models", "acme/m", "--editions", "45", "--concurrency", "3")
-        assert result.exit_code == 0, result.output
-        assert server.stats.total_requests == 80
-        assert server.stats.max_in_flight == 3
 
 
 @pytest.fixture
@@ -135,12 +127,19 @@ def test_edition_not_ingested_is_a_usage_error(fresh_env: PipelineEnv) -> None:
     assert not fresh_env.warehouse.has_table("inferences")
 
 
-def test_replicates_ask_again_once_and_replicate_one_is_never_paid_twice(fresh_env: PipelineEnv) -> None:
-    with ReplayServer() as server:
-        use_models(fresh_env, [{"id": "acme/m", "base_url": server.base_url, "api_key_env": ""}])
-        first = fresh_env.cli("run", "--models", "acme/m", "--editions", "45")
+def test_concurrency_option_then_replicates_ask_again_once_and_replicate_one_is_never_paid_twice(
+    fresh_env: PipelineEnv,
+) -> None:
+    # A little latency so the workers overlap; the registry asks for 20, the first run's option for 3.
+    with ReplayServer(latency_s=0.05) as server:
+        use_models(
+            fresh_env, [{"id": "acme/m", "base_url": server.base_url, "api_key_env": "", "concurrency": 20}]
+        )
+        first = fresh_env.cli("run", "--models", "acme/m", "--editions", "45", "--concurrency", "3")
         assert first.exit_code == 0, first.output
         assert server.stats.total_requests == 80
+        assert server.stats.max_in_flight == 3
+        server.latency_s = 0.0  # the overlap is proven: the replicates need no latency
         again = fresh_env.cli("run", "--models", "acme/m", "--editions", "45", "--replicates", "2")
         assert again.exit_code == 0, again.output
         assert server.stats.total_requests == 160  # replicate 2 only: replicate 1's hashes are unchanged

@@ -18,6 +18,7 @@ from oabench_pipeline.partitions import cell_partition_key
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
 from oabench_pipeline_tests.inference.test_client import _self_signed_localhost
 from oabench_pipeline_tests.pipeline_env import PipelineEnv
+from oabench_pipeline_tests.saved_envs import fresh_env_with_instance_per_module
 from oabench_pipeline_tests.servers.openai_replay import RecordedReply, ReplayServer
 from oabench_pipeline_tests.servers.third_party import ForwardProxy, LLMock
 
@@ -25,6 +26,9 @@ EDITION = "43"
 ACTIVE = 78
 MODEL = "acme/oab-model"
 PROVENANCE = ("response_id", "response_model", "finish_reason", "response_provider", "system_fingerprint")
+
+
+ingested_with_instance, fresh_env = fresh_env_with_instance_per_module("real-endpoints")
 
 
 def toml_value(value: object) -> str:
@@ -47,12 +51,33 @@ def run_cell(env: PipelineEnv):  # type: ignore[no-untyped-def]
     return env.cli("run", "--models", MODEL, "--editions", EDITION)
 
 
-def cell_rows(env: PipelineEnv) -> pl.DataFrame:
-    return env.warehouse.read("inferences", str(cell_partition_key(MODEL, EDITION)))
+def use_registry(env: PipelineEnv, entries: dict[str, dict[str, object]]) -> None:
+    """A private registry with one entry per model key (all using the test key), as `use_models`."""
+    env.set(TEST_KEY_ENV, TEST_KEY)
+    text = "".join(
+        "[[models]]\n"
+        + "".join(
+            f"{name} = {toml_value(value)}\n"
+            for name, value in {"id": key, "api_key_env": TEST_KEY_ENV, **entry}.items()
+        )
+        + "\n"
+        for key, entry in entries.items()
+    )
+    path = env.root / "models.toml"
+    path.write_text(text, encoding="utf-8")
+    env.set("OABENCH_MODELS_FILE", path)
 
 
-def assert_all_answered(env: PipelineEnv) -> pl.DataFrame:
-    rows = cell_rows(env).filter(~pl.col("skipped"))
+def run_cells(env: PipelineEnv, *models: str):  # type: ignore[no-untyped-def]
+    return env.cli("run", "--models", ",".join(models), "--editions", EDITION)
+
+
+def cell_rows(env: PipelineEnv, model: str = MODEL) -> pl.DataFrame:
+    return env.warehouse.read("inferences", str(cell_partition_key(model, EDITION)))
+
+
+def assert_all_answered(env: PipelineEnv, model: str = MODEL) -> pl.DataFrame:
+    rows = cell_rows(env, model).filter(~pl.col("skipped"))
     answered = rows.filter(pl.col("error").is_null() & pl.col("raw_response").is_not_null())
     assert (answered.height, rows.height) == (ACTIVE, ACTIVE), rows.filter(pl.col("error").is_not_null())
     return answered
@@ -67,12 +92,47 @@ def no_proxy_env(env: PipelineEnv) -> None:
 # ------------------------------------------------------------------------------- third-party servers
 
 
-def test_llmock_third_party_server_answers_every_question_and_grades_the_client_resilient(
+GATEWAY = "acme/azure-gateway"
+NEGATIVE_NAN, HEADER_COST = "acme/negative-nan-cost", "acme/litellm-header-cost"
+
+
+def test_llmock_an_azure_shaped_ipv6_gzip_gateway_and_odd_costs_answer_every_question(
     fresh_env: PipelineEnv, tmp_path: Path
 ) -> None:
-    """LLMock (PyPI) with three 429s (Retry-After 0.2 s) and two 503s queued: all 78 answered, once each."""
+    """Four endpoints, one cell each, one `oabench run` (were four tests and six runs before that); every
+    cell must end 78/78 answered, and each endpoint's own checks follow.
+
+    - LLMock (PyPI) with three 429s (Retry-After 0.2 s) and two 503s queued: all answered, once each.
+    - Our gateway in three shapes users meet: it gzips every reply unasked, listens on the IPv6 literal
+      `[::1]`, and wants Azure's URL (path prefix and `api-version` query kept) with the key in an
+      `api-key` header plus a secret extra header.
+    - -5 and NaN in `usage.cost`: stored as NULL with a warning; nothing negative or NaN anywhere.
+    - The cost in LiteLLM's response header: stored.
+    """
     no_proxy_env(fresh_env)
-    with LLMock(tmp_path) as llmock:
+    token = "gw-token-5f1e9a7c3b"
+    fresh_env.set("OABENCH_TEST_GATEWAY_TOKEN", token)
+    from oabench_pipeline_tests.inference.replay import question_texts
+
+    texts = sorted(
+        t for q, t in question_texts(fresh_env.warehouse).items() if q.startswith(f"oab-{EDITION}-")
+    )
+    costs = [-5.0, float("nan"), 0.002]
+    odd = {(NEGATIVE_NAN, text): RecordedReply("B", cost=costs[i % 3]) for i, text in enumerate(texts)}
+    in_header = {(HEADER_COST, text): RecordedReply("C", cost=0.0005) for text in texts}
+    with (
+        ReplayServer(replies=odd, api_key=TEST_KEY) as odd_server,
+        ReplayServer(replies=in_header, api_key=TEST_KEY, cost_header="x-litellm-response-cost") as litellm,
+        LLMock(tmp_path) as llmock,
+        ReplayServer(
+            api_key=TEST_KEY,
+            gzip_always=True,
+            host="::1",
+            api_key_header="api-key",
+            base_path="/openai/deployments/oab-gpt",
+            required_query="api-version=2024-10-21",
+        ) as gateway,
+    ):
         llmock.admin(
             "scenario",
             {
@@ -82,11 +142,30 @@ def test_llmock_third_party_server_answers_every_question_and_grades_the_client_
                 ]
             },
         )
-        use_models(fresh_env, llmock.base_url, concurrency=4)
-        result = run_cell(fresh_env)
+        assert gateway.base_url.startswith("http://[::1]:")
+        use_registry(
+            fresh_env,
+            {
+                MODEL: {"base_url": llmock.base_url, "concurrency": 4},
+                GATEWAY: {
+                    "base_url": gateway.base_url,
+                    "api_key_header": "api-key",
+                    "extra_headers": {
+                        "X-Title": "OABench",
+                        "X-Gateway-Token": {"env": "OABENCH_TEST_GATEWAY_TOKEN"},
+                    },
+                },
+                NEGATIVE_NAN: {"base_url": odd_server.base_url, "max_cost_usd": 1.0},
+                HEADER_COST: {"base_url": litellm.base_url},
+            },
+        )
+        result = run_cells(fresh_env, MODEL, GATEWAY, NEGATIVE_NAN, HEADER_COST)
         assert result.exit_code == 0, result.output
         verdict = llmock.admin("verdict")
         seen = llmock.admin("requests")
+        stats = gateway.stats
+
+    # LLMock
     answered = assert_all_answered(fresh_env)
     assert set(answered["response_model"]) == {MODEL} and set(answered["finish_reason"]) == {"stop"}
     assert answered["response_id"].null_count() == 0 and answered["response_id"].n_unique() == ACTIVE
@@ -95,6 +174,45 @@ def test_llmock_third_party_server_answers_every_question_and_grades_the_client_
     assert [f for f in verdict["findings"] if f["severity"] == "error"] == [], verdict
     requests = seen if isinstance(seen, list) else seen.get("requests", [])
     assert len(requests) == ACTIVE + 5  # 78 answers + the 5 queued faults, each retried once
+
+    # The gateway
+    assert stats.total_requests == ACTIVE  # each question asked once: nothing paid twice
+    answered = assert_all_answered(fresh_env, GATEWAY)
+    # gzip: every reply decoded, provenance read from it
+    for column in PROVENANCE:
+        assert answered[column].null_count() == 0, column
+    assert set(answered["response_provider"]) == {"replay"}
+    assert set(answered["system_fingerprint"]) == {"fp_replay"}
+    # IPv6: "[::1]:PORT", brackets kept in the Host header
+    assert stats.host_headers == {gateway.base_url.split("/")[2].split("?")[0]}
+    # Azure: path prefix and query kept, the key in `api-key`, the extra headers sent and never stored
+    assert stats.request_targets == {
+        "POST /openai/deployments/oab-gpt/chat/completions?api-version=2024-10-21"
+    }
+    assert stats.header_values["api-key"] == {TEST_KEY} and "authorization" not in stats.header_values
+    assert stats.header_values["x-title"] == {"OABench"} and stats.header_values["x-gateway-token"] == {token}
+    for root in (fresh_env.settings.warehouse_path.parent, fresh_env.root / "dagster_home"):
+        for path in root.rglob("*"):
+            if path.is_file():
+                data = path.read_bytes()
+                assert token.encode() not in data and TEST_KEY.encode() not in data, path
+
+    # -5 and NaN costs
+    answered = assert_all_answered(fresh_env, NEGATIVE_NAN)
+    trusted = answered["cost_usd"].drop_nulls()
+    assert 0 < trusted.len() < ACTIVE and trusted.min() >= 0 and not trusted.is_nan().any()
+    assert "usage.cost" in result.output  # the warning reached the run's log
+    everywhere = fresh_env.warehouse.query(
+        "select count(*) from inferences where cost_usd < 0 or isnan(cost_usd)"
+    ).item()
+    assert everywhere == 0
+    leaderboard = fresh_env.warehouse.read("leaderboard").filter(pl.col("model_key") == NEGATIVE_NAN)
+    assert leaderboard["cost_usd"].min() >= 0
+
+    # LiteLLM's cost header
+    from_header = assert_all_answered(fresh_env, HEADER_COST)
+    assert from_header["cost_usd"].null_count() == 0
+    assert from_header["cost_usd"].sum() == pytest.approx(ACTIVE * 0.0005)
 
 
 def test_http_proxy_is_honoured(fresh_env: PipelineEnv, tmp_path: Path) -> None:
@@ -118,134 +236,49 @@ def test_http_proxy_is_honoured(fresh_env: PipelineEnv, tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- our loopback server
 
 
-def test_azure_shaped_gateway_on_ipv6_that_always_gzips(fresh_env: PipelineEnv) -> None:
-    """One gateway in three shapes users meet, one `oabench run` (each used to be a test and a run of its own).
-
-    It gzips every reply unasked, listens on the IPv6 literal `[::1]`, and wants Azure's URL (path prefix
-    and `api-version` query kept) with the key in an `api-key` header plus a secret extra header.
-    """
-    no_proxy_env(fresh_env)
-    token = "gw-token-5f1e9a7c3b"
-    fresh_env.set("OABENCH_TEST_GATEWAY_TOKEN", token)
-    with ReplayServer(
-        api_key=TEST_KEY,
-        gzip_always=True,
-        host="::1",
-        api_key_header="api-key",
-        base_path="/openai/deployments/oab-gpt",
-        required_query="api-version=2024-10-21",
-    ) as server:
-        assert server.base_url.startswith("http://[::1]:")
-        use_models(
-            fresh_env,
-            server.base_url,
-            api_key_header="api-key",
-            extra_headers={"X-Title": "OABench", "X-Gateway-Token": {"env": "OABENCH_TEST_GATEWAY_TOKEN"}},
-        )
-        result = run_cell(fresh_env)
-        assert result.exit_code == 0, result.output
-        stats = server.stats
-    assert stats.total_requests == ACTIVE  # each question asked once: nothing paid twice
-    answered = assert_all_answered(fresh_env)
-    # gzip: every reply decoded, provenance read from it
-    for column in PROVENANCE:
-        assert answered[column].null_count() == 0, column
-    assert set(answered["response_provider"]) == {"replay"}
-    assert set(answered["system_fingerprint"]) == {"fp_replay"}
-    # IPv6: "[::1]:PORT", brackets kept in the Host header
-    assert stats.host_headers == {server.base_url.split("/")[2].split("?")[0]}
-    # Azure: path prefix and query kept, the key in `api-key`, the extra headers sent and never stored
-    assert stats.request_targets == {
-        "POST /openai/deployments/oab-gpt/chat/completions?api-version=2024-10-21"
-    }
-    assert stats.header_values["api-key"] == {TEST_KEY} and "authorization" not in stats.header_values
-    assert stats.header_values["x-title"] == {"OABench"} and stats.header_values["x-gateway-token"] == {token}
-    for root in (fresh_env.settings.warehouse_path.parent, fresh_env.root / "dagster_home"):
-        for path in root.rglob("*"):
-            if path.is_file():
-                data = path.read_bytes()
-                assert token.encode() not in data and TEST_KEY.encode() not in data, path
+UNTRUSTED, UNRESOLVABLE, REDIRECTED = "acme/untrusted-cert", "acme/no-such-host", "acme/moved"
 
 
-def test_unverifiable_certificate_stops_at_once_with_certificate_in_the_message(
+def test_unverifiable_certificate_unresolvable_host_and_redirect_each_stop_their_cell_with_a_reason(
     fresh_env: PipelineEnv, tmp_path: Path
 ) -> None:
+    """Three endpoints that cannot work, one cell each, in one `oabench run` (each used to be a run of its
+    own): every cell stops with its own reason, and none is retried into error rows."""
     no_proxy_env(fresh_env)
     for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
         fresh_env.monkeypatch.delenv(name, raising=False)
     cert, key = _self_signed_localhost(tmp_path)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
-    with ReplayServer(api_key=TEST_KEY, ssl_context=context) as server:
-        use_models(fresh_env, server.base_url, concurrency=4)
-        result = run_cell(fresh_env)
-        assert server.stats.total_requests == 0
-    assert result.exit_code != 0
-    assert "certificate" in result.output and "SSL_CERT_FILE" in result.output
-    assert not fresh_env.warehouse.partition_path(
-        "inferences", str(cell_partition_key(MODEL, EDITION))
-    ).exists()
-    log = cell_log_path(fresh_env.settings.warehouse_path.parent / "responses", MODEL, EDITION)
-    assert read_log(log) == []  # not retried into error rows: stopped before any result
-
-
-def test_negative_nan_and_header_costs(fresh_env: PipelineEnv) -> None:
-    """-5 and NaN in usage.cost are stored as NULL with a warning; nothing negative or NaN anywhere."""
-    no_proxy_env(fresh_env)
-    from oabench_pipeline_tests.inference.replay import question_texts
-
-    texts = sorted(
-        t for q, t in question_texts(fresh_env.warehouse).items() if q.startswith(f"oab-{EDITION}-")
-    )
-    costs = [-5.0, float("nan"), 0.002]
-    replies = {(MODEL, text): RecordedReply("B", cost=costs[i % 3]) for i, text in enumerate(texts)}
-    with ReplayServer(replies=replies, api_key=TEST_KEY) as server:
-        use_models(fresh_env, server.base_url, max_cost_usd=1.0)
-        result = run_cell(fresh_env)
-        assert result.exit_code == 0, result.output
-    answered = assert_all_answered(fresh_env)
-    trusted = answered["cost_usd"].drop_nulls()
-    assert 0 < trusted.len() < ACTIVE and trusted.min() >= 0 and not trusted.is_nan().any()
-    assert "usage.cost" in result.output  # the warning reached the run's log
-    everywhere = fresh_env.warehouse.query(
-        "select count(*) from inferences where cost_usd < 0 or isnan(cost_usd)"
-    ).item()
-    assert everywhere == 0
-    leaderboard = fresh_env.warehouse.read("leaderboard").filter(pl.col("model_key") == MODEL)
-    assert leaderboard["cost_usd"].min() >= 0
-
-
-def test_litellm_cost_header_is_stored(fresh_env: PipelineEnv) -> None:
-    no_proxy_env(fresh_env)
-    from oabench_pipeline_tests.inference.replay import question_texts
-
-    texts = [t for q, t in question_texts(fresh_env.warehouse).items() if q.startswith(f"oab-{EDITION}-")]
-    replies = {(MODEL, text): RecordedReply("C", cost=0.0005) for text in texts}
-    with ReplayServer(replies=replies, api_key=TEST_KEY, cost_header="x-litellm-response-cost") as server:
-        use_models(fresh_env, server.base_url)
-        result = run_cell(fresh_env)
-        assert result.exit_code == 0, result.output
-    answered = assert_all_answered(fresh_env)
-    assert answered["cost_usd"].null_count() == 0
-    assert answered["cost_usd"].sum() == pytest.approx(ACTIVE * 0.0005)
-
-
-def test_unresolvable_host_and_redirect_stop_the_cell_with_a_reason(fresh_env: PipelineEnv) -> None:
-    no_proxy_env(fresh_env)
-    use_models(fresh_env, "http://no-such-host.invalid/v1")
-    result = run_cell(fresh_env)
-    assert (
-        result.exit_code != 0
-        and "does not resolve" in result.output
-        and "no-such-host.invalid" in result.output
-    )
-
     from oabench_pipeline_tests.servers.openai_replay import FaultProfile
 
-    with ReplayServer(api_key=TEST_KEY, faults=FaultProfile(fixed_status=301)) as server:
-        use_models(fresh_env, server.base_url)
-        result = run_cell(fresh_env)
-        asked = server.stats.total_requests
-    assert result.exit_code != 0 and "HTTP 301" in result.output
+    with (
+        ReplayServer(api_key=TEST_KEY, ssl_context=context) as untrusted,
+        ReplayServer(api_key=TEST_KEY, faults=FaultProfile(fixed_status=301)) as moved,
+    ):
+        use_registry(
+            fresh_env,
+            {
+                UNTRUSTED: {"base_url": untrusted.base_url, "concurrency": 4},
+                UNRESOLVABLE: {"base_url": "http://no-such-host.invalid/v1"},
+                REDIRECTED: {"base_url": moved.base_url},
+            },
+        )
+        result = run_cells(fresh_env, UNTRUSTED, UNRESOLVABLE, REDIRECTED)
+        untrusted_asked, moved_asked = untrusted.stats.total_requests, moved.stats.total_requests
+    assert result.exit_code != 0
+    # The certificate nobody trusts: stopped at once, certificate in the message, not a single result.
+    assert untrusted_asked == 0
+    assert "certificate" in result.output and "SSL_CERT_FILE" in result.output
+    responses = fresh_env.settings.warehouse_path.parent / "responses"
+    for model in (UNTRUSTED, UNRESOLVABLE, REDIRECTED):
+        assert not fresh_env.warehouse.partition_path(
+            "inferences", str(cell_partition_key(model, EDITION))
+        ).exists(), model
+    assert read_log(cell_log_path(responses, UNTRUSTED, EDITION)) == []  # not retried into error rows
+    # The host that does not resolve, named.
+    assert "does not resolve" in result.output and "no-such-host.invalid" in result.output
+    # The redirect: the status and where it pointed, the first wave at most (concurrency 20), no retry.
+    assert "HTTP 301" in result.output
     assert "https://moved.example/v1/chat/completions" in result.output
-    assert asked <= 20  # the first wave at most (concurrency 20): nothing retried
+    assert moved_asked <= 20

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
+import pytest
 from dagster import AssetCheckKey, AssetKey
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 from dagster._core.storage.defs_state.base import set_defs_state_storage
@@ -13,6 +16,8 @@ from oabench_pipeline.runner import instance_for, run_assets
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.tables import ANALYSIS_TABLES, table_columns
 from oabench_pipeline_tests.pipeline_env import PipelineEnv
+from oabench_pipeline_tests.saved_envs import SavedEnv, building_env, save_env
+from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
 
 def test_every_analysis_table_has_its_schema_description_checks_and_is_selectable_alone() -> None:
@@ -60,19 +65,37 @@ def table_description_head(table: str) -> str:
     return ANALYSIS_DESCRIPTIONS[table].split(":")[0]
 
 
-def test_a_failed_blocking_check_is_recorded_and_no_table_is_written(fresh_env: PipelineEnv) -> None:
+BASELINES = "baseline/random,baseline/longest-choice"
+
+
+@pytest.fixture(scope="module")
+def two_baselines_run(
+    tmp_path_factory: pytest.TempPathFactory, ingested_template: Path, mirror_server: StaticFileServer
+) -> SavedEnv:
+    """Both baselines run on every edition with `oabench run`, once per module; each test gets a copy."""
+    with building_env(tmp_path_factory, "two-baselines", ingested_template, mirror_server.base_url) as env:
+        env.monkeypatch.delenv("OABENCH_MODELS_FILE", raising=False)  # the packaged registry
+        result = env.cli("run", "--models", BASELINES)
+        assert result.exit_code == 0, result.output
+        return save_env(env)
+
+
+@pytest.fixture
+def scored_env(two_baselines_run: SavedEnv, monkeypatch: pytest.MonkeyPatch) -> PipelineEnv:
+    return two_baselines_run.restore(monkeypatch)
+
+
+def test_a_failed_blocking_check_is_recorded_and_no_table_is_written(scored_env: PipelineEnv) -> None:
     """A scores partition with a duplicated row: the leaderboard's blocking check fails as an evaluation
     on its Checks tab, the step fails naming it, and every analysis table keeps its last good file."""
-    result = fresh_env.cli("run", "--models", "baseline/random,baseline/longest-choice")
-    assert result.exit_code == 0, result.output
-    store = fresh_env.warehouse
+    store = scored_env.warehouse
     cell = str(cell_partition_key("baseline/random", 43))
     scores = store.read("scores", cell)
     store.write_partition("scores", pl.concat([scores, scores.head(1)]), cell)  # 81 rows for one run
     files = {table: store.partition_path(table) for table in ANALYSIS_TABLES}
     before = {table: path.stat().st_mtime_ns for table, path in files.items()}
 
-    settings = fresh_env.settings
+    settings = scored_env.settings
     with instance_for(settings) as instance:
         outcome = run_assets(build_definitions(settings), instance, list(ANALYSIS_TABLES))
         check = AssetCheckKey(AssetKey("leaderboard"), "complete_keys_have_80_rows_per_edition")
@@ -89,14 +112,12 @@ def test_a_failed_blocking_check_is_recorded_and_no_table_is_written(fresh_env: 
     assert {table: path.stat().st_mtime_ns for table, path in files.items()} == before
 
 
-def test_one_as_of_setting_serves_every_selected_table(fresh_env: PipelineEnv) -> None:
+def test_one_as_of_setting_serves_every_selected_table(scored_env: PipelineEnv) -> None:
     """`ops.leaderboard.config.as_of` (the op keeps its name) applies to whichever tables are selected."""
-    result = fresh_env.cli("run", "--models", "baseline/random,baseline/longest-choice")
-    assert result.exit_code == 0, result.output
-    store = fresh_env.warehouse
+    store = scored_env.warehouse
     assert store.read("pairwise_comparison").height == 1 and store.read("runs").height == 2
     board_before = store.partition_path("leaderboard").stat().st_mtime_ns
-    settings = fresh_env.settings
+    settings = scored_env.settings
     as_of = {"ops": {"leaderboard": {"config": {"as_of": "2000-01-01"}}}}  # before any run completed
     with instance_for(settings) as instance:
         outcome = run_assets(

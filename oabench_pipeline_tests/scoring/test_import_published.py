@@ -131,10 +131,24 @@ def test_partial_run_is_incomplete_and_unranked(imported: PipelineEnv) -> None:
 
 
 def test_import_twice_changes_nothing(imported: PipelineEnv, shared_oab: Path) -> None:
+    """The second import of the same folder: the `published_runs` asset, the one step of `oabench import`
+    that writes `inferences`, materialized again with the same folder (the module's fixture ran the whole
+    command once; its other steps re-score the cells and rebuild the report, and write no answer)."""
+    from oabench_pipeline.definitions import build_definitions
+    from oabench_pipeline.runner import instance_for, run_assets
+
     # Only the Dagster run that wrote the rows changes: the runs and their answers stay as they were.
     before = imported.warehouse.read("inferences").sort("model_key", "run_id", "qid")
-    result = imported.cli("import", str(shared_oab / "published-runs"))
-    assert result.exit_code == 0, result.output
+    settings = imported.settings
+    folder = {"path": str((shared_oab / "published-runs").resolve())}  # as `oabench import` passes it
+    with instance_for(settings) as instance:
+        again = run_assets(
+            build_definitions(settings),
+            instance,
+            ["published_runs"],
+            run_config={"ops": {"published_runs": {"config": folder}}},
+        )
+    assert again.success, again.errors
     after = imported.warehouse.read("inferences").sort("model_key", "run_id", "qid")
     assert after.drop("dagster_run_id").equals(before.drop("dagster_run_id"))
     assert set(after["dagster_run_id"]).isdisjoint(before["dagster_run_id"])
