@@ -21,18 +21,20 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # The slowest test files (`pytest --durations`), handed to the workers first so that none of them is left
 # running alone at the end of a parallel run. Order only: every test still runs, in its file's order.
 SLOW_FILES_FIRST = (
-    "inference/test_concurrent_backfill.py",
+    "test_browser.py",
+    "automation/test_downstream.py",
     "inference/test_crash_safety.py",
     "inference/test_run_safety.py",
-    "inference/test_run_signals.py",
-    "inference/test_faults.py",
-    "inference/test_real_endpoints.py",
-    "automation/test_downstream.py",
-    "automation/test_end_to_end.py",
     "exams/test_dagster_clis.py",
-    "inference/test_secrets.py",
-    "test_browser.py",
+    "inference/test_run_signals.py",
+    "automation/test_end_to_end.py",
+    "test_damaged_partitions.py",
+    "inference/test_real_endpoints.py",
+    "inference/test_concurrent_backfill.py",
+    "inference/test_client.py",
     "test_webserver.py",
+    "inference/test_faults.py",
+    "inference/test_secrets.py",
 )
 
 
