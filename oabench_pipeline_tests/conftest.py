@@ -39,6 +39,7 @@ SLOW_FILES_FIRST = (
 
 
 RAM_DISK = Path("/dev/shm")
+RAM_NEEDED = 2 * 1024**3  # bytes free; a container's default /dev/shm (64 MB) is far too small
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -49,11 +50,12 @@ def pytest_configure(config: pytest.Config) -> None:
     response log one per answer): 157 s against 128 s in RAM on the 2-core CI machine. No test depends on
     the data reaching a disk: a SIGKILL loses a process, not the page cache, and the disk-full test mounts
     a tmpfs of its own. Runs in the xdist controller, before any temp folder exists; the workers and every
-    child process inherit TMPDIR, and `--basetemp` or an exported TMPDIR still win.
+    child process inherit TMPDIR, and `--basetemp` or an exported TMPDIR still win. Passed tests' folders
+    are removed as they end (`tmp_path_retention_policy` in pyproject.toml), so little RAM stays in use.
     """
     if config.option.basetemp or "TMPDIR" in os.environ or "PYTEST_XDIST_WORKER" in os.environ:
         return
-    if RAM_DISK.is_dir() and os.access(RAM_DISK, os.W_OK):
+    if RAM_DISK.is_dir() and os.access(RAM_DISK, os.W_OK) and shutil.disk_usage(RAM_DISK).free >= RAM_NEEDED:
         os.environ["TMPDIR"] = str(RAM_DISK)
         tempfile.tempdir = None  # `tempfile.gettempdir()` (and pytest's temp root) reads TMPDIR again
 
