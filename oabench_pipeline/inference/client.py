@@ -769,14 +769,16 @@ async def _run_pool(
                     return
                 tally.started += 1
                 result = await _ask(client, endpoint, request, tally, should_stop)
-            if result is None:
-                continue  # stopped before a retry: the loop's check records why
-            tally.results += 1
-            if result.ok:
-                tally.answered += 1
-            else:
-                tally.errors += 1
-            on_result(result)
+                if result is None:
+                    continue  # stopped before a retry: the loop's check records why
+                tally.results += 1
+                if result.ok:
+                    tally.answered += 1
+                else:
+                    tally.errors += 1
+                # Saved before the slots are let go: a request another cell sends meanwhile would otherwise
+                # make one more answer than `concurrency` received but not yet saved, lost to a crash then.
+                on_result(result)
 
     workers = min(concurrency, max(1, len(requests)))
     tasks: list[asyncio.Task[None]] = []
