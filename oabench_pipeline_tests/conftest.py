@@ -6,6 +6,7 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -43,6 +44,21 @@ RAM_NEEDED = 2 * 1024**3  # bytes free; a container's default /dev/shm (64 MB) i
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _interruptible_children()
+    _scratch_in_ram(config)
+
+
+def _interruptible_children() -> None:
+    """SIGINT handled as Python's default, even when pytest was started with it ignored (`pytest &` in a
+    script, a CI runner): each in-process Dagster run maps SIGTERM to SIGINT's handler when it ends
+    (`dagster._utils.interrupts.capture_interrupts`), so an ignored SIGINT became an ignored SIGTERM, and
+    every child started after that (an `oabench` under test, a lock holder, a code server) inherited it:
+    `terminate()` did nothing and the suite hung. Runs in the xdist controller and in each worker."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _scratch_in_ram(config: pytest.Config) -> None:
     """Scratch space in RAM where the machine has one (Linux's /dev/shm), unless the user chose a place.
 
     Every warehouse, DAGSTER_HOME and server folder of the suite is scratch. On disk, the suite spends a
