@@ -48,11 +48,11 @@ def _env(root: Path, source_base_url: str) -> dict[str, str]:
     return env
 
 
-def _run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Run a venv command from the repository root; fail with its output if it does not exit 0."""
+def _run(*args: str, env: dict[str, str], cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess[str]:
+    """Run a venv command from `cwd` (the repository root); fail with its output if it does not exit 0."""
     done = subprocess.run(
         [str(BIN / args[0]), *args[1:]],
-        cwd=REPO_ROOT,
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
@@ -128,18 +128,7 @@ def test_oabench_and_dagster_share_one_instance_from_the_repository_root(
     del env["OABENCH_WAREHOUSE"]
 
     def dagster_here(*args: str) -> None:
-        done = subprocess.run(
-            [str(BIN / "dagster"), *args],
-            cwd=checkout,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=SUBPROCESS_TIMEOUT_S,
-            check=False,
-        )
-        assert done.returncode == 0, (
-            f"dagster {' '.join(args)} exited {done.returncode}\n{done.stdout}\n{done.stderr}"
-        )
+        _run("dagster", *args, env=env, cwd=checkout)
 
     warehouse = pipeline.warehouse
     assert warehouse.root == checkout / "warehouse"
