@@ -357,14 +357,15 @@ def build_leaderboard_tables(
 
 
 def suite_view(
-    tables: Mapping[str, pl.DataFrame], suite: str, editions: Sequence[int]
+    tables: Mapping[str, pl.DataFrame], suite: str, editions: Sequence[int], *, plain: bool = False
 ) -> dict[str, pl.DataFrame]:
     """The analysis tables as one suite sees them: each suite-scoped table its rows of `<table>_by_suite`
     (`leaderboard_by_area` included), `leaderboard_by_edition` the suite's editions, the rest as they are.
-    What the report, `oabench leaderboard --suite` and the per-suite checks read."""
+    What the report, `oabench leaderboard --suite` and the per-suite checks read. `plain`: for the default
+    suite, keep the plain tables (its rows) but `leaderboard_by_area` (every edition's) and `_by_edition`."""
     view = dict(tables)
     for name, base in BY_SUITE.items():
-        if name in tables:
+        if name in tables and (not plain or base == "leaderboard_by_area"):
             view[base] = tables[name].filter(pl.col("suite") == suite).drop("suite")
     if "leaderboard_by_edition" in tables:
         view["leaderboard_by_edition"] = tables["leaderboard_by_edition"].filter(

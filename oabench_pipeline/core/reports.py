@@ -432,12 +432,7 @@ def write_reports(
         row = rows.row(0, named=True)
         heading = suite_heading(row)
         # The default suite's tables are the plain ones; another suite's are its rows of the `_by_suite` twins.
-        view = suite_view(tables, row["suite"], row["editions"])
-        tables = (
-            view
-            if not row["is_default"]
-            else {**tables, "leaderboard_by_edition": view["leaderboard_by_edition"]}
-        )
+        tables = suite_view(tables, row["suite"], row["editions"], plain=row["is_default"])
     context = ReportContext(generated_at or dt.datetime.now(dt.UTC), data_as_of, heading)
     cost_png, caption = _plot_cost_vs_accuracy(tables["pareto_frontier"])
     area_png = _plot_area_heatmap(tables["leaderboard_by_area"], tables["leaderboard"])
