@@ -42,7 +42,7 @@ from oabench_pipeline.core.analysis.items import item_analysis
 from oabench_pipeline.core.analysis.latency import latency_accuracy_correlation
 from oabench_pipeline.core.analysis.pareto import pareto_frontier
 from oabench_pipeline.core.analysis.providers import provider_summary
-from oabench_pipeline.core.analysis.run_variance import replicate_answers, run_variance
+from oabench_pipeline.core.analysis.run_variance import ReplicateAnswers, replicate_answers, run_variance
 from oabench_pipeline.core.editions import ALL_SUITE, ALL_SUITE_DESCRIPTION, Suite, default_suite
 from oabench_pipeline.core.scoring import score_inferences
 from oabench_pipeline.tables import ANALYSIS_TABLES, BY_SUITE, column_names, column_schema
@@ -172,7 +172,7 @@ class _Shared:
     questions: pl.DataFrame
     keys: pl.Series  # every key with a canonical cell, sorted: the rows of `mats`
     mats: dict[str, np.ndarray]
-    answers: pl.DataFrame  # every complete run cell's answers (run_variance)
+    answers: ReplicateAnswers  # every complete run cell's answers and score (run_variance)
     cells: pl.DataFrame
     required: set[int]  # editions with questions (and in `editions`)
 
