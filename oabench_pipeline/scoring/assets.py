@@ -152,7 +152,7 @@ def _analysis_spec(table: str) -> AssetSpec:
     description = ANALYSIS_DESCRIPTIONS[table]
     return AssetSpec(
         table,
-        # A group of their own: twelve siblings make a tall column that the lineage page cannot fit on
+        # A group of their own: 21 siblings make a tall column that the lineage page cannot fit on
         # screen beside the rest; collapsed, the group is one box between `scores` and the report.
         group_name="analysis",
         deps=ANALYSIS_DEPS,
