@@ -97,7 +97,8 @@ def run(
         raise click.UsageError(
             "--suite and --editions both choose the editions: give one (--suite runs every edition of the suite)"
         )
-    chosen_suite = choose_suite(load_registry_suites(settings), suite) if suite is not None else None
+    suites = load_registry_suites(settings)  # a bad registry stops the run before any cell, not after
+    chosen_suite = choose_suite(suites, suite) if suite is not None else None
     chosen = _choose_models(settings, _split(models_opt))
     wanted = [str(e) for e in chosen_suite.editions] if chosen_suite else _split(editions_opt)
     editions = _choose_editions(warehouse, wanted, chosen_suite)

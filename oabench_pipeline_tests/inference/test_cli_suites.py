@@ -11,6 +11,7 @@ import json
 
 import polars as pl
 
+from oabench_pipeline.core.editions import DEFAULT_EDITIONS_FILE
 from oabench_pipeline.inference.cell import plan_cell
 from oabench_pipeline.inference.cost import estimated_prompt_tokens
 from oabench_pipeline.tables import empty_frame
@@ -42,6 +43,21 @@ def test_suite_with_editions_or_an_unknown_suite_is_one_usage_error(fresh_env: P
     missing = fresh_env.cli("run", "--models", RANDOM, "--suite", "all")
     assert missing.exit_code == 2
     assert "suite all: edition(s) 2 not ingested; run `oabench ingest --editions 2`" in missing.output
+    assert not fresh_env.warehouse.has_table("inferences")
+
+
+def test_a_bad_suite_in_the_registry_stops_every_command_in_one_line(fresh_env: PipelineEnv) -> None:
+    path = fresh_env.root / "editions.toml"
+    packaged = DEFAULT_EDITIONS_FILE.read_text(encoding="utf-8")
+    path.write_text(packaged.replace("editions = [43, 44, 45]", "editions = [42, 43]"), encoding="utf-8")
+    fresh_env.set("OABENCH_EDITIONS_FILE", path)
+    for command in (["ingest"], ["run", "--models", RANDOM], ["status"], ["leaderboard", "--suite", "all"]):
+        result = fresh_env.cli(*command)
+        assert result.exit_code == 1, (command, result.output)
+        assert (
+            result.output
+            == f"Error: {path}: suite 'oabench-2026': edition(s) 42 not in the registry (it has 43-45)\n"
+        )
     assert not fresh_env.warehouse.has_table("inferences")
 
 
