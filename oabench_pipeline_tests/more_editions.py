@@ -11,36 +11,37 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import tomllib
 from collections.abc import Mapping, Sequence
 
 import polars as pl
+import tomli_w
 
-from oabench_pipeline.core.editions import DEFAULT_EDITIONS_FILE
+from oabench_pipeline.core.editions import DEFAULT_EDITIONS_FILE, DEFAULT_SUITE
 from oabench_pipeline_tests.pipeline_env import PipelineEnv
 
+STUDY = (43, 44, 45)
 
-def _edition_block(edition: int) -> str:
-    def pin(kind: str) -> str:
-        return hashlib.sha256(f"made-up {kind} of edition {edition}".encode()).hexdigest()
 
-    return f"""
-[[editions]]
-edition = {edition}
-exam_name = "{edition}º EXAME DE ORDEM UNIFICADO"
-exam_date = {dt.date(2010, 6, 1) + dt.timedelta(days=120 * edition)}
-exam_page_url = "https://examedeordem.oab.org.br/EditaisProvas?NumeroExame={edition}"
-area_scheme = "fgv-2025"
+def _made_up_edition(edition: int, template: dict) -> dict:
+    """A registry entry for `edition` in the packaged entries' shape, its files pinned by made-up hashes."""
 
-[editions.booklet]
-label = "Caderno de Prova - Tipo 1"
-url = "https://s.oab.org.br/arquivos/made-up/{edition}-caderno.pdf"
-sha256 = "{pin("booklet")}"
+    def pinned(kind: str) -> dict:
+        digest = hashlib.sha256(f"made-up {kind} of edition {edition}".encode()).hexdigest()
+        return {
+            "label": kind,
+            "url": f"https://s.oab.org.br/arquivos/made-up/{edition}-{kind}.pdf",
+            "sha256": digest,
+        }
 
-[editions.answer_key]
-label = "Gabaritos Definitivos"
-url = "https://s.oab.org.br/arquivos/made-up/{edition}-gabarito.pdf"
-sha256 = "{pin("answer_key")}"
-"""
+    return {
+        **template,
+        "edition": edition,
+        "exam_name": f"{edition}º EXAME DE ORDEM UNIFICADO",
+        "exam_date": dt.date(2010, 6, 1) + dt.timedelta(days=120 * edition),
+        "booklet": pinned("booklet"),
+        "answer_key": pinned("answer_key"),
+    }
 
 
 def _renumbered(frame: pl.DataFrame, edition: int) -> pl.DataFrame:
@@ -56,39 +57,40 @@ def register_more_editions(
     suites: Mapping[str, Sequence[int]] = {},
     copy_of: int = 45,
 ) -> None:
-    """The packaged registry plus `editions` and `suites` (name → editions) as `OABENCH_EDITIONS_FILE`,
-    and each new edition ingested as a copy of edition `copy_of`'s questions and answer key."""
-    registry = DEFAULT_EDITIONS_FILE.read_text(encoding="utf-8")
-    tables = "".join(
-        f'\n[suites.{name}]\ndescription = "made up"\neditions = {list(numbers)}\n'
-        for name, numbers in suites.items()
-    )
-    start = registry.index("[area_schemes]")
-    text = (
-        registry[:start]
-        + tables.lstrip("\n")
-        + "\n"
-        + registry[start:]
-        + "".join(map(_edition_block, editions))
-    )
+    """A registry of the study's editions (the packaged entries), `editions` and `suites` (name → editions)
+    as `OABENCH_EDITIONS_FILE`, and each new edition ingested as a copy of edition `copy_of`'s questions and
+    answer key. Built from the packaged file's study editions and `oabench-2026` only, so it means the same
+    whatever else the packaged registry holds."""
+    packaged = tomllib.loads(DEFAULT_EDITIONS_FILE.read_text(encoding="utf-8"))
+    study = [e for e in packaged["editions"] if e["edition"] in STUDY]
+    template = next(e for e in study if e["edition"] == copy_of)
+    document = {
+        "suites": {
+            DEFAULT_SUITE: packaged["suites"][DEFAULT_SUITE],
+            **{
+                name: {"description": "made up", "editions": list(numbers)}
+                for name, numbers in suites.items()
+            },
+        },
+        "area_schemes": packaged["area_schemes"],
+        "editions": [*study, *(_made_up_edition(e, template) for e in editions)],
+    }
     path = env.root / "editions.toml"
-    path.write_text(text, encoding="utf-8")
+    path.write_text(tomli_w.dumps(document), encoding="utf-8")
     env.set("OABENCH_EDITIONS_FILE", path)
     warehouse = env.warehouse
     for table in ("questions", "answer_keys"):
         source = warehouse.read(table, str(copy_of))
         for edition in editions:
             warehouse.write_partition(table, _renumbered(source, edition), str(edition))
-    known = warehouse.read("editions")
-    template = known.filter(pl.col("edition") == copy_of)
+    known = warehouse.read("editions").filter(pl.col("edition").is_in(STUDY))
+    row = known.filter(pl.col("edition") == copy_of)
     added = [
-        template.with_columns(
+        row.with_columns(
             edition=pl.lit(e, pl.Int32),
             exam_name=pl.lit(f"{e}º EXAME DE ORDEM UNIFICADO"),
             exam_date=pl.lit(dt.date(2010, 6, 1) + dt.timedelta(days=120 * e)),
         )
         for e in editions
     ]
-    warehouse.write_partition(
-        "editions", pl.concat([known.filter(~pl.col("edition").is_in(editions)), *added])
-    )
+    warehouse.write_partition("editions", pl.concat([known, *added]))

@@ -137,11 +137,22 @@ def test_discovered_editions_join_all_and_a_registry_without_the_study_suite_def
     assert resolve_suite(None, suites).name == ALL_SUITE
 
 
-def test_unknown_suite_lists_the_known_ones() -> None:
+def test_unknown_suite_lists_the_known_ones(tmp_path: Path) -> None:
+    path = tmp_path / "editions.toml"
+    path.write_text(_registry_with("[suites.test-only]\neditions = [43]\n"), encoding="utf-8")
+    suites = load_suites(path)
+    assert list(suites)[-2:] == ["test-only", ALL_SUITE]  # file order, then the built-in
     with pytest.raises(
-        EditionsRegistryError, match=r"^unknown suite 'fgv'; the registry has: oabench-2026, all$"
+        EditionsRegistryError, match=rf"^unknown suite 'fgv'; the registry has: {', '.join(suites)}$"
     ):
-        resolve_suite("fgv", load_suites())
+        resolve_suite("fgv", suites)
+
+
+def _registry_with(suites: str) -> str:
+    """The packaged registry with `suites` (TOML) added to its own."""
+    packaged = DEFAULT_EDITIONS_FILE.read_text(encoding="utf-8")
+    start = packaged.index("[area_schemes]")
+    return packaged[:start] + suites + "\n" + packaged[start:]
 
 
 def test_edition_spec_round_trip() -> None:

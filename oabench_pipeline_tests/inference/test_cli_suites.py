@@ -11,7 +11,7 @@ import json
 
 import polars as pl
 
-from oabench_pipeline.core.editions import DEFAULT_EDITIONS_FILE
+from oabench_pipeline.core.editions import DEFAULT_EDITIONS_FILE, load_suites
 from oabench_pipeline.inference.cell import plan_cell
 from oabench_pipeline.inference.cost import estimated_prompt_tokens
 from oabench_pipeline.tables import empty_frame
@@ -32,11 +32,12 @@ def test_suite_with_editions_or_an_unknown_suite_is_one_usage_error(fresh_env: P
         both = fresh_env.cli(command, "--suite", "all", "--editions", "43")
         assert both.exit_code == 2, both.output
         assert "Error: --suite and --editions both choose the editions: give one" in both.output
-        unknown = fresh_env.cli(command, "--suite", "fgv-2010s")
+        unknown = fresh_env.cli(command, "--suite", "fgv-2000s")
         assert unknown.exit_code == 2
+        known = ", ".join(load_suites())  # the packaged registry's, then all
         assert (
-            "Invalid value for '--suite': unknown suite 'fgv-2010s'; the registry has: oabench-2026, all"
-            in (unknown.output)
+            f"Invalid value for '--suite': unknown suite 'fgv-2000s'; the registry has: {known}"
+            in unknown.output
         )
     register_more_editions(fresh_env, [1, 2])
     fresh_env.warehouse.partition_path("questions", "2").unlink()  # registered, not ingested
