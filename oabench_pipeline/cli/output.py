@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from oabench_pipeline.core.markdown import markdown_table
 from oabench_pipeline.inference.progress import CellProgress, listening
+from oabench_pipeline.tables import csv_ready
 
 
 class ProgressBar:
@@ -190,7 +191,7 @@ def format_table(frame: pl.DataFrame, fmt: str, wrap: dict[str, int] | None = No
     render values through `render_cell`. `wrap` gives columns of `table` a width to wrap at (at spaces).
     """
     if fmt == "csv":
-        return frame.write_csv()
+        return csv_ready(frame).write_csv()
     if fmt == "json":
         return json.dumps(frame.to_dicts(), ensure_ascii=False, default=str, indent=2)
     cells = [[render_cell(v) for v in row] for row in frame.iter_rows()]
