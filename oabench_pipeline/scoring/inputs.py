@@ -5,15 +5,20 @@ its scores cover its answers: every run of the cell has as many scored rows, and
 it has answer rows. Any other cell — a file damaged, a cell whose run failed before it was (re)scored, a
 `scores` partition left from answers since replaced or deleted — is left out of every analysis table at
 once (its key then misses that edition, so it is shown incomplete and unranked, as an aborted run is),
-with one line saying why. The `leaderboard` step reads only what `AnalysisInputs.leave_out` leaves it,
-and when no cell is healthy it writes nothing: the tables keep their previous rows.
+with one line saying why. The `leaderboard` step reads only what `AnalysisInputs.leave_out` leaves it
+(`healthy_reader`; so do the report and `oabench leaderboard` when they rebuild the tables for an `as_of`
+day), and when no cell is healthy it writes nothing: the tables keep their previous rows.
 
 No Dagster here: the step logs the lines and decides what to do with an empty selection.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+import duckdb
 
 from oabench_pipeline.inference.cell import cell_name
 from oabench_pipeline.warehouse import DamagedPartitionError, Warehouse, partition_key_of, repair_hint
@@ -101,3 +106,12 @@ def _leave_out_uncovered(store: Warehouse, inputs: AnalysisInputs) -> None:
             f"{scored} scored, {scored_errors} with an error): "
             f"`oabench run --models {model_key} --editions {edition}` re-scores it"
         )
+
+
+@contextmanager
+def healthy_reader(store: Warehouse) -> Iterator[tuple[duckdb.DuckDBPyConnection, AnalysisInputs]]:
+    """A reader over the healthy cells only, and the selection: what every builder of the analysis
+    tables reads (the `leaderboard` step, the report and `oabench leaderboard` with an `as_of` day)."""
+    inputs = analysis_inputs(store)
+    with store.reader(leave_out=inputs.leave_out) as con:
+        yield con, inputs
