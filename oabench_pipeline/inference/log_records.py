@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from oabench_pipeline.core.files import write_atomically
-from oabench_pipeline.core.provenance import Provenance
+from oabench_pipeline.core.provenance import PROVENANCE_COLUMNS, Provenance
 from oabench_pipeline.inference.types import ChatResult
 
 # Without these a line says nothing usable about which request it answers or what the answer was.
@@ -65,26 +65,14 @@ class LoggedReply(BaseModel):
     system_fingerprint: str | None = None
 
     def result(self) -> ChatResult:
+        """The `ChatResult` this line records (its provenance keys regrouped, `finished_at` in UTC)."""
+        values = self.model_dump(exclude=set(PROVENANCE_COLUMNS))
         finished = self.finished_at
         if finished is not None:  # written by us always with an offset; a naive one is taken as UTC
-            finished = finished.astimezone(UTC) if finished.tzinfo else finished.replace(tzinfo=UTC)
-        return ChatResult(
-            qid=self.qid,
-            request_hash=self.request_hash,
-            raw_response=self.raw_response,
-            reasoning=self.reasoning,
-            latency_ms=self.latency_ms,
-            prompt_tokens=self.prompt_tokens,
-            completion_tokens=self.completion_tokens,
-            reasoning_tokens=self.reasoning_tokens,
-            cost_usd=self.cost_usd,
-            error=self.error,
-            attempts=self.attempts,
-            finished_at=finished,
-            total_cost_usd=self.total_cost_usd,
-            provenance=Provenance.from_columns(self.__dict__),
-            cost_note=self.cost_note,
-        )
+            values["finished_at"] = (
+                finished.astimezone(UTC) if finished.tzinfo else finished.replace(tzinfo=UTC)
+            )
+        return ChatResult(**values, provenance=Provenance.from_columns(self.__dict__))
 
 
 @dataclass(frozen=True)

@@ -163,14 +163,19 @@ def test_each_result_counts_as_received_only_once_fsynced(
     assert not log.reserve_path.exists()
 
 
+def logged_lines(path: Path, count: int) -> list[str]:
+    """A log of `count` answers (h1, h2, ...) written by `ResponseLog`; its lines, to damage."""
+    with ResponseLog(path) as log:
+        for n in range(1, count + 1):
+            log.append(result(f"h{n}"))
+    return path.read_text(encoding="utf-8").splitlines()
+
+
 def test_every_line_is_validated_a_surviving_reply_is_kept_and_the_rest_counts_as_not_answered(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "45.jsonl"
-    with ResponseLog(path) as log:
-        for n in range(1, 7):
-            log.append(result(f"h{n}"))
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = logged_lines(path, 6)
     lines[1] = lines[1].replace('"latency_ms": 120', '"latency_ms": "abc"')
     lines[1] = lines[1].replace('"attempts": 1', '"attempts": -1')
     lines[2] = lines[2].replace('"raw_response": "B"', '"raw_response": {"x": 1}')
@@ -197,10 +202,7 @@ def test_every_line_is_validated_a_surviving_reply_is_kept_and_the_rest_counts_a
 
 def test_repair_sets_damaged_lines_aside_once_and_keeps_the_salvaged_reply(tmp_path: Path) -> None:
     path = tmp_path / "45.jsonl"
-    with ResponseLog(path) as log:
-        for n in range(1, 4):
-            log.append(result(f"h{n}"))
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = logged_lines(path, 3)
     lines[0] = lines[0].replace('"latency_ms": 120', '"latency_ms": "abc"')
     lines[1] = lines[1][:-5]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
