@@ -68,7 +68,7 @@ def echo_every_form(auth: str) -> str:
 def leaked_forms(text: str, key: str) -> list[str]:
     """Which forms of `key` `text` holds: searched in the text, percent-decoded, JSON-unescaped, both."""
     unescaped = re.sub(r"\\+u([0-9a-fA-F]{4})", lambda m: chr(int(m.group(1), 16)), text)
-    variants = [text, unquote(text), unescaped, unquote(unescaped)]
+    variants = {text, unescaped} | ({unquote(text), unquote(unescaped)} if "%" in text else set())
     raw = key.encode()
     cores = {  # what base64 of any text holding the key contains, at each byte alignment
         encode(raw[skip : skip + (len(raw) - skip) // 3 * 3]).decode()
@@ -91,10 +91,13 @@ def texts_of(path: Path) -> str:
 
 
 def leaks_under(root: Path, key: str) -> dict[str, list[str]]:
+    """Every file below `root` holding a form of `key`, but the official PDFs (`raw/`: SHA-256 pinned)."""
     return {
         str(path.relative_to(root)): found
         for path in sorted(root.rglob("*"))
-        if path.is_file() and (found := leaked_forms(texts_of(path), key))
+        if path.is_file()
+        and path.relative_to(root).parts[0] != "raw"
+        and (found := leaked_forms(texts_of(path), key))
     }
 
 
