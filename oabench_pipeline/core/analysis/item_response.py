@@ -312,7 +312,7 @@ def fit_rasch(
     sizes = np.bincount(item_group, minlength=used_groups.size).astype(np.float64)
     data = _Data(y, e, item_group, used_groups.size, _constraint_basis(group_component, sizes))
     theta, mu, rho, iterations, converged, evaluation = _newton(data, n_nodes)
-    total, grad, hess, weights, node_loglik = evaluation.derivatives(theta, mu, rho)
+    _, _, hess, weights, node_loglik = evaluation.derivatives(theta, mu, rho)
     covariance = _covariance(hess, data)
     n_keys = keys.size
     post_mean = (weights * evaluation.nodes).sum(axis=1)
