@@ -59,9 +59,7 @@ class CutoffData:
     posteriors: ItemPosteriors  # difficulty of each question without this key
 
 
-def _predict(
-    level: FloatArray, data: CutoffData, delta: float
-) -> tuple[FloatArray, FloatArray]:
+def _predict(level: FloatArray, data: CutoffData, delta: float) -> tuple[FloatArray, FloatArray]:
     """P(right) per question and its derivative with respect to the linear predictor."""
     eta = (level + delta * data.after)[:, None] - data.posteriors.nodes
     p = special.expit(eta)
