@@ -59,8 +59,12 @@ def simulate(
     effects: np.ndarray | None = None,
     cutoffs: list[dt.date | None] | None = None,
     wrong_keys: int = 0,
+    wrong_key_max_difficulty: float = np.inf,
     coverage: float = 1.0,
 ) -> Simulation:
+    """Keys × questions answers by the model above. `effects` and `cutoffs` per key (default: no effect,
+    cutoffs spread over the middle of the exam dates); `wrong_keys` questions, among those no harder than
+    `wrong_key_max_difficulty`, get a wrong published key; `coverage`: the chance each answer exists."""
     rng = np.random.Generator(np.random.PCG64(seed))
     n_items = n_editions * per_edition
     group = np.repeat(np.arange(n_editions), per_edition)
@@ -73,9 +77,7 @@ def simulate(
         span = (dates[-1] - dates[0]).days
         cutoffs = [dates[0] + dt.timedelta(days=int(span * f)) for f in np.linspace(0.3, 0.8, n_keys)]
     effect = np.zeros(n_keys) if effects is None else np.asarray(effects, dtype=float)
-    after = np.array(
-        [[c is not None and d > c for d in dates] for c in cutoffs], dtype=bool
-    )[:, group]
+    after = np.array([[c is not None and d > c for d in dates] for c in cutoffs], dtype=bool)[:, group]
     logit = ability[:, None] - difficulty[None, :] + effect[:, None] * after
     right = rng.random((n_keys, n_items)) < special.expit(logit)
     covered = rng.random((n_keys, n_items)) < coverage
@@ -87,7 +89,10 @@ def simulate(
     letters = np.where(right, true_letter[None, :], wrong)
     letters = np.where(covered, letters, 5)
     key_letter = true_letter.copy()
-    planted = np.sort(rng.choice(n_items, size=wrong_keys, replace=False)) if wrong_keys else np.zeros(0, int)
+    eligible = np.flatnonzero(difficulty <= wrong_key_max_difficulty)
+    planted = (
+        np.sort(rng.choice(eligible, size=wrong_keys, replace=False)) if wrong_keys else np.zeros(0, int)
+    )
     key_letter[planted] = (true_letter[planted] + 1 + rng.integers(0, 3, planted.size)) % 4
     return Simulation(
         ability=ability,

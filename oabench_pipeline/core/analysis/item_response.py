@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 from scipy import linalg, special
+from threadpoolctl import threadpool_limits
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -298,6 +299,15 @@ def fit_rasch(
     `covered[i, j]`: key i answered question j (an active question; an unparseable reply is an answer,
     and wrong); `correct[i, j]`: it was right. `groups[j]`: the question's edition as 0..G-1.
     """
+    # One BLAS thread: the matrices are small (keys × keys), so threads mostly spin on a shared machine,
+    # and a fixed summation order makes the same answers give the same bits (stable data versions).
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _fit(correct, covered, groups, n_groups, n_nodes)
+
+
+def _fit(
+    correct: npt.ArrayLike, covered: npt.ArrayLike, groups: npt.ArrayLike, n_groups: int | None, n_nodes: int
+) -> RaschFit:
     covered_arr = np.asarray(covered, dtype=bool)
     correct_arr = np.asarray(correct, dtype=bool) & covered_arr
     group_arr = np.asarray(groups, dtype=np.int64)
@@ -443,40 +453,49 @@ def leave_one_out(fit: RaschFit, key: int, correct: npt.ArrayLike, covered: npt.
     others_loglik[mine] -= own
     others = fit._responders - mine.astype(np.int64)
     informative = others > 0
-    groups = np.unique(fit._item_group[mine])
-    refit = np.isin(fit._item_group, groups) & informative
-    mu = fit._group_mu.copy()
-    mu[groups] = _group_means_without(
-        fit._nodes[refit],
-        fit._log_weights[refit] + others_loglik[refit],
-        fit._item_group[refit],
-        mu,
-        sigma,
-    )[groups]
-    keep = mine & (others > 0)
+    touched = np.zeros(fit._group_mu.size, dtype=bool)
+    touched[fit._item_group[mine]] = True
+    mu, sigma = _distribution_without(
+        fit._nodes[informative],
+        fit._log_weights[informative] + others_loglik[informative],
+        fit._item_group[informative],
+        fit._group_mu,
+        touched,
+        np.log(fit.sigma),
+    )
+    keep = mine & informative
     nodes = fit._nodes[keep]
     deviation = nodes - mu[fit._item_group[keep], None]
-    joint = fit._log_weights[keep] + others_loglik[keep] - deviation**2 / (2 * sigma**2)
-    weights, _ = _posterior(joint)
+    weights, _ = _posterior(fit._log_weights[keep] + others_loglik[keep] - deviation**2 / (2 * sigma**2))
     return ItemPosteriors(fit._items[keep], nodes, weights)
 
 
-def _group_means_without(
-    nodes: FloatArray, log_base: FloatArray, group: IntArray, start: FloatArray, sigma: float
-) -> FloatArray:
-    """Solve Σ_{j in g} E[b_j − μ_g] = 0 for every μ_g at once, each question's posterior ∝ base ×
-    N(b; μ_g, σ²) (Newton, a few steps); groups without questions keep their start."""
-    mu = start.copy()
-    counts = np.bincount(group, minlength=mu.size).astype(np.float64)
-    present = counts > 0
-    for _ in range(30):
-        weights, _ = _posterior(log_base - (nodes - mu[group, None]) ** 2 / (2 * sigma**2))
+def _distribution_without(
+    nodes: FloatArray, log_base: FloatArray, group: IntArray, mu: FloatArray, touched: BoolArray, rho: float
+) -> tuple[FloatArray, float]:
+    """Re-solve the edition means of `touched` groups and σ = e^ρ, the abilities held, each question's
+    posterior ∝ base × N(b; μ_g, σ²): alternating Newton steps on the score equations (a few)."""
+    mu = mu.copy()
+    update = touched & (np.bincount(group, minlength=mu.size) > 0)
+    for _ in range(50):
+        sigma2 = float(np.exp(2 * rho))
+        weights, _ = _posterior(log_base - (nodes - mu[group, None]) ** 2 / (2 * sigma2))
         mean = (weights * nodes).sum(axis=1)
         var = np.maximum((weights * nodes**2).sum(axis=1) - mean**2, 0.0)
         score = np.bincount(group, mean - mu[group], minlength=mu.size)
-        slope = np.bincount(group, var / sigma**2 - 1.0, minlength=mu.size)
-        step = np.where(present, -score / np.where(present, slope, -1.0), 0.0)
-        mu += step
-        if np.abs(step).max(initial=0.0) < 1e-10:
+        slope = np.bincount(group, var / sigma2 - 1.0, minlength=mu.size)
+        step_mu = np.where(update, -score / np.where(update, slope, -1.0), 0.0)
+        mu += step_mu
+        # ρ: Σ_j E[(b − μ)²/σ² − 1] − ρ/s² = 0 (the fit's weak prior on log σ included).
+        weights, _ = _posterior(log_base - (nodes - mu[group, None]) ** 2 / (2 * sigma2))
+        z = (nodes - mu[group, None]) ** 2 / sigma2
+        ez = (weights * z).sum(axis=1)
+        score_rho = float((ez - 1.0).sum()) - rho / LOG_SIGMA_PRIOR_SD**2
+        slope_rho = (
+            float((-2.0 * ez + (weights * z**2).sum(axis=1) - ez**2).sum()) - 1.0 / LOG_SIGMA_PRIOR_SD**2
+        )
+        step_rho = -score_rho / slope_rho
+        rho += step_rho
+        if max(float(np.abs(step_mu).max(initial=0.0)), abs(step_rho)) < 1e-10:
             break
-    return mu
+    return mu, float(np.exp(rho))

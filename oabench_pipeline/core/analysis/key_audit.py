@@ -6,16 +6,21 @@ key at chance (a random baseline) weighs 0 and a perfect one 1. Per question, th
 each letter among the keys that answered it (an unparseable reply is a vote for no letter), the
 consensus letter (the largest share) and its share.
 
-A question is `suspicious` when the consensus letter is not the published key, at least `MIN_AGREEING`
-keys with weight chose it, and either its weighted share is at least `CLEAR_SHARE` (0.8), or it is at
-least `SUSPICIOUS_SHARE` (0.7) and the keys that chose it are on average more able than the keys that
-answered anything else. Why: under a right key, a strong key's wrong answers spread over three
-distractors, so even a question most keys miss puts a clear majority on one distractor only when it is
-a trap; and on a trap the keys that still find the published letter are the stronger ones, while under
-a wrong key the stronger keys are the ones choosing the consensus (the true letter). On 30 simulated
-3-edition benchmarks of 11 keys (`oabench_pipeline_tests/core/test_item_response.py`), the rule flagged
-170 of 172 wrong keys planted on questions of ordinary difficulty and 3 of 6,960 right keys (0.04%). A
-flag asks for a person to read the question and the examiners' definitive key; it is not a verdict.
+A question is `suspicious` when the consensus letter is not the published key and either
+- its weighted share is at least `CLEAR_SHARE` (0.8) with at least `MIN_AGREEING` (3) keys of weight
+  above 0 behind it, or
+- its share is at least `SUSPICIOUS_SHARE` (0.7), at least `MIN_LED_AGREEING` (6) such keys chose it, and
+  they are on average more able than the keys that answered anything else.
+Why: under a right key, a strong key's wrong answers spread over three distractors, so a clear majority
+on one of them takes a trap nearly every strong key falls for; on a trap the keys that still find the
+published letter are the stronger ones, while under a wrong key the stronger keys are the ones choosing
+the consensus (the true letter), which lets a smaller majority count when many keys stand behind it.
+On 30 simulated benchmarks of the study's shape (11 keys, 3 editions; `test_item_response.py`), the
+rule flagged 233 of 240 wrong keys planted on questions of ordinary difficulty and 3 of 6,960 right
+keys (0.04%). On the published runs (4 models with their answers, 3 editions, definitive keys) it flags
+2 of 240 questions, the ones all four models answered alike against the key. A flag asks for a person
+to read the question and the examiners' definitive key; it is not a verdict. Real models' mistakes are
+more alike than the simulation's (shared training data), so expect more flags on hard questions.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from oabench_pipeline.core.analysis.pairwise import LETTER_CODES
 SUSPICIOUS_SHARE = 0.7
 CLEAR_SHARE = 0.8
 MIN_AGREEING = 3
+MIN_LED_AGREEING = 6
 CHANCE = 0.25
 
 
@@ -63,16 +69,14 @@ def audit_keys(
     rest = answered & ~chose
     mean_consensus = (theta * chose).sum(axis=0) / np.maximum(chose.sum(axis=0), 1)
     mean_rest = (theta * rest).sum(axis=0) / np.maximum(rest.sum(axis=0), 1)
-    clear = np.nan_to_num(consensus_share) >= CLEAR_SHARE
-    stronger = clear | ~rest.any(axis=0) | (mean_consensus > mean_rest)
-    suspicious = (
-        stronger
-        & active
-        & (consensus >= 0)
-        & (consensus != key_codes)
-        & (np.nan_to_num(consensus_share) >= SUSPICIOUS_SHARE)
-        & (agreeing >= MIN_AGREEING)
+    share = np.nan_to_num(consensus_share)
+    clear = (share >= CLEAR_SHARE) & (agreeing >= MIN_AGREEING)
+    led = (
+        (share >= SUSPICIOUS_SHARE)
+        & (agreeing >= MIN_LED_AGREEING)
+        & (~rest.any(axis=0) | (mean_consensus > mean_rest))
     )
+    suspicious = active & (consensus >= 0) & (consensus != key_codes) & (clear | led)
     return {
         "shares": shares,
         "consensus": consensus,
