@@ -49,10 +49,18 @@ def plot_accuracy_by_exam_date(
                 ax.scatter(*zip(*chosen, strict=True), s=22, color=colour, label=name, zorder=3)
         ax.axvline(row["knowledge_cutoff"], color="#444", ls="--", lw=1)
         ax.set_title(labels.get(row["model_key"], row["model_key"]), fontsize=9)
-        ax.text(0.02, 0.04, _effect_text(row), transform=ax.transAxes, fontsize=7, color="#333")
+        ax.text(
+            0.02,
+            0.04,
+            _effect_text(row),
+            transform=ax.transAxes,
+            fontsize=7,
+            color="#333",
+            bbox={"facecolor": "white", "alpha": 0.8, "linewidth": 0},
+        )
         ax.set_ylim(0, 1)
         ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
-        locator = AutoDateLocator(maxticks=5)
+        locator = AutoDateLocator()
         ax.xaxis.set_major_locator(locator)
         ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
         ax.tick_params(labelsize=7)

@@ -171,12 +171,12 @@ def cutoff_tables(
     if pooled is None:
         pooled_row["note"] = "no model key with a knowledge cutoff"
     pooled_table = pl.DataFrame(
-        [pooled_row], schema={"n_models": pl.Int64, "n_models_estimable": pl.Int64} | _EFFECT_SCHEMA
+        [pooled_row], schema={"n_models": pl.Int64, "n_models_estimable": pl.Int64, **_EFFECT_SCHEMA}
     )
     return table, pooled_table
 
 
-_EFFECT_SCHEMA: dict[str, type[pl.DataType]] = {
+_EFFECT_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "questions_after": pl.Int64,
     "questions_before": pl.Int64,
     "effect_log_odds": pl.Float64,
