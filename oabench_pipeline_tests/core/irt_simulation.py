@@ -51,7 +51,7 @@ def simulate(
     *,
     n_keys: int = 12,
     n_editions: int = 29,
-    per_edition: int = 80,
+    per_edition: int | list[int] = 80,
     ability_mean: float = 1.5,
     ability_sd: float = 1.0,
     item_sd: float = 1.2,
@@ -66,8 +66,8 @@ def simulate(
     cutoffs spread over the middle of the exam dates); `wrong_keys` questions, among those no harder than
     `wrong_key_max_difficulty`, get a wrong published key; `coverage`: the chance each answer exists."""
     rng = np.random.Generator(np.random.PCG64(seed))
-    n_items = n_editions * per_edition
-    group = np.repeat(np.arange(n_editions), per_edition)
+    group = np.repeat(np.arange(n_editions), per_edition)  # an int, or each edition's count
+    n_items = group.size
     edition_mean = rng.normal(0.0, edition_sd, n_editions)
     edition_mean -= edition_mean.mean()
     difficulty = edition_mean[group] + rng.normal(0.0, item_sd, n_items)
