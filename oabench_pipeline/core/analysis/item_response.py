@@ -46,7 +46,13 @@ ABILITY_PRIOR_SD = 5.0
 LOG_SIGMA_PRIOR_SD = 2.0
 Z95 = 1.959963984540054
 _MAX_ITERATIONS = 100
-_TOLERANCE = 1e-9
+# Stop when the Newton decrement (the squared length of the remaining step in standard errors) is below
+# this: the estimates are then within 0.001 standard errors of the optimum.
+_TOLERANCE = 1e-6
+# Newton's steps use the exact Hessian while keys² × questions × nodes stays below this, else its
+# delta-method approximation (the intervals always use the exact one).
+_EXACT_HESSIAN_CELLS = 200_000_000
+_FULL_STEP_DECREMENT = 0.5
 # Items per chunk so that a keys × items × nodes block stays around 2M doubles (16 MB).
 _CHUNK_CELLS = 2_000_000
 
@@ -100,6 +106,15 @@ class _Data:
     group: IntArray  # (J',) group index 0..G'-1
     n_groups: int
     basis: FloatArray  # (G', G' - C) μ = basis @ φ: the identification constraints built in
+
+    @property
+    def wrong(self) -> FloatArray:
+        """1.0 where the key answered wrong (answered and not right)."""
+        if self._wrong is None:
+            self._wrong = self.e * (1.0 - self.y)
+        return self._wrong
+
+    _wrong: FloatArray | None = None
 
 
 def _posterior(joint: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -169,11 +184,14 @@ class _Evaluation:
         self, theta: FloatArray, items: slice
     ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
         """Per key × item × node: log-likelihood of the answer, P(right); summed log-likelihood per node."""
-        y, e = self.data.y[:, items, None], self.data.e[:, items, None]
+        e = self.data.e[:, items, None]
         eta = theta[:, None, None] - self.nodes[None, items, :]
-        log_p = special.log_expit(eta)
-        loglik = e * (log_p - (1.0 - y) * eta)  # log(1 − p) = log p − η
-        return loglik, np.exp(log_p), loglik.sum(axis=0), e
+        # One exponential for both: t = e^{−η}, p = 1/(1 + t), log p = −log1p(t); |η| stays far below
+        # the 700 where e^{−η} overflows (abilities and difficulties are a few logits).
+        t = np.exp(-eta)
+        p = 1.0 / (1.0 + t)
+        loglik = -e * np.log1p(t) - self.data.wrong[:, items, None] * eta  # log(1 − p) = log p − η
+        return loglik, p, loglik.sum(axis=0), e
 
     def _prior_terms(self, mu: FloatArray, sigma: float, items: slice) -> tuple[FloatArray, FloatArray]:
         """log N(node; μ_e, σ²) and the standardised deviation (node − μ_e)/σ² per item × node."""
@@ -191,9 +209,14 @@ class _Evaluation:
         return total - float(theta @ theta) / (2 * ABILITY_PRIOR_SD**2) - rho**2 / (2 * LOG_SIGMA_PRIOR_SD**2)
 
     def derivatives(
-        self, theta: FloatArray, mu: FloatArray, rho: float
+        self, theta: FloatArray, mu: FloatArray, rho: float, exact: bool = True
     ) -> tuple[float, FloatArray, FloatArray, FloatArray, FloatArray]:
         """(objective, gradient, Hessian, per-item posterior weights, per-node summed log-likelihood).
+
+        `exact=False` replaces the keys × keys posterior covariance by its delta-method value (rank one
+        per question: the covariance of two keys' P(right) ≈ their slopes × Var(b)), a keys² × questions
+        product instead of keys² × questions × nodes: Newton's steps need only a good Hessian, the
+        intervals the exact one.
 
         Parameters are ordered θ (K'), μ (G'), ρ = log σ. Louis' identity per question:
         H_j = E_post[∇²ℓ] + Cov_post[∇ℓ], with the posterior over the question's quadrature nodes.
@@ -235,8 +258,14 @@ class _Evaluation:
             # ... plus the posterior covariance of the first derivatives.
             root = np.sqrt(w)
             centred = (residual - mean_residual[:, :, None]) * root[None]
-            flat = centred.reshape(n_keys, -1)
-            hess[:n_keys, :n_keys] += flat @ flat.T
+            if exact:
+                flat = centred.reshape(n_keys, -1)
+                hess[:n_keys, :n_keys] += flat @ flat.T
+            else:
+                b_bar = (w * self.nodes[items]).sum(axis=1)
+                b_var = np.maximum((w * self.nodes[items] ** 2).sum(axis=1) - b_bar**2, 0.0)
+                slope = np.einsum("knq,nq->kn", e * p * (1.0 - p), w)
+                hess[:n_keys, :n_keys] += (slope * b_var[None, :]) @ slope.T
             d_c = (d - d_bar[:, None]) * root
             s_c = (s - s_bar[:, None]) * root
             cross_mu = np.einsum("knq,nq->kn", centred, d_c) @ hot
@@ -401,6 +430,7 @@ def _newton(data: _Data, n_nodes: int) -> tuple[FloatArray, FloatArray, float, i
     phi = np.zeros(data.basis.shape[1])
     rho = 0.0
     centre = np.zeros(data.y.shape[1])
+    exact = n_keys**2 * data.y.shape[1] * n_nodes <= _EXACT_HESSIAN_CELLS
     converged = False
     iteration = 0
     evaluation = None
@@ -408,15 +438,18 @@ def _newton(data: _Data, n_nodes: int) -> tuple[FloatArray, FloatArray, float, i
         mu = data.basis @ phi
         centre, scale = _modes(data, theta, mu, float(np.exp(rho)), centre)
         evaluation = _Evaluation(data, *_quadrature(centre, scale, n_nodes))
-        value, grad, hess, _, _ = evaluation.derivatives(theta, mu, rho)
+        value, grad, hess, _, _ = evaluation.derivatives(theta, mu, rho, exact=exact)
         reduced_grad, reduced_hess, _ = _reduced(hess, grad, data)
         step = _ascent_direction(reduced_hess, reduced_grad)
-        if float(reduced_grad @ step) < _TOLERANCE:  # the Newton decrement: nothing left to gain
+        decrement = float(reduced_grad @ step)
+        if decrement < _TOLERANCE:  # the Newton decrement: nothing left to gain
             converged = True
             break
         t = 1.0
         params = np.concatenate([theta, phi, [rho]])
-        while t > 1e-6:
+        # Close to the optimum (a Newton decrement under 1/2: the quadratic model is good) the full step
+        # is taken without evaluating it; further out, backtrack until the objective increases.
+        while decrement >= _FULL_STEP_DECREMENT and t > 1e-6:
             trial = params + t * step
             trial_mu = data.basis @ trial[n_keys:-1]
             if evaluation.objective(trial[:n_keys], trial_mu, float(trial[-1])) >= value:
