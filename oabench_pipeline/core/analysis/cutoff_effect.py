@@ -123,7 +123,7 @@ def cutoff_effect(data: list[CutoffData], starts: npt.ArrayLike) -> CutoffEffect
         step_a = (score_a - info_ad * step_d) / info_aa
         alpha += step_a
         delta += step_d
-        if max(abs(step_d), float(np.abs(step_a).max())) < 1e-10:
+        if max(abs(step_d), float(np.abs(step_a).max())) < 1e-7:
             break
     _, _, info_aa, info_ad, info_dd = _scoring_terms(contrasted, alpha, delta)
     se = float(np.sqrt(1.0 / (info_dd - float((info_ad**2 / info_aa).sum()))))  # 1 / Schur complement

@@ -126,15 +126,10 @@ def ability_columns(keys_df: pl.DataFrame, abilities: pl.DataFrame, by_edition: 
     return keys_df.join(ranked, on="model_key", how="left", maintain_order="left")
 
 
-def _after_cutoff(
-    questions: pl.DataFrame, edition_dates: pl.DataFrame, cutoff: object
-) -> tuple[np.ndarray, np.ndarray]:
-    """(after, dated) per question: its exam was held after `cutoff`; its exam date is known."""
+def _exam_days(questions: pl.DataFrame, edition_dates: pl.DataFrame) -> np.ndarray:
+    """Each question's exam date as days since 1970 (NaN where the edition has no date)."""
     dates = questions.select("edition").join(edition_dates, on="edition", how="left", maintain_order="left")
-    exam_date = dates["exam_date"]
-    dated = exam_date.is_not_null().to_numpy()
-    after = (exam_date > cutoff).fill_null(False).to_numpy()
-    return after, dated
+    return dates["exam_date"].cast(pl.Int32).cast(pl.Float64).to_numpy()
 
 
 def cutoff_tables(
@@ -149,14 +144,17 @@ def cutoff_tables(
     key) and `contamination_pooled` (one effect shared by every key with a cutoff)."""
     raw = contamination_by_cutoff(by_edition, keys_df, edition_dates)
     index = {key: i for i, key in enumerate(keys_df["model_key"].to_list())}
+    exam_day = _exam_days(questions, edition_dates)
+    dated = ~np.isnan(exam_day)
+    covered = mats["E"] & dated[None, :]
     per_key, datas, starts = [], [], []
-    for row in raw.select("model_key", "knowledge_cutoff").iter_rows(named=True):
-        i = index[row["model_key"]]
-        after, dated = _after_cutoff(questions, edition_dates, row["knowledge_cutoff"])
-        covered = mats["E"] & dated[None, :]
+    cutoffs = raw.select("model_key", cutoff_day=pl.col("knowledge_cutoff").cast(pl.Int32))
+    for key, cutoff_day in cutoffs.iter_rows():
+        i = index[key]
+        after = dated & (np.nan_to_num(exam_day) > cutoff_day)
         data = key_cutoff_data(fit, i, mats["C"], covered, after)
         effect = cutoff_effect([data], [fit.ability[i]])
-        per_key.append({"model_key": row["model_key"], **_effect_columns(effect)})
+        per_key.append({"model_key": key, **_effect_columns(effect)})
         datas.append(data)
         starts.append(fit.ability[i])
     effects = pl.DataFrame(per_key, schema=_EFFECT_SCHEMA | {"model_key": pl.String})

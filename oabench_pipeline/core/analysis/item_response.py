@@ -241,35 +241,39 @@ class _Evaluation:
             w, log_marginal = _posterior(joint)  # posterior weights per item × node
             total += float(log_marginal.sum())
             weights[items], node_loglik_all[items] = w, node_loglik
-            residual = e * (self.data.y[:, items, None] - p)  # ∂ℓ/∂θ_i at each node
-            mean_residual = np.einsum("knq,nq->kn", residual, w)
-            grad[:n_keys] += mean_residual.sum(axis=1)
+            # Posterior moments of P(right) per key × question: everything below needs only these
+            # (keys × questions), except the exact keys × keys covariance.
             s = (d * sigma**2) ** 2 / sigma**2 - 1.0  # ∂ℓ/∂ρ = (b − μ)²/σ² − 1
+            e_kn = e[:, :, 0]
+            p_bar = np.einsum("knq,nq->kn", p, w)
+            p_sq = np.einsum("knq,knq,nq->kn", p, p, w)
+            p_d = np.einsum("knq,nq->kn", p, w * d)
+            p_s = np.einsum("knq,nq->kn", p, w * s)
+            grad[:n_keys] += (e_kn * (self.data.y[:, items] - p_bar)).sum(axis=1)  # ∂ℓ/∂θ = y − p
             d_bar, s_bar = (w * d).sum(axis=1), (w * s).sum(axis=1)
             hot = one_hot[items]
             grad[g_mu] += d_bar @ hot
             grad[g_rho] += s_bar.sum()
             # Second derivatives, expected over the posterior ...
-            curvature = np.einsum("knq,nq->k", e * p * (1.0 - p), w)
-            hess[np.arange(n_keys), np.arange(n_keys)] -= curvature
+            slope = e_kn * (p_bar - p_sq)  # E[p(1 − p)] per key × question
+            hess[np.arange(n_keys), np.arange(n_keys)] -= slope.sum(axis=1)
             hess[g_mu, g_mu] -= np.diag(np.full(n_groups, 1.0 / sigma**2) * hot.sum(axis=0))
             e_rho_mu = (w * (-2.0 * d)).sum(axis=1)
             e_rho_rho = (w * (-2.0 * (s + 1.0))).sum(axis=1)
-            # ... plus the posterior covariance of the first derivatives.
+            # ... plus the posterior covariance of the first derivatives (∂ℓ/∂θ_i centred: −(p − p̄)).
             root = np.sqrt(w)
-            centred = (residual - mean_residual[:, :, None]) * root[None]
             if exact:
+                centred = (e * (p - p_bar[:, :, None])) * root[None]
                 flat = centred.reshape(n_keys, -1)
                 hess[:n_keys, :n_keys] += flat @ flat.T
             else:
                 b_bar = (w * self.nodes[items]).sum(axis=1)
                 b_var = np.maximum((w * self.nodes[items] ** 2).sum(axis=1) - b_bar**2, 0.0)
-                slope = np.einsum("knq,nq->kn", e * p * (1.0 - p), w)
                 hess[:n_keys, :n_keys] += (slope * b_var[None, :]) @ slope.T
+            cross_mu = (-e_kn * (p_d - p_bar * d_bar[None, :])) @ hot
+            cross_rho = (-e_kn * (p_s - p_bar * s_bar[None, :])).sum(axis=1)
             d_c = (d - d_bar[:, None]) * root
             s_c = (s - s_bar[:, None]) * root
-            cross_mu = np.einsum("knq,nq->kn", centred, d_c) @ hot
-            cross_rho = np.einsum("knq,nq->k", centred, s_c)
             hess[:n_keys, g_mu] += cross_mu
             hess[g_mu, :n_keys] += cross_mu.T
             hess[:n_keys, g_rho] += cross_rho
@@ -390,7 +394,9 @@ def _fit(
 
 
 def _reduced(hess: FloatArray, grad: FloatArray, data: _Data) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Gradient and Hessian in the free parameters (θ, φ, ρ), μ = B φ; and the map back."""
+    """Gradient and Hessian in the free parameters (θ, φ, ρ), μ = B φ; and the map back.
+
+    Only the μ rows and columns change, so the keys × keys block is copied, not multiplied."""
     n_keys, n_groups = data.y.shape[0], data.n_groups
     basis = data.basis
     size = n_keys + basis.shape[1] + 1
@@ -398,7 +404,18 @@ def _reduced(hess: FloatArray, grad: FloatArray, data: _Data) -> tuple[FloatArra
     to_full[:n_keys, :n_keys] = np.eye(n_keys)
     to_full[n_keys : n_keys + n_groups, n_keys : n_keys + basis.shape[1]] = basis
     to_full[-1, -1] = 1.0
-    return to_full.T @ grad, to_full.T @ hess @ to_full, to_full
+    mu = slice(n_keys, n_keys + n_groups)
+    other = np.r_[np.arange(n_keys), n_keys + n_groups]  # θ and ρ
+    free = np.r_[np.arange(n_keys), size - 1]
+    reduced = np.empty((size, size))
+    phi = slice(n_keys, n_keys + basis.shape[1])
+    reduced[np.ix_(free, free)] = hess[np.ix_(other, other)]
+    cross = hess[np.ix_(other, np.arange(n_keys, n_keys + n_groups))] @ basis
+    reduced[free, phi] = cross
+    reduced[phi, free] = cross.T
+    reduced[phi, phi] = basis.T @ hess[mu, mu] @ basis
+    reduced_grad = np.concatenate([grad[:n_keys], basis.T @ grad[mu], grad[-1:]])
+    return reduced_grad, reduced, to_full
 
 
 def _ascent_direction(hess: FloatArray, grad: FloatArray) -> FloatArray:
@@ -529,6 +546,6 @@ def _distribution_without(
         )
         step_rho = -score_rho / slope_rho
         rho += step_rho
-        if max(float(np.abs(step_mu).max(initial=0.0)), abs(step_rho)) < 1e-10:
+        if max(float(np.abs(step_mu).max(initial=0.0)), abs(step_rho)) < 1e-6:  # logits: nothing left
             break
     return mu, float(np.exp(rho))

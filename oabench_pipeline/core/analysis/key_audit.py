@@ -15,9 +15,9 @@ Why: under a right key, a strong key's wrong answers spread over three distracto
 on one of them takes a trap nearly every strong key falls for; on a trap the keys that still find the
 published letter are the stronger ones, while under a wrong key the stronger keys are the ones choosing
 the consensus (the true letter), which lets a smaller majority count when many keys stand behind it.
-On 30 simulated benchmarks of the study's shape (11 keys, 3 editions; `test_item_response.py`), the
-rule flagged 233 of 240 wrong keys planted on questions of ordinary difficulty and 3 of 6,960 right
-keys (0.04%). On the published runs (4 models with their answers, 3 editions, definitive keys) it flags
+On 100 simulated benchmarks of the study's shape (11 keys, 3 editions; `test_item_response.py`), the
+rule flagged 760 of 800 wrong keys planted on questions of ordinary difficulty and 19 of 23,200 right
+keys (0.08%). On the published runs (4 models with their answers, 3 editions, definitive keys) it flags
 2 of 240 questions, the ones all four models answered alike against the key. A flag asks for a person
 to read the question and the examiners' definitive key; it is not a verdict. Real models' mistakes are
 more alike than the simulation's (shared training data), so expect more flags on hard questions.
