@@ -132,11 +132,20 @@ def cutoff_effect(data: list[CutoffData], starts: npt.ArrayLike) -> CutoffEffect
 
 
 def key_cutoff_data(
-    fit: RaschFit, key: int, correct: npt.ArrayLike, covered: npt.ArrayLike, after: npt.ArrayLike
+    fit: RaschFit,
+    key: int,
+    correct: npt.ArrayLike,
+    covered: npt.ArrayLike,
+    after: npt.ArrayLike,
+    dated: npt.ArrayLike | None = None,
 ) -> CutoffData:
     """Key `key`'s answers with each question's difficulty from the other keys; `after[j]`: question j's
-    exam was held after this key's cutoff."""
+    exam was held after this key's cutoff; `dated[j]` (default: all): its exam date is known, so it
+    takes part (the key's other answers still leave the difficulties)."""
     posteriors = leave_one_out(fit, key, correct, covered)
+    if dated is not None:
+        keep = np.asarray(dated, dtype=bool)[posteriors.items]
+        posteriors = ItemPosteriors(posteriors.items[keep], posteriors.nodes[keep], posteriors.weights[keep])
     row = np.asarray(correct, dtype=bool)[key, posteriors.items]
     return CutoffData(
         correct=row.astype(np.float64),

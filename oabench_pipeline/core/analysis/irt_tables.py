@@ -146,13 +146,12 @@ def cutoff_tables(
     index = {key: i for i, key in enumerate(keys_df["model_key"].to_list())}
     exam_day = _exam_days(questions, edition_dates)
     dated = ~np.isnan(exam_day)
-    covered = mats["E"] & dated[None, :]
     per_key, datas, starts = [], [], []
     cutoffs = raw.select("model_key", cutoff_day=pl.col("knowledge_cutoff").cast(pl.Int32))
     for key, cutoff_day in cutoffs.iter_rows():
         i = index[key]
         after = dated & (np.nan_to_num(exam_day) > cutoff_day)
-        data = key_cutoff_data(fit, i, mats["C"], covered, after)
+        data = key_cutoff_data(fit, i, mats["C"], mats["E"], after, dated)
         effect = cutoff_effect([data], [fit.ability[i]])
         per_key.append({"model_key": key, **_effect_columns(effect)})
         datas.append(data)

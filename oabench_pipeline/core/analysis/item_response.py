@@ -30,7 +30,7 @@ answers (the offset of the training-cutoff analysis, `analysis/cutoff_effect.py`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -107,14 +107,10 @@ class _Data:
     n_groups: int
     basis: FloatArray  # (G', G' - C) μ = basis @ φ: the identification constraints built in
 
-    @property
-    def wrong(self) -> FloatArray:
-        """1.0 where the key answered wrong (answered and not right)."""
-        if self._wrong is None:
-            self._wrong = self.e * (1.0 - self.y)
-        return self._wrong
+    wrong: FloatArray = field(init=False)  # (K', J') 1.0 answered and not right
 
-    _wrong: FloatArray | None = None
+    def __post_init__(self) -> None:
+        self.wrong = self.e * (1.0 - self.y)
 
 
 def _posterior(joint: FloatArray) -> tuple[FloatArray, FloatArray]:
