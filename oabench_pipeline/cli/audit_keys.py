@@ -11,7 +11,8 @@ from oabench_pipeline.cli.output import format_table
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import Warehouse
 
-# Where `oabench site` writes a question's page, relative to the warehouse folder.
+# Where `oabench site` writes a question's page, relative to the warehouse folder (its default `warehouse/site/`
+# and `core/site/paths.question_page` on the site branch: `questao/<qid>.html`, a qid being its own slug).
 QUESTION_PAGE = "site/questao/{qid}.html"
 
 _COLUMNS = {

@@ -196,6 +196,8 @@ def leaderboard(
         metadata: dict[str, Any] = {"rows": tables[name].height, "as_of": as_of_text}
         if name == "leaderboard":
             metadata |= {"model_keys": tables[name].height, "complete": int(tables[name]["complete"].sum())}
+        if name == "key_audit":  # what `oabench audit-keys` prints, at a glance in the UI
+            metadata["suspicious"] = int(tables[name]["suspicious"].sum())
         yield MaterializeResult(
             asset_key=name,
             metadata=metadata,

@@ -25,6 +25,7 @@ def tables() -> dict[str, pl.DataFrame]:
 
 def test_write_reports_files_and_content(tables: dict[str, pl.DataFrame], tmp_path: Path) -> None:
     files = write_reports(tables, tmp_path / "out")
+    assert files.cutoff_plot is None  # no exam dates given: no training-cutoff chart
     for path in files.all_paths():
         assert path.is_file() and path.stat().st_size > 0, path
     assert set(files.csv) == set(tables) == set(files.parquet)
@@ -132,4 +133,3 @@ def test_cutoff_chart_is_drawn_for_keys_with_a_knowledge_cutoff(
     image = mpimg.imread(files.cutoff_plot)
     assert image.shape[0] > 300 and image[..., :3].std() > 0.05  # drawn, not blank
     assert "accuracy_by_exam_date.png" in files.html.read_text(encoding="utf-8")
-    assert write_reports(tables, tmp_path / "without").cutoff_plot is None  # no exam dates: no chart
