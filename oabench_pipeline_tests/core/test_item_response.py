@@ -249,3 +249,11 @@ def test_key_audit_rates_at_full_size() -> None:
     keys flagged."""
     found, planted, false, right = _audit(range(100), 8)
     assert found / planted >= 0.93 and false / right <= 0.001
+
+
+def test_the_same_answers_give_the_same_bits() -> None:
+    """Deterministic: a second fit of the same answers returns identical arrays (data versions hash them)."""
+    sim = simulate(17, n_keys=9, n_editions=4, per_edition=30, coverage=0.9)
+    first, second = _fit(sim), _fit(sim)
+    for name in ("ability", "ability_se", "difficulty", "difficulty_sd", "group_mean"):
+        assert np.array_equal(getattr(first, name), getattr(second, name), equal_nan=True), name
