@@ -255,6 +255,8 @@ def leaderboard_summary(
     def ability(row: dict) -> str | None:
         if row.get("ability") is None:
             return None
+        if row["ability_ci_low"] is None or row["ability_ci_high"] is None:  # a degenerate fit: no interval
+            return f"{row['ability']:.2f}"
         return f"{row['ability']:.2f} [{row['ability_ci_low']:.2f}, {row['ability_ci_high']:.2f}]"
 
     by_ability = rank_by == "ability"

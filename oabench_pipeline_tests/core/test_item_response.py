@@ -10,6 +10,7 @@ errors, stated at each test). The default suite runs small but sufficient sizes 
 from __future__ import annotations
 
 import datetime as dt
+import warnings
 
 import numpy as np
 import pytest
@@ -257,3 +258,15 @@ def test_the_same_answers_give_the_same_bits() -> None:
     first, second = _fit(sim), _fit(sim)
     for name in ("ability", "ability_se", "difficulty", "difficulty_sd", "group_mean"):
         assert np.array_equal(getattr(first, name), getattr(second, name), equal_nan=True), name
+
+
+def test_keys_answering_every_question_alike_get_an_ability_and_no_interval() -> None:
+    """Two keys with the same answers to every question: nothing bounds the questions' spread, so the
+    information is singular; the abilities are equal and finite, the interval left out (NULL), silently."""
+    sim = simulate(19, n_keys=1, n_editions=1, per_edition=80)
+    correct = np.vstack([sim.correct[0], sim.correct[0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit = fit_rasch(correct, np.ones_like(correct), sim.group)
+    assert fit.ability[0] == fit.ability[1] and np.isfinite(fit.ability).all()
+    assert np.isnan(fit.ability_se).all() or (fit.ability_se > 0).all()

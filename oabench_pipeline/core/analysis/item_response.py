@@ -369,11 +369,11 @@ def _fit(
     responders = e.sum(axis=0).astype(np.int64)
     return RaschFit(
         ability=spread(theta, keys, n_all_keys),
-        ability_se=spread(np.sqrt(np.diag(cov_theta)), keys, n_all_keys),
+        ability_se=spread(_standard_errors(cov_theta), keys, n_all_keys),
         difficulty=spread(post_mean, items, n_all_items),
         difficulty_sd=spread(post_sd, items, n_all_items),
         group_mean=spread(mu, used_groups, n_all_groups),
-        group_mean_se=spread(np.sqrt(np.maximum(np.diag(cov_mu), 0.0)), used_groups, n_all_groups),
+        group_mean_se=spread(_standard_errors(cov_mu), used_groups, n_all_groups),
         sigma=float(np.exp(rho)),
         link_group=link,
         iterations=iterations,
@@ -387,6 +387,13 @@ def _fit(
         _node_loglik=node_loglik,
         _responders=responders,
     )
+
+
+def _standard_errors(covariance: FloatArray) -> FloatArray:
+    """√ of the variances; NaN where one is not positive: the information is singular there (a
+    degenerate fit, e.g. keys that answered every question alike leave the questions' spread free)."""
+    variance = np.diag(covariance)
+    return np.where(variance > 0, np.sqrt(np.abs(variance)), np.nan)
 
 
 def _reduced(hess: FloatArray, grad: FloatArray, data: _Data) -> tuple[FloatArray, FloatArray, FloatArray]:
