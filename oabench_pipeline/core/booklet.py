@@ -61,6 +61,8 @@ OPENER_INDENT = 12.0
 # between paragraphs or list items; gaps rather than baseline steps, because quotations and
 # attributions in a smaller font have shorter steps yet visibly separate paragraphs.
 PARAGRAPH_EXTRA_GAP = 0.3
+# A line ending this far (points) left of its column's right edge is not a justified full line.
+SHORT_LINE = 10.0
 # Vector drawings smaller than this in either dimension are rules (under question numbers,
 # column separator, table borders), not pictures.
 MIN_PICTURE_SIDE = 6.0
@@ -86,6 +88,7 @@ class _Row:
     page: int  # 1-based
     column: int  # 0 = left, 1 = right, WIDE = across both columns
     x0: float
+    x1: float
     y0: float
     y1: float
     text: str  # whitespace collapsed, stripped
@@ -156,7 +159,7 @@ def parse_booklet(pdf_bytes: bytes, *, question_count: int = 80) -> ParsedBookle
         drafts = _segment(rows, layout, question_count)
     except BookletParseError as error:
         raise BookletParseError(f"edition {edition} booklet ({layout.name} layout): {error}") from None
-    joiner = _Joiner(line_gaps=_line_gaps(rows), words=_words(rows))
+    joiner = _Joiner(line_gaps=_line_gaps(rows), right_edges=_right_edges(rows), words=_words(rows))
     by_page = {page_layout.number: page_layout for page_layout in layouts}
     questions = [
         _finish(draft, drafts[i + 1] if i + 1 < len(drafts) else None, joiner, by_page, layout)
@@ -343,6 +346,7 @@ def _row(page: int, column: int, group: list[Fragment]) -> _Row:
         page=page,
         column=column,
         x0=lead.x0,
+        x1=max(f.x1 for f in group),
         y0=min(f.y0 for f in group),
         y1=max(f.y1 for f in group),
         text=_collapse(row_text(group)),
@@ -578,9 +582,19 @@ def _finish(
 # after an attribution or a title).
 _PARAGRAPH_END = re.compile(r"[.:;?!)\]”\"»…]$")
 _PARAGRAPH_START = re.compile(r"[“\"«(•\-–]|(?:[IVXL]+|\d+|[a-zA-Z])\s*[.)–-]\s|[A-ZÀ-Ý]")
+_SENTENCE_END = re.compile(r"[.:;?!][)”\"»]?$")
 _WORD = re.compile(r"\w+(?:-\w+)*")
 _LINE_END_HYPHEN = re.compile(r"(\w+)-$")
 _LINE_START_WORD = re.compile(r"^(\w+)")
+
+
+def _right_edges(rows: Iterable[_Row]) -> dict[tuple[int, int], float]:
+    """Where the longest rows of each column of each page end: the justified right edge."""
+    edges: dict[tuple[int, int], float] = {}
+    for row in rows:
+        key = (row.page, row.column)
+        edges[key] = max(edges.get(key, row.x1), row.x1)
+    return edges
 
 
 def _words(rows: Iterable[_Row]) -> Counter[str]:
@@ -593,6 +607,7 @@ class _Joiner:
     """Joins a field's rows into text, with what the whole booklet says about its lines."""
 
     line_gaps: dict[tuple[int, int], float]  # per (page, column): the gap between wrapped lines
+    right_edges: dict[tuple[int, int], float]  # per (page, column): where full lines end
     words: Counter[str]  # the booklet's vocabulary, see _words
 
     def join(self, rows: Sequence[_Row]) -> str:
@@ -617,9 +632,13 @@ class _Joiner:
         """A wider gap than between wrapped lines, unless the sentence visibly goes on: the row
         does not end a sentence, quotation or list item and the next starts in lower case. A few
         questions set all their lines wider apart (12th edition, question 80)."""
-        if row.y0 - previous.y1 <= self.line_gaps[row.page, row.column] + PARAGRAPH_EXTRA_GAP:
-            return False
-        return bool(_PARAGRAPH_END.search(previous.text) or _PARAGRAPH_START.match(row.text))
+        if row.y0 - previous.y1 > self.line_gaps[row.page, row.column] + PARAGRAPH_EXTRA_GAP:
+            return bool(_PARAGRAPH_END.search(previous.text) or _PARAGRAPH_START.match(row.text))
+        # Without a wider gap (the 3rd-6th editions never add one): a line that stops short of the
+        # justified right edge ends its paragraph when it ends a sentence or the next line starts
+        # like a paragraph (a title, an attribution, the signature of a quoted law).
+        short = previous.x1 < self.right_edges[previous.page, previous.column] - SHORT_LINE
+        return short and bool(_SENTENCE_END.search(previous.text) or _PARAGRAPH_START.match(row.text))
 
     def _syllable_break(self, left: str, following: str) -> bool:
         """A line-end hyphen that only splits a word: the 2nd edition hyphenates a few words

@@ -24,8 +24,10 @@ from typing import Any
 # -0.04 to 0 em, real spaces at least 0.08 em (the 2nd edition squeezes some lines that much).
 MIN_SPACE_GAP = 0.04
 # Two glyphs with no space character between them are separate words when this far apart (share
-# of the font size): the word fragments of justified lines, which pymupdf reports without spaces.
-MIN_WORD_GAP = 0.15
+# of the font size): the word fragments of justified lines, which pymupdf reports without spaces,
+# and a space the 2nd edition left out of its text but not of its layout ("herança de Joaquim",
+# 0.146 em). Inside a word, the glyphs of the 29 booklets are never more than 0.08 em apart.
+MIN_WORD_GAP = 0.1
 # A glyph is a duplicate of one already in the row when it is the same character starting this
 # close (share of its own width, and at most 1 pt): a second text layer drawing it again.
 DUPLICATE_OFFSET = 0.3
