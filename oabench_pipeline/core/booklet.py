@@ -97,14 +97,24 @@ class _Row:
 
 
 @dataclass(frozen=True)
+class _BandRow:
+    """A row of the header or footer band, across the page: where running lines are looked for."""
+
+    top: float
+    bottom: float
+    text: str
+
+
+@dataclass(frozen=True)
 class _RawPage:
-    """A page as pymupdf gives it: its text fragments and vector blocks."""
+    """A page as pymupdf gives it: its text fragments, vector blocks and header/footer rows."""
 
     number: int  # 1-based
     width: float
     height: float
     fragments: list[Fragment]
     vectors: list[dict[str, Any]]
+    bands: dict[Literal["top", "bottom"], list[_BandRow]]
 
 
 @dataclass(frozen=True)
@@ -172,32 +182,34 @@ def _raw_page(page: pymupdf.Page) -> _RawPage:
     # One pass over the page content yields text and vector blocks alike; a separate
     # get_drawings() call would interpret the page once more.
     blocks = page.get_textpage(flags=TEXT_FLAGS).extractRAWDICT()["blocks"]
+    height = page.rect.height
+    text = list(fragments(blocks))
     return _RawPage(
         number=page.number + 1,
         width=page.rect.width,
-        height=page.rect.height,
-        fragments=list(fragments(blocks)),
+        height=height,
+        fragments=text,
         vectors=[block for block in blocks if block["type"] == 3],
+        bands={
+            "top": _band_rows([f for f in text if f.center_y <= height * HEADER_BAND]),
+            "bottom": _band_rows([f for f in text if f.center_y >= height * (1 - FOOTER_BAND)]),
+        },
     )
 
 
-def _band_rows(raw: _RawPage, band: Literal["top", "bottom"]) -> list[tuple[float, float, str]]:
-    """Rows (top, bottom, text) of the header or footer band, across the whole page width."""
-    if band == "top":
-        chosen = [f for f in raw.fragments if f.center_y <= raw.height * HEADER_BAND]
-    else:
-        chosen = [f for f in raw.fragments if f.center_y >= raw.height * (1 - FOOTER_BAND)]
+def _band_rows(band: list[Fragment]) -> list[_BandRow]:
+    """Rows of the header or footer band, across the whole page width."""
     return [
-        (min(f.y0 for f in group), max(f.y1 for f in group), _collapse(row_text(group)))
-        for group in _baseline_groups(chosen)
+        _BandRow(min(f.y0 for f in group), max(f.y1 for f in group), _collapse(row_text(group)))
+        for group in _baseline_groups(band)
     ]
 
 
 def _running_edition(raw: _RawPage, layout: Layout) -> tuple[bool, int | None]:
     """Whether the page carries the layout's running line, and the edition that line names."""
-    for _, _, text in _band_rows(raw, layout.running_band):
-        if layout.running.search(text):
-            return True, edition_named_in(text)
+    for row in raw.bands[layout.running_band]:
+        if layout.running.search(row.text):
+            return True, edition_named_in(row.text)
     return False, None
 
 
@@ -259,22 +271,16 @@ def _opens_first_question(pages: Sequence[_RawPage], layout: Layout) -> bool:
 
 def _page_layout(raw: _RawPage, layout: Layout) -> _PageLayout | None:
     """Body rows and pictures of a question page; None for pages without the running line."""
-    bands = {"top": _band_rows(raw, "top"), "bottom": _band_rows(raw, "bottom")}
-    patterns = (layout.running, *layout.furniture)
-    furniture = {
-        band: [(top, bottom) for top, bottom, text in rows if any(p.search(text) for p in patterns)]
-        for band, rows in bands.items()
-    }
-    edition: int | None = None
-    carries_running = False
-    for _, _, text in bands[layout.running_band]:
-        if layout.running.search(text):
-            carries_running, edition = True, edition_named_in(text)
-            break
+    carries_running, edition = _running_edition(raw, layout)
     if not carries_running:
         return None  # cover, instructions, questionnaire, blank pages
-    body_top = max((bottom for _, bottom in furniture["top"]), default=0.0)
-    body_bottom = min((top for top, _ in furniture["bottom"]), default=raw.height)
+    patterns = (layout.running, *layout.furniture)
+    furniture = {
+        band: [row for row in rows if any(p.search(row.text) for p in patterns)]
+        for band, rows in raw.bands.items()
+    }
+    body_top = max((row.bottom for row in furniture["top"]), default=0.0)
+    body_bottom = min((row.top for row in furniture["bottom"]), default=raw.height)
     body = [f for f in raw.fragments if body_top < f.center_y < body_bottom]
     split = _column_split(body, raw.width / 2)
     rows = _body_rows(raw.number, split, body)
