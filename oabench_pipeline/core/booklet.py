@@ -505,7 +505,12 @@ def _segment(rows: list[_Row], layout: Layout, question_count: int) -> list[_Dra
             draft.fields[draft.current].append(row)
     if drafts:
         _check_complete(drafts[-1])
-    if len(drafts) != question_count:
+    if len(drafts) > question_count:
+        raise BookletParseError(
+            f"found {len(drafts)} questions, expected {question_count}: the booklet goes on after question "
+            f"{question_count} (page {drafts[question_count].start.page})"
+        )
+    if len(drafts) < question_count:
         last = f"question {drafts[-1].number} (page {drafts[-1].start.page})" if drafts else "no question"
         stray = ""
         if stray_numbers:
