@@ -27,7 +27,7 @@ HEADER_FOOTER_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"TIPO\s+0?1\s*[–-]\s*BRANC[AO]"),
     re.compile(r"Tipo\s+Branca", re.IGNORECASE),
     re.compile(r"Branca\s*[–-]\s*P[áa]gina\s+\d+", re.IGNORECASE),
-    re.compile(r"\bPágina\s+\d{1,3}\b"),
+    re.compile(r"(?<!– )(?<!- )\bPágina\s+\d{1,3}\b"),  # alone (3rd-6th); after "Branca – ", above
     re.compile(r"PROVA\s+APLICADA\s+EM"),
     re.compile(r"Caderno\s+de\s+Prova\s+\d+|Caderno\s+AFONSO\s+ARINOS", re.IGNORECASE),
     re.compile(r"questoesdeconcursos", re.IGNORECASE),
