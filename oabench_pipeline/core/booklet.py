@@ -61,8 +61,10 @@ OPENER_INDENT = 12.0
 # between paragraphs or list items; gaps rather than baseline steps, because quotations and
 # attributions in a smaller font have shorter steps yet visibly separate paragraphs.
 PARAGRAPH_EXTRA_GAP = 0.3
-# A line ending this far (points) left of its column's right edge is not a justified full line.
+# A line ending this far (points) left of its column's right edge, or starting further right of
+# the margin than this share of the column's width, is not a justified full line.
 SHORT_LINE = 10.0
+FULL_LINE_INDENT = 0.25
 # Vector drawings smaller than this in either dimension are rules (under question numbers,
 # column separator, table borders), not pictures.
 MIN_PICTURE_SIDE = 6.0
@@ -169,7 +171,12 @@ def parse_booklet(pdf_bytes: bytes, *, question_count: int = 80) -> ParsedBookle
         drafts = _segment(rows, layout, question_count)
     except BookletParseError as error:
         raise BookletParseError(f"edition {edition} booklet ({layout.name} layout): {error}") from None
-    joiner = _Joiner(line_gaps=_line_gaps(rows), right_edges=_right_edges(rows), words=_words(rows))
+    joiner = _Joiner(
+        line_gaps=_line_gaps(rows),
+        margins=_column_margins(rows),
+        right_edges=_right_edges(rows),
+        words=_words(rows),
+    )
     by_page = {page_layout.number: page_layout for page_layout in layouts}
     questions = [
         _finish(draft, drafts[i + 1] if i + 1 < len(drafts) else None, joiner, by_page, layout)
@@ -592,7 +599,8 @@ def _finish(
 # may start without the previous one ending so (a list item, a quotation, an enumerator, a capital
 # after an attribution or a title).
 _PARAGRAPH_END = re.compile(r"[.:;?!)\]”\"»…]$")
-_PARAGRAPH_START = re.compile(r"[“\"«(•\-–]|(?:[IVXL]+|\d+|[a-zA-Z])\s*[.)–-]\s|[A-ZÀ-Ý]")
+_LIST_OR_QUOTE_START = re.compile(r"[“\"«(•\-–]|(?:[IVXL]+|\d+|[a-zA-Z])\s*[.)–-]\s")
+_PARAGRAPH_START = re.compile(rf"{_LIST_OR_QUOTE_START.pattern}|[A-ZÀ-Ý]")
 _SENTENCE_END = re.compile(r"[.:;?!][)”\"»]?$")
 _WORD = re.compile(r"\w+(?:-\w+)*")
 _LINE_END_HYPHEN = re.compile(r"(\w+)-$")
@@ -618,6 +626,7 @@ class _Joiner:
     """Joins a field's rows into text, with what the whole booklet says about its lines."""
 
     line_gaps: dict[tuple[int, int], float]  # per (page, column): the gap between wrapped lines
+    margins: Margins  # per (page, column): where lines start
     right_edges: dict[tuple[int, int], float]  # per (page, column): where full lines end
     words: Counter[str]  # the booklet's vocabulary, see _words
 
@@ -640,16 +649,28 @@ class _Joiner:
         return "".join(parts).strip()
 
     def _paragraph_break(self, previous: _Row, row: _Row) -> bool:
-        """A wider gap than between wrapped lines, unless the sentence visibly goes on: the row
-        does not end a sentence, quotation or list item and the next starts in lower case. A few
-        questions set all their lines wider apart (12th edition, question 80)."""
-        if row.y0 - previous.y1 > self.line_gaps[row.page, row.column] + PARAGRAPH_EXTRA_GAP:
-            return bool(_PARAGRAPH_END.search(previous.text) or _PARAGRAPH_START.match(row.text))
-        # Without a wider gap (the 3rd-6th editions never add one): a line that stops short of the
-        # justified right edge ends its paragraph when it ends a sentence or the next line starts
-        # like a paragraph (a title, an attribution, the signature of a quoted law).
-        short = previous.x1 < self.right_edges[previous.page, previous.column] - SHORT_LINE
+        """Whether `row` starts a new paragraph after `previous`, in the same column.
+
+        After a wider gap than between wrapped lines, when `previous` ends a sentence, quotation
+        or list item, or `row` starts a list item or a quotation. Some questions set all their
+        lines wider apart (12th edition q80, 16th q26): a line that runs on mid-sentence is not
+        a paragraph end there. With or without a gap (the 3rd-6th editions never add one), a line
+        that stops short of the justified right edge ends its paragraph when it ends a sentence or
+        the next line starts like a paragraph (a capital after a title, an attribution, the
+        signature of a quoted law).
+        """
+        wide_gap = row.y0 - previous.y1 > self.line_gaps[row.page, row.column] + PARAGRAPH_EXTRA_GAP
+        if wide_gap and (_PARAGRAPH_END.search(previous.text) or _LIST_OR_QUOTE_START.match(row.text)):
+            return True
+        short = not self._full_line(previous)
         return short and bool(_SENTENCE_END.search(previous.text) or _PARAGRAPH_START.match(row.text))
+
+    def _full_line(self, row: _Row) -> bool:
+        """A justified line across the column: it ends at the right edge and starts near the margin
+        (a right-aligned attribution, "Ronald Dworkin", also ends at the right edge)."""
+        key = (row.page, row.column)
+        left, right = self.margins.get(key, row.x0), self.right_edges[key]
+        return row.x1 >= right - SHORT_LINE and row.x0 <= left + FULL_LINE_INDENT * (right - left)
 
     def _syllable_break(self, left: str, following: str) -> bool:
         """A line-end hyphen that only splits a word: the 2nd edition hyphenates a few words
