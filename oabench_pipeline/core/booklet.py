@@ -30,7 +30,13 @@ from typing import Any, Literal
 import pymupdf
 
 from oabench_pipeline.core.booklet_layouts import END_OF_QUESTIONS, LAYOUTS, Layout, edition_named_in
-from oabench_pipeline.core.booklet_text import Fragment, fragments, row_text
+from oabench_pipeline.core.booklet_text import (
+    Fragment,
+    fragments,
+    has_split_ligatures,
+    needs_glyphs,
+    row_text,
+)
 from oabench_pipeline.core.pdf import open_pdf
 from oabench_pipeline.core.records import LETTERS, ParsedBooklet, ParsedQuestion
 
@@ -62,8 +68,10 @@ OPENER_INDENT = 12.0
 # attributions in a smaller font have shorter steps yet visibly separate paragraphs.
 PARAGRAPH_EXTRA_GAP = 0.3
 # A line ending this far (points) left of its column's right edge, or starting further right of
-# the margin than this share of the column's width, is not a justified full line.
-SHORT_LINE = 10.0
+# the margin than this share of the column's width, is not a justified full line; one ending this
+# far short is a title or an attribution even in a ragged-right question.
+SHORT_LINE = 5.0
+SHORT_TITLE = 40.0
 FULL_LINE_INDENT = 0.25
 # Vector drawings smaller than this in either dimension are rules (under question numbers,
 # column separator, table borders), not pictures.
@@ -73,7 +81,7 @@ WHITE = 0xFFFFFF
 LABEL_ROWS = 2.5
 # Text with vector blocks, so one interpretation of the page gives both. Images are left out:
 # with them extraction encodes every logo and takes 4x longer (see _add_raster_pictures).
-TEXT_FLAGS = (pymupdf.TEXTFLAGS_RAWDICT & ~pymupdf.TEXT_PRESERVE_IMAGES) | pymupdf.TEXT_COLLECT_VECTORS
+TEXT_FLAGS = (pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES) | pymupdf.TEXT_COLLECT_VECTORS
 # An image of the same size and format on at least this many question pages (and half of them)
 # is page furniture (the OAB and FGV logos of the running header and footer).
 FURNITURE_MIN_PAGES = 3
@@ -159,7 +167,7 @@ def parse_booklet(pdf_bytes: bytes, *, question_count: int = 80) -> ParsedBookle
     """
     doc = open_pdf(pdf_bytes, "booklet", BookletParseError)
     try:
-        raw_pages = [_raw_page(page) for page in doc.pages()]
+        raw_pages = _raw_pages(doc)
         layout = _detect_layout(raw_pages)
         layouts = [pl for raw in raw_pages if (pl := _page_layout(raw, layout)) is not None]
         _add_raster_pictures(doc, layouts)
@@ -185,12 +193,27 @@ def parse_booklet(pdf_bytes: bytes, *, question_count: int = 80) -> ParsedBookle
     return ParsedBooklet(edition_in_header=edition, questions=questions)
 
 
-def _raw_page(page: pymupdf.Page) -> _RawPage:
+def _raw_pages(doc: pymupdf.Document) -> list[_RawPage]:
+    """Every page, read from its spans, and again glyph by glyph where it needs it (see
+    `core/booklet_text.py`): on every page of a booklet with split ligatures, elsewhere on the
+    pages whose lines overlap or are padded. One text page per page serves both readings."""
     # One pass over the page content yields text and vector blocks alike; a separate
     # get_drawings() call would interpret the page once more.
-    blocks = page.get_textpage(flags=TEXT_FLAGS).extractRAWDICT()["blocks"]
+    text_pages = [page.get_textpage(flags=TEXT_FLAGS) for page in doc.pages()]
+    span_blocks = [text_page.extractDICT()["blocks"] for text_page in text_pages]
+    spans = [list(fragments(blocks)) for blocks in span_blocks]
+    every_page = any(has_split_ligatures(page) for page in spans)
+    raw_pages = []
+    for page, text_page, blocks, page_spans in zip(doc.pages(), text_pages, span_blocks, spans, strict=True):
+        if every_page or needs_glyphs(page_spans, _baseline_groups(page_spans)):
+            blocks = text_page.extractRAWDICT()["blocks"]
+            page_spans = list(fragments(blocks))
+        raw_pages.append(_raw_page(page, blocks, page_spans))
+    return raw_pages
+
+
+def _raw_page(page: pymupdf.Page, blocks: list[dict[str, Any]], text: list[Fragment]) -> _RawPage:
     height = page.rect.height
-    text = list(fragments(blocks))
     return _RawPage(
         number=page.number + 1,
         width=page.rect.width,
@@ -662,15 +685,18 @@ class _Joiner:
         wide_gap = row.y0 - previous.y1 > self.line_gaps[row.page, row.column] + PARAGRAPH_EXTRA_GAP
         if wide_gap and (_PARAGRAPH_END.search(previous.text) or _LIST_OR_QUOTE_START.match(row.text)):
             return True
-        short = not self._full_line(previous)
-        return short and bool(_SENTENCE_END.search(previous.text) or _PARAGRAPH_START.match(row.text))
+        if _SENTENCE_END.search(previous.text) and not self._spans_column(previous, SHORT_LINE):
+            return True
+        # Without a sentence end, only a line clearly short of the column (a title, an attribution)
+        # ends its paragraph: a few questions are set ragged-right, not justified (12th q12).
+        return bool(_PARAGRAPH_START.match(row.text)) and not self._spans_column(previous, SHORT_TITLE)
 
-    def _full_line(self, row: _Row) -> bool:
-        """A justified line across the column: it ends at the right edge and starts near the margin
-        (a right-aligned attribution, "Ronald Dworkin", also ends at the right edge)."""
+    def _spans_column(self, row: _Row, slack: float) -> bool:
+        """A line across the column: it ends within `slack` points of the right edge and starts near
+        the margin (a right-aligned attribution, "Ronald Dworkin", also ends at the right edge)."""
         key = (row.page, row.column)
         left, right = self.margins.get(key, row.x0), self.right_edges[key]
-        return row.x1 >= right - SHORT_LINE and row.x0 <= left + FULL_LINE_INDENT * (right - left)
+        return row.x1 >= right - slack and row.x0 <= left + FULL_LINE_INDENT * (right - left)
 
     def _syllable_break(self, left: str, following: str) -> bool:
         """A line-end hyphen that only splits a word: the 2nd edition hyphenates a few words

@@ -1,9 +1,8 @@
-"""Text of a booklet's visual rows, rebuilt from pymupdf's characters by their geometry.
+"""Text of a booklet's visual rows, rebuilt by geometry from pymupdf's spans or characters.
 
-pymupdf's own line text is not good enough for the older booklets, for three reasons that the
-characters' positions settle:
+pymupdf's own line text is not good enough, for reasons that the positions settle:
 - justified lines come out as one "line" per word when the gaps are wide, so the words of a row
-  must be put back together, with a space where there is a visible gap between two glyphs;
+  must be put back together, with a space where there is a visible gap;
 - the 15th and 16th editions' booklets carry two overlapping text layers that meet mid-line, so
   the glyph at the seam is there twice, at the same place (`julgame` + `ento` gave `julgameento`);
   a glyph drawn where the same glyph already is, is dropped;
@@ -11,10 +10,17 @@ characters' positions settle:
   followed by a space character drawn back inside the ligature (`Uniﬁ cado`, `consti tucionalista`):
   a space that leaves no visible gap between the glyphs around it is not a word break.
 Ligature code points are spelled out as plain letters, and the U+2010 hyphen as `-`.
+
+Characters cost five times as much to read as spans (pymupdf's rawdict builds a dict per
+character), so a page is read from its spans unless it shows one of those defects (`needs_glyphs`:
+lines of one row overlapping, a ligature followed by a space, a line padded with spaces), and then
+re-read, from the same text page, glyph by glyph.
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +40,12 @@ DUPLICATE_OFFSET = 0.3
 # Copies are looked for only for a glyph starting more than OVERLAP points left of the previous
 # glyph's right edge (kerning stays well within that), which is rare: the scan may be long.
 OVERLAP = 0.5
+
+# A line starting or ending with this many spaces is padded: its box reaches past its ink.
+PADDING = "   "
+# The width of a space (share of the font size) in Calibri, the booklets' font since 2010.3.
+SPACE_WIDTH = 0.226
+_LIGATURE_SPACE = re.compile("[\ufb00-\ufb06] ")
 
 # Ligature code points (Alphabetic Presentation Forms) spelled out; the U+2010/U+2011 hyphens
 # of Word exports as the ASCII hyphen every transcription uses.
@@ -56,7 +68,8 @@ Glyph = tuple[str, float, float]  # character, left and right edge
 
 @dataclass(frozen=True)
 class Fragment:
-    """One pymupdf line: its box, the baseline of its largest span, its glyphs and font facts."""
+    """One pymupdf line: its box (of the ink), the baseline of its largest span, its text, font
+    facts and, when read glyph by glyph, its glyphs."""
 
     x0: float
     y0: float
@@ -66,11 +79,8 @@ class Fragment:
     size: float
     bold: bool  # every non-blank span is bold
     font: str  # font of the first non-blank span
-    glyphs: tuple[Glyph, ...]
-
-    @property
-    def text(self) -> str:
-        return "".join(glyph[0] for glyph in self.glyphs)
+    text: str
+    glyphs: tuple[Glyph, ...] | None  # None when read from spans
 
     @property
     def center_y(self) -> float:
@@ -78,48 +88,98 @@ class Fragment:
 
 
 def fragments(blocks: Iterable[dict[str, Any]]) -> Iterator[Fragment]:
-    """Every non-blank text line of pymupdf's rawdict blocks as a Fragment."""
+    """Every non-blank text line of pymupdf's dict or rawdict blocks as a Fragment."""
     for block in blocks:
         for line in block.get("lines", ()) if block["type"] == 0 else ():
-            spans = [span for span in line["spans"] if any(not c["c"].isspace() for c in span["chars"])]
-            if not spans:
-                continue
-            biggest = max(spans, key=lambda span: span["size"])
-            glyphs = tuple(
-                [
-                    (char["c"], char["bbox"][0], char["bbox"][2])
-                    for span in line["spans"]
-                    for char in span["chars"]
-                ]
-            )
-            # The box of the ink, not of the line: Word pads some lines with spaces to the far margin.
-            first = next(glyph for glyph in glyphs if not glyph[0].isspace())
-            last = next(glyph for glyph in reversed(glyphs) if not glyph[0].isspace())
-            _, y0, _, y1 = line["bbox"]
-            yield Fragment(
-                x0=first[1],
-                y0=y0,
-                x1=last[2],
-                y1=y1,
-                baseline=biggest["origin"][1],
-                size=biggest["size"],
-                # pymupdf reports bold in flags bit 4; some fonts only say it in their name.
-                bold=all(span["flags"] & 16 or "bold" in span["font"].lower() for span in spans),
-                font=spans[0]["font"],
-                glyphs=glyphs,
-            )
+            spans = line["spans"]
+            fragment = _glyph_fragment(line) if spans and "chars" in spans[0] else _span_fragment(line)
+            if fragment is not None:
+                yield fragment
+
+
+def _facts(line: dict[str, Any], inked: list[dict[str, Any]]) -> dict[str, Any]:
+    biggest = max(inked, key=lambda span: span["size"])
+    _, y0, _, y1 = line["bbox"]
+    return {
+        "y0": y0,
+        "y1": y1,
+        "baseline": biggest["origin"][1],
+        "size": biggest["size"],
+        # pymupdf reports bold in flags bit 4; some fonts only say it in their name.
+        "bold": all(span["flags"] & 16 or "bold" in span["font"].lower() for span in inked),
+        "font": inked[0]["font"],
+    }
+
+
+def _span_fragment(line: dict[str, Any]) -> Fragment | None:
+    inked = [span for span in line["spans"] if span["text"].strip()]
+    if not inked:
+        return None
+    # A span's box covers its spaces: the ink starts and ends a space's width (estimated) inside
+    # it per leading and trailing space (a line padded with more is read glyph by glyph).
+    first, last = inked[0], inked[-1]
+    lead = (len(first["text"]) - len(first["text"].lstrip())) * SPACE_WIDTH * first["size"]
+    trail = (len(last["text"]) - len(last["text"].rstrip())) * SPACE_WIDTH * last["size"]
+    return Fragment(
+        x0=first["bbox"][0] + lead,
+        x1=max(last["bbox"][2] - trail, first["bbox"][0] + lead),
+        text="".join(span["text"] for span in line["spans"]),
+        glyphs=None,
+        **_facts(line, inked),
+    )
+
+
+def _glyph_fragment(line: dict[str, Any]) -> Fragment | None:
+    inked = [span for span in line["spans"] if any(not c["c"].isspace() for c in span["chars"])]
+    if not inked:
+        return None
+    glyphs = tuple(
+        [(char["c"], char["bbox"][0], char["bbox"][2]) for span in line["spans"] for char in span["chars"]]
+    )
+    # The box of the ink, not of the line: Word pads some lines with spaces to the far margin.
+    first = next(glyph for glyph in glyphs if not glyph[0].isspace())
+    last = next(glyph for glyph in reversed(glyphs) if not glyph[0].isspace())
+    return Fragment(
+        x0=first[1],
+        x1=last[2],
+        text="".join(glyph[0] for glyph in glyphs),
+        glyphs=glyphs,
+        **_facts(line, inked),
+    )
+
+
+def has_split_ligatures(page: Sequence[Fragment]) -> bool:
+    """A ligature code point followed by a space: the mark of the 2nd edition's ligature glyphs,
+    whose `ti` (no code point of its own) needs the glyphs' positions too, on every page."""
+    return any(_LIGATURE_SPACE.search(fragment.text) for fragment in page)
+
+
+def needs_glyphs(page: Sequence[Fragment], rows: Iterable[Sequence[Fragment]]) -> bool:
+    """Whether a page read from its spans must be read glyph by glyph (see the module doc): two
+    lines of one row overlap (a second text layer), or a line is padded with spaces (its box is
+    not its ink's)."""
+    if any(fragment.text.endswith(PADDING) or fragment.text.startswith(PADDING) for fragment in page):
+        return True
+    for row in rows:
+        ordered = sorted(row, key=lambda f: f.x0)
+        if any(b.x0 < a.x1 - OVERLAP for a, b in itertools.pairwise(ordered)):
+            return True
+    return has_split_ligatures(page)
 
 
 def row_text(row: Sequence[Fragment]) -> str:
     """The text of one visual row made of `row`'s fragments, left to right (see the module doc)."""
     size = max(fragment.size for fragment in row)
+    ordered = sorted(row, key=lambda f: f.x0)
+    if any(fragment.glyphs is None for fragment in ordered):
+        return _span_row_text(ordered, size)
     space_gap, word_gap = MIN_SPACE_GAP * size, MIN_WORD_GAP * size
     kept: list[tuple[str, float]] = []  # the glyphs placed so far: character and left edge
     parts: list[str] = []
     previous_right = -1e9
-    for fragment in sorted(row, key=lambda f: f.x0):
+    for fragment in ordered:
         space_seen = False
-        for char, left, right in fragment.glyphs:
+        for char, left, right in fragment.glyphs or ():
             if char.isspace():
                 space_seen = True
                 continue
@@ -132,6 +192,23 @@ def row_text(row: Sequence[Fragment]) -> str:
             parts.append(char)
             previous_right = right
             space_seen = False
+    return "".join(parts).translate(_SPELLED_OUT)
+
+
+def _span_row_text(ordered: Sequence[Fragment], size: float) -> str:
+    """Fragments read from spans, left to right, a space between two that a space or a visible
+    gap separates (pages where they overlap are read glyph by glyph instead)."""
+    parts: list[str] = []
+    previous: Fragment | None = None
+    for fragment in ordered:
+        if previous is not None and (
+            previous.text[-1:].isspace()
+            or fragment.text[:1].isspace()
+            or fragment.x0 - previous.x1 > MIN_WORD_GAP * size
+        ):
+            parts.append(" ")
+        parts.append(fragment.text)
+        previous = fragment
     return "".join(parts).translate(_SPELLED_OUT)
 
 
