@@ -42,6 +42,8 @@ from oabench_pipeline.core.records import LETTERS, ParsedBooklet, ParsedQuestion
 
 # Its version is `core/versions.py: BOOKLET_PARSER_VERSION`: bump it with any change to what this parser extracts.
 
+# Question 1 opens on one of the first pages that carry the running line.
+FIRST_QUESTION_PAGES = 3
 # An error lists at most this many question numbers found out of sequence.
 STRAYS_SHOWN = 5
 # Running header/footer lines live in these top/bottom shares of the page height.
@@ -269,9 +271,10 @@ def _detect_layout(pages: Sequence[_RawPage]) -> Layout:
     expected = " or ".join(
         f"{layout.opener_example} then choice {_marker_example(layout)}" for layout, _ in candidates
     )
+    searched = first_pages[:FIRST_QUESTION_PAGES]
     raise BookletParseError(
-        f"edition {edition if edition is not None else 'unknown'} booklet, pages {first_pages[0].number}-"
-        f"{first_pages[-1].number}: unknown booklet layout: question 1 not found, expected {expected}"
+        f"edition {edition if edition is not None else 'unknown'} booklet, pages {searched[0].number}-"
+        f"{searched[-1].number}: unknown booklet layout: question 1 not found, expected {expected}"
     )
 
 
@@ -282,9 +285,11 @@ def _marker_example(layout: Layout) -> str:
 
 def _opens_first_question(pages: Sequence[_RawPage], layout: Layout) -> bool:
     """In reading order, the first opener of question 1 is followed by its choice (A) before any
-    other opener (the questionnaire after the last question numbers its items from 1 again)."""
+    other opener (the questionnaire after the last question numbers its items from 1 again).
+    Question 1 is looked for on the first pages carrying the running line (the 3rd-6th editions
+    carry it on their cover too)."""
     opened = False
-    for raw in pages:
+    for raw in pages[:FIRST_QUESTION_PAGES]:
         page_layout = _page_layout(raw, layout)
         rows = page_layout.rows if page_layout else []
         margins = _column_margins(rows)

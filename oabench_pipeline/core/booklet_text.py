@@ -41,8 +41,8 @@ DUPLICATE_OFFSET = 0.3
 # glyph's right edge (kerning stays well within that), which is rare: the scan may be long.
 OVERLAP = 0.5
 
-# A line starting or ending with this many spaces is padded: its box reaches past its ink.
-PADDING = "   "
+# A line starting or ending with this many spaces in all is padded: its box reaches past its ink.
+PADDING = 3
 # The width of a space (share of the font size) in Calibri, the booklets' font since 2010.3.
 SPACE_WIDTH = 0.226
 _LIGATURE_SPACE = re.compile("[\ufb00-\ufb06] ")
@@ -158,13 +158,17 @@ def needs_glyphs(page: Sequence[Fragment], rows: Iterable[Sequence[Fragment]]) -
     """Whether a page read from its spans must be read glyph by glyph (see the module doc): two
     lines of one row overlap (a second text layer), or a line is padded with spaces (its box is
     not its ink's)."""
-    if any(fragment.text.endswith(PADDING) or fragment.text.startswith(PADDING) for fragment in page):
+    if any(_padded(fragment.text) for fragment in page):
         return True
     for row in rows:
         ordered = sorted(row, key=lambda f: f.x0)
         if any(b.x0 < a.x1 - OVERLAP for a, b in itertools.pairwise(ordered)):
             return True
     return has_split_ligatures(page)
+
+
+def _padded(text: str) -> bool:
+    return len(text) - len(text.strip()) >= PADDING
 
 
 def row_text(row: Sequence[Fragment]) -> str:
