@@ -47,6 +47,12 @@ PADDING = 3
 SPACE_WIDTH = 0.226
 _LIGATURE_SPACE = re.compile("[\ufb00-\ufb06] ")
 
+# A span this much smaller than its line's largest, with its baseline raised by this share of that
+# size, is a superscript; an "o" or "a" so printed after a number is an ordinal indicator.
+SUPERSCRIPT_SIZE = 0.8
+SUPERSCRIPT_RISE = 0.15
+_ORDINALS = {"o": "º", "a": "ª"}
+
 # Ligature code points (Alphabetic Presentation Forms) spelled out; the U+2010/U+2011 hyphens
 # of Word exports as the ASCII hyphen every transcription uses.
 _SPELLED_OUT = str.maketrans(
@@ -123,7 +129,7 @@ def _span_fragment(line: dict[str, Any]) -> Fragment | None:
     return Fragment(
         x0=first["bbox"][0] + lead,
         x1=max(last["bbox"][2] - trail, first["bbox"][0] + lead),
-        text="".join(span["text"] for span in line["spans"]),
+        text="".join(_span_texts(line["spans"], [span["text"] for span in line["spans"]])),
         glyphs=None,
         **_facts(line, inked),
     )
@@ -133,8 +139,15 @@ def _glyph_fragment(line: dict[str, Any]) -> Fragment | None:
     inked = [span for span in line["spans"] if any(not c["c"].isspace() for c in span["chars"])]
     if not inked:
         return None
+    texts = _span_texts(
+        line["spans"], ["".join(char["c"] for char in span["chars"]) for span in line["spans"]]
+    )
     glyphs = tuple(
-        [(char["c"], char["bbox"][0], char["bbox"][2]) for span in line["spans"] for char in span["chars"]]
+        [
+            (char, raw["bbox"][0], raw["bbox"][2])
+            for span, text in zip(line["spans"], texts, strict=True)
+            for raw, char in zip(span["chars"], text, strict=True)
+        ]
     )
     # The box of the ink, not of the line: Word pads some lines with spaces to the far margin.
     first = next(glyph for glyph in glyphs if not glyph[0].isspace())
@@ -146,6 +159,23 @@ def _glyph_fragment(line: dict[str, Any]) -> Fragment | None:
         glyphs=glyphs,
         **_facts(line, inked),
     )
+
+
+def _span_texts(spans: list[dict[str, Any]], texts: list[str]) -> list[str]:
+    """The spans' texts, with an ordinal indicator printed as a raised small "o" or "a" after a
+    number ("art. 2" + superscript "o", 7th and 12th editions) written as the sign it stands for."""
+    if len(spans) < 2:
+        return texts
+    size = max(span["size"] for span in spans)
+    baseline = max(spans, key=lambda span: span["size"])["origin"][1]
+    out = list(texts)
+    for index in range(1, len(spans)):
+        span = spans[index]
+        raised = baseline - span["origin"][1] > SUPERSCRIPT_RISE * size
+        small = span["size"] < SUPERSCRIPT_SIZE * size
+        if texts[index] in _ORDINALS and small and raised and texts[index - 1][-1:].isdigit():
+            out[index] = _ORDINALS[texts[index]]
+    return out
 
 
 def has_split_ligatures(page: Sequence[Fragment]) -> bool:
