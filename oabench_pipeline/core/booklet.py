@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import pymupdf
 
-from oabench_pipeline.core.booklet_layouts import END_OF_QUESTIONS, LAYOUTS, Layout, edition_named_in
+from oabench_pipeline.core.booklet_layouts import END_OF_QUESTIONS, LAYOUTS, Layout
 from oabench_pipeline.core.booklet_text import (
     Fragment,
     fragments,
@@ -37,6 +37,7 @@ from oabench_pipeline.core.booklet_text import (
     needs_glyphs,
     row_text,
 )
+from oabench_pipeline.core.edition_names import edition_in_text
 from oabench_pipeline.core.pdf import open_pdf
 from oabench_pipeline.core.records import LETTERS, ParsedBooklet, ParsedQuestion
 
@@ -241,7 +242,7 @@ def _running_edition(raw: _RawPage, layout: Layout) -> tuple[bool, int | None]:
     """Whether the page carries the layout's running line, and the edition that line names."""
     for row in raw.bands[layout.running_band]:
         if layout.running.search(row.text):
-            return True, edition_named_in(row.text)
+            return True, edition_in_text(row.text)
     return False, None
 
 

@@ -22,54 +22,11 @@ from typing import Literal
 
 ChoiceStyle = Literal["parenthesized", "closing-paren", "glyph"]
 
-_ROMAN = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
-
-
-def roman_to_int(numeral: str) -> int | None:
-    """XXXVII -> 37; None for a string that is not a well-formed roman numeral."""
-    if not numeral or any(char not in _ROMAN for char in numeral):
-        return None
-    total = 0
-    for char, following in zip(numeral, [*numeral[1:], ""], strict=True):
-        value = _ROMAN[char]
-        total += -value if following and _ROMAN[following] > value else value
-    return total if int_to_roman(total) == numeral else None
-
-
-def int_to_roman(number: int) -> str:
-    parts = []
-    for value, numeral in (
-        (100, "C"),
-        (90, "XC"),
-        (50, "L"),
-        (40, "XL"),
-        (10, "X"),
-        (9, "IX"),
-        (5, "V"),
-        (4, "IV"),
-        (1, "I"),
-    ):
-        count, number = divmod(number, value)
-        parts.append(numeral * count)
-    return "".join(parts)
-
-
-# The running line naming the edition, in its three spellings. The first exams were named by
-# year and round: 2010.1, 2010.2 and 2010.3 are the 1st, 2nd and 3rd editions.
+# The running line naming the edition, in its three spellings (read by `core/edition_names.py`).
+# The first exams were named by year and round: 2010.1, 2010.2 and 2010.3 are the 1st-3rd editions.
 ARABIC_RE = re.compile(r"\b(\d{1,3})\s*[oOº°ª]?\s*EXAME\s+D[EO]\s+ORDEM\s+UNIFICADO", re.IGNORECASE)
 ROMAN_RE = re.compile(r"\b([IVXLC]+)\s+EXAME\s+DE\s+ORDEM\s+UNIFICADO\s*[–-]\s*TIPO\s+0?1\s*[–-]\s*BRANC[AO]")
 YEAR_ROUND_RE = re.compile(r"EXAME\s+DE\s+ORDEM(?:\s+UNIFICADO)?\s+2010\.([1-3])\b", re.IGNORECASE)
-
-
-def edition_named_in(text: str) -> int | None:
-    """The edition a running line names (`XXV EXAME ...` -> 25, `... 2010.3` -> 3), else None."""
-    if match := ROMAN_RE.search(text):
-        return roman_to_int(match.group(1))
-    if match := YEAR_ROUND_RE.search(text):
-        return int(match.group(1))
-    if match := ARABIC_RE.search(text):
-        return int(match.group(1))
-    return None
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ import pymupdf
 import pytest
 
 from oabench_pipeline.core.booklet import BookletParseError, parse_booklet
-from oabench_pipeline.core.booklet_layouts import edition_named_in, roman_to_int
 from oabench_pipeline.core.exam_validation import header_footer_leaks, swallowed_choices
 from oabench_pipeline.core.records import ParsedBooklet, ParsedQuestion
 from oabench_pipeline_tests.conftest import shared_oab_dir
@@ -289,26 +288,6 @@ def test_paragraphs_of_the_older_layouts(shared_oab: Path) -> None:
     )
     # 37th: a dash at a line end keeps its spaces.
     assert "seu ex-empregador - a sociedade empresária Alfa -, e dos 3 sócios dela" in question(37, 77).stem
-
-
-def test_edition_names_of_the_running_lines() -> None:
-    assert edition_named_in("XXV EXAME DE ORDEM UNIFICADO – TIPO 01 – BRANCA") == 25
-    assert edition_named_in("XXXVII EXAME DE ORDEM UNIFICADO – TIPO 1 – BRANCA") == 37
-    assert edition_named_in("EXAME DE ORDEM UNIFICADO 2010.3 – TIPO 1 – BRANCO") == 3
-    assert edition_named_in("OAB – Exame de Ordem Unificado 2010.2") == 2
-    assert edition_named_in("OAB – Exame de Ordem 2010.1 Caderno AFONSO ARINOS – 1 –") == 1
-    assert edition_named_in("43o EXAME DO ORDEM UNIFICADO") == 43
-    assert edition_named_in("Caderno de Prova 01") is None
-    assert [roman_to_int(n) for n in ("IV", "IX", "XIV", "XIX", "XL", "IIII", "VX", "")] == [
-        4,
-        9,
-        14,
-        19,
-        40,
-        None,
-        None,
-        None,
-    ]
 
 
 # ---------------------------------------------------------------- refused layouts
