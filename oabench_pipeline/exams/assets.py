@@ -234,8 +234,7 @@ BLOCKING_QUESTION_CHECKS = [name for name in QUESTION_CHECKS if name != "area_sa
 def questions(
     context: AssetExecutionContext, exam_sources: ExamSourcesResource, warehouse: WarehouseResource
 ) -> Iterator[MaterializeResult | AssetCheckResult]:
-    """The questions of the edition (80; 100 in the 1st-3rd): stem and choices A–D in reading order,
-    legal area, status, pages.
+    """The 80 questions of the edition: stem and choices A–D in reading order, legal area, status, pages.
 
     Parsed from the booklet PDF with pymupdf across both columns and page breaks, without running
     headers and footers; `status` comes from the answer key, `area` from the edition's area table.
