@@ -630,6 +630,8 @@ def _finish(
 _PARAGRAPH_END = re.compile(r"[.:;?!)\]”\"»…]$")
 _LIST_OR_QUOTE_START = re.compile(r"[“\"«(•\-–]|(?:[IVXL]+|\d+|[a-zA-Z])\s*[.)–-]\s")
 _PARAGRAPH_START = re.compile(rf"{_LIST_OR_QUOTE_START.pattern}|[A-ZÀ-Ý]")
+# A row ending with a full stop, "?" or "!" before a row starting in lower case ends no sentence.
+_SENTENCE_GOES_ON = re.compile(r"[.?!]$")
 _SENTENCE_END = re.compile(r"[.:;?!][)”\"»]?$")
 _WORD = re.compile(r"\w+(?:-\w+)*")
 _LINE_END_HYPHEN = re.compile(r"(\w+)-$")
@@ -664,10 +666,14 @@ class _Joiner:
         column is a paragraph break, and a word broken at a line-end hyphen joins without space
         (the booklets break lines at real hyphens: "jurídico-constitucional", "Trata-se")."""
         parts: list[str] = []
+        gaps = [b.y0 - a.y1 for a, b in itertools.pairwise(rows) if (a.page, a.column) == (b.page, b.column)]
+        # A field whose every line is set wider apart (12th q80, 16th q22) is one paragraph at
+        # that spacing: only a gap wider than its narrowest may separate paragraphs.
+        field_gap = min(gaps) if len(gaps) >= 2 else 0.0
         for previous, row in zip([None, *rows], rows, strict=False):
             if previous is not None:
                 same_column = (previous.page, previous.column) == (row.page, row.column)
-                if same_column and self._paragraph_break(previous, row):
+                if same_column and self._paragraph_break(previous, row, field_gap):
                     parts.append("\n")
                 elif hyphen := _LINE_END_HYPHEN.search(previous.text):
                     if self._syllable_break(hyphen.group(1), row.text):
@@ -677,7 +683,7 @@ class _Joiner:
             parts.append(row.text)
         return "".join(parts).strip()
 
-    def _paragraph_break(self, previous: _Row, row: _Row) -> bool:
+    def _paragraph_break(self, previous: _Row, row: _Row, field_gap: float) -> bool:
         """Whether `row` starts a new paragraph after `previous`, in the same column.
 
         After a wider gap than between wrapped lines, when `previous` ends a sentence, quotation
@@ -688,7 +694,10 @@ class _Joiner:
         the next line starts like a paragraph (a capital after a title, an attribution, the
         signature of a quoted law).
         """
-        wide_gap = row.y0 - previous.y1 > self.line_gaps[row.page, row.column] + PARAGRAPH_EXTRA_GAP
+        if _SENTENCE_GOES_ON.search(previous.text) and row.text[:1].islower():
+            return False  # "... Ltda." / "responderão ...": an abbreviation, not a sentence end
+        line_gap = max(self.line_gaps[row.page, row.column], field_gap)
+        wide_gap = row.y0 - previous.y1 > line_gap + PARAGRAPH_EXTRA_GAP
         if wide_gap and (_PARAGRAPH_END.search(previous.text) or _LIST_OR_QUOTE_START.match(row.text)):
             return True
         if _SENTENCE_END.search(previous.text) and not self._spans_column(previous, SHORT_LINE):
