@@ -71,6 +71,9 @@ WATERMARK = re.compile(r"www\.questoesdeconcursos\.com\.br")
 CADERNO = re.compile(r"Caderno\s+(?:de\s+Prova\s+\d+|AFONSO\s+ARINOS)", re.IGNORECASE)
 BOLD_NUMBER = re.compile(r"^(\d{1,3})$")
 
+# In the order they are tried (`core/booklet.py: _detect_layout`): templates sharing a running line
+# (the roman footer of the 4th-37th editions) are told apart by question 1's opener and choice A,
+# so the 3rd-6th's "(A)" only comes before the 37th's "A)"-or-"(A)".
 LAYOUTS: tuple[Layout, ...] = (
     Layout(
         name="FGV, arabic running header",
