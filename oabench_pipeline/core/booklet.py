@@ -632,6 +632,10 @@ _LIST_OR_QUOTE_START = re.compile(r"[“\"«(•\-–]|(?:[IVXL]+|\d+|[a-zA-Z])\
 _PARAGRAPH_START = re.compile(rf"{_LIST_OR_QUOTE_START.pattern}|[A-ZÀ-Ý]")
 # A row ending with a full stop, "?" or "!" before a row starting in lower case ends no sentence.
 _SENTENCE_GOES_ON = re.compile(r"[.?!]$")
+# A row introducing a list (ending with a colon; lists inside a sentence run on after ";"), and a
+# list item's enumerator: "(a) ", "a) ", "I – ", "1. ", "• ".
+_LIST_INTRO = re.compile(r":$")
+_ENUMERATOR = re.compile(r"(?:\(?[a-zA-Z0-9]{1,3}\)|[IVXL]+\s*[.–-]|\d{1,2}\.|[•–-])\s")
 _SENTENCE_END = re.compile(r"[.:;?!][)”\"»]?$")
 _WORD = re.compile(r"\w+(?:-\w+)*")
 _LINE_END_HYPHEN = re.compile(r"(\w+)-$")
@@ -696,6 +700,8 @@ class _Joiner:
         """
         if _SENTENCE_GOES_ON.search(previous.text) and row.text[:1].islower():
             return False  # "... Ltda." / "responderão ...": an abbreviation, not a sentence end
+        if _LIST_INTRO.search(previous.text) and _ENUMERATOR.match(row.text):
+            return True  # "... aprovou lei que:" / "(a) reduziu ...": a list item on its own line
         line_gap = max(self.line_gaps[row.page, row.column], field_gap)
         wide_gap = row.y0 - previous.y1 > line_gap + PARAGRAPH_EXTRA_GAP
         if wide_gap and (_PARAGRAPH_END.search(previous.text) or _LIST_OR_QUOTE_START.match(row.text)):
