@@ -248,15 +248,22 @@ def test_areas_per_suite_and_over_every_edition(
     assert {v for k, v in by_key.items() if k != skipper} == {active.height}
 
 
+ABILITY = ("ability", "ability_ci_low", "ability_ci_high", "ability_rank")
+
+
 def test_an_edition_outside_the_default_suite_moves_none_of_its_tables() -> None:
-    """Adding edition 42 (and runs on it) to a warehouse leaves every default-suite table as it was."""
+    """Adding edition 42 (and runs on it) to a warehouse leaves every default-suite table as it was, but
+    the Rasch abilities: one fit over every edition puts every key on one scale (`item_abilities`), so more
+    answers move it; the ranking by accuracy, the scores and the tests do not move."""
     full = make_synthetic_warehouse(n_models=5, n_editions=4, first_edition=42, seed=4)
     study_only = pl.col("edition") != 42
     before = _without(full, study_only, "inferences", "questions", "answer_keys", "editions")
     old = build_leaderboard_tables(register(duckdb.connect(), before))  # no suites: `all` = 43-45
     new = build_leaderboard_tables(register(duckdb.connect(), full), suites=[STUDY, EVERY])
+    assert_frame_equal(old["leaderboard"].drop(ABILITY), new["leaderboard"].drop(ABILITY), check_exact=True)
+    one_scale = new["leaderboard"].join(new["item_abilities"], on="model_key", suffix="_fit")
+    assert (one_scale["ability"] == one_scale["ability_fit"]).all()
     for table in (
-        "leaderboard",
         "pairwise_comparison",
         "provider_summary",
         "edition_deltas",
