@@ -237,10 +237,11 @@ def leaderboard_summary(
     latency; `--wide` (or csv/json) shows every column. `covered`: model key → editions it ran.
     """
 
+    from oabench_pipeline.core.reports import passed_text
+
     def passed(row: dict) -> str:
-        required = row["editions_total"]
-        ran = len((covered or {}).get(row["model_key"], [])) if covered is not None else required
-        return f"{row['editions_passed']}/{ran}" + (f" of {required}" if ran != required else "")
+        ran = len((covered or {}).get(row["model_key"], [])) if covered is not None else row["editions_total"]
+        return passed_text(row, ran)
 
     def interval(row: dict) -> str | None:
         if row["official_accuracy"] is None:

@@ -166,7 +166,7 @@ def latency_histogram(latencies_ms: Sequence[float], words: ChartWords = ChartWo
     if values.size:
         low, high = values.min(), values.max()
         bins = np.geomspace(low, high * 1.0001, 30) if high > low else np.array([low * 0.9, high * 1.1])
-        ax.hist(values, bins=bins, color="#4c78a8")
+        ax.hist(values, bins=bins.tolist(), color="#4c78a8")
         ax.set_xscale("log")
         for quantile, style in ((0.5, "-"), (0.95, "--")):
             ax.axvline(float(np.quantile(values, quantile)), color="#d1495b", ls=style, lw=1)

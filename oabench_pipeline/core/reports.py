@@ -96,6 +96,15 @@ def editions_covered(by_edition: pl.DataFrame) -> dict[str, list[int]]:
     return {key: [int(e) for e in editions] for key, editions in grouped.iter_rows()}
 
 
+def passed_text(row: dict, ran: int, of: str = "of") -> str:
+    """Editions passed of those run, and of those required when the key did not run them all: `0/1 of 3`.
+
+    The terminal's and the site's `passed` column (the report says which editions: `_editions_text`).
+    """
+    required = row["editions_total"]
+    return f"{row['editions_passed']}/{ran}" + (f" {of} {required}" if ran != required else "")
+
+
 def _editions_text(row: dict, covered: list[int]) -> str:
     """`3/3`, or for a run that did not cover every required edition: `0/1 run (45) of 3`."""
     passed, required = row["editions_passed"], row["editions_total"]

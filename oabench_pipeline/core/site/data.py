@@ -82,6 +82,8 @@ class SiteData:
     answers: pl.DataFrame
     latencies: pl.DataFrame
     parser_versions: list[str]
+    protocols: dict[str, str]
+    """Model key → the protocol its answers were asked under."""
     newest_answer: dt.datetime | None
     oldest_answer: dt.datetime | None
 
@@ -96,7 +98,7 @@ def _frame(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
 
 def load_site_data(con: duckdb.DuckDBPyConnection) -> SiteData:
     """Read everything the pages show from `con` (the warehouse reader: every table as a view)."""
-    span = con.sql("SELECT min(created_at), max(created_at) FROM inferences").fetchone() or (None, None)
+    span = con.sql("SELECT min(created_at), max(created_at) FROM inferences").fetchall()[0]
     parsers = con.sql(
         "SELECT DISTINCT parser_version FROM inferences WHERE parser_version IS NOT NULL ORDER BY 1"
     ).fetchall()
@@ -114,6 +116,9 @@ def load_site_data(con: duckdb.DuckDBPyConnection) -> SiteData:
         answers=_frame(con, ANSWERS_SQL),
         latencies=_frame(con, LATENCIES_SQL),
         parser_versions=[row[0] for row in parsers],
+        protocols=dict(
+            con.sql("SELECT model_key, min(protocol) FROM inferences GROUP BY model_key").fetchall()
+        ),
         oldest_answer=span[0],
         newest_answer=span[1],
     )

@@ -7,6 +7,7 @@ figures are the warehouse's, rounded for display only (the Dados page has every 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from typing import Literal
 
 Lang = Literal["pt", "en"]
@@ -195,7 +196,8 @@ def usd(value: float | None, lang: Lang) -> str:
 
 
 def ms(value: float | None, lang: Lang) -> str:
-    return NO_VALUE if value is None else number(round(value), 0, lang) + " ms"
+    """Whole milliseconds, halves rounded up (a median of two calls can end in .5)."""
+    return NO_VALUE if value is None else number(math.floor(value + 0.5), 0, lang) + " ms"
 
 
 def integer(value: int | None, lang: Lang) -> str:
@@ -208,3 +210,29 @@ def moment(value: dt.datetime | None) -> str:
     if value.tzinfo is not None:
         value = value.astimezone(dt.UTC)
     return value.strftime("%Y-%m-%d %H:%M UTC")
+
+
+class Words:
+    """The labels and number formats of one language, as the templates call them (`t(...)`, `f.pct(...)`)."""
+
+    def __init__(self, lang: Lang) -> None:
+        self.lang = lang
+
+    def t(self, key: str) -> str:
+        return label(key, self.lang)
+
+    def pct(self, value: float | None, decimals: int = 1) -> str:
+        return pct(value, self.lang, decimals)
+
+    def interval(self, low: float | None, high: float | None) -> str:
+        return interval(low, high, self.lang)
+
+    def cost(self, value: float | None, source: str | None = None) -> str:
+        """`effective_cost_usd`, marked `*` when it is an estimate (the footnote says so)."""
+        return usd(value, self.lang) + ("*" if source == "estimated" and value is not None else "")
+
+    def ms(self, value: float | None) -> str:
+        return ms(value, self.lang)
+
+    def integer(self, value: int | None) -> str:
+        return integer(value, self.lang)
