@@ -233,8 +233,8 @@ def leaderboard_summary(
     """The leaderboard as it fits a 120-column terminal, and a footnote when some runs are incomplete.
 
     Rank, model, official score, official accuracy with its 95% interval, editions passed (of those run,
-    when a key did not run every required edition: `0/1 of 3`), what the calls cost and the median
-    latency; `--wide` (or csv/json) shows every column. `covered`: model key → editions it ran.
+    when a key did not run every required edition: `0/1 of 3`), the effective cost (reported, else
+    estimated and marked `*`: the footnote says so) and the median latency; `--wide` (or csv/json) shows every column. `covered`: model key → editions it ran.
     """
 
     from oabench_pipeline.core.reports import passed_text
@@ -262,7 +262,7 @@ def leaderboard_summary(
                 "score": f"{row['official_score']}/{row['official_total']}",
                 "accuracy [95% CI]": interval(row),
                 "passed": passed(row),
-                "cost $": row["cost_usd"],
+                "cost $": cost_text(row.get("effective_cost_usd"), row.get("cost_source")),
                 "p50 ms": row["p50_latency_ms"],
             }
         )
@@ -272,12 +272,30 @@ def leaderboard_summary(
         "score": pl.String,
         "accuracy [95% CI]": pl.String,
         "passed": pl.String,
-        "cost $": pl.Float64,
+        "cost $": pl.String,
         "p50 ms": pl.Float64,
     }
-    note = (
-        "* incomplete: not every question of its editions answered, so unranked (`oabench status`)"
-        if incomplete
-        else None
-    )
-    return pl.DataFrame(rows, schema=schema), note
+    frame = pl.DataFrame(rows, schema=schema)
+    width = max((len(text) for text in frame["cost $"].to_list()), default=0)
+    frame = frame.with_columns(pl.col("cost $").str.pad_start(width))  # right-aligned like a number
+    notes = []
+    if incomplete:
+        notes.append(
+            "* incomplete: not every question of its editions answered, so unranked (`oabench status`)"
+        )
+    if any(row.get("cost_source") == "estimated" for row in board.iter_rows(named=True)):
+        notes.append(f"* after a cost: {ESTIMATED_NOTE}")
+    return frame, "\n".join(notes) or None
+
+
+ESTIMATED_NOTE = "estimated: tokens x a price snapshot, as not every call reported its cost (cost_source)"
+
+
+def cost_text(cost: float | None, source: str | None) -> str:
+    """`effective_cost_usd` as every view shows it: the reported cost, else the estimate marked `*`.
+
+    A reported cost is followed by a space, so the digits of both kinds line up in a column.
+    """
+    if cost is None:
+        return NULL_TEXT + " "
+    return render_cell(cost) + ("*" if source == "estimated" else " ")
