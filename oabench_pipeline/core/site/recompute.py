@@ -50,11 +50,11 @@ RECIPES: tuple[Recipe, ...] = (
         "Official and technical score per model (annulled questions credited to everyone)",
         f"""WITH {_CANONICAL}, {_EDITION_TOTALS}, {_PER_EDITION}
 SELECT model_key,
-       sum(technical_score + annulled) AS official_score,
-       sum(questions) AS official_total,
+       sum(technical_score + annulled)::BIGINT AS official_score,
+       sum(questions)::BIGINT AS official_total,
        sum(technical_score + annulled) / sum(questions) AS official_accuracy,
-       sum(technical_score) AS technical_score,
-       sum(active) AS technical_total
+       sum(technical_score)::BIGINT AS technical_score,
+       sum(active)::BIGINT AS technical_total
 FROM per_edition GROUP BY model_key ORDER BY official_score DESC, model_key""",
     ),
     Recipe(
@@ -63,7 +63,7 @@ FROM per_edition GROUP BY model_key ORDER BY official_score DESC, model_key""",
         "95% Wilson interval, carried to the official scale",
         f"""WITH {_CANONICAL}, {_EDITION_TOTALS}, {_PER_EDITION},
 counts AS (
-    SELECT model_key, sum(technical_score) AS k, sum(active) AS n, sum(questions) AS total,
+    SELECT model_key, sum(technical_score)::DOUBLE AS k, sum(active)::DOUBLE AS n, sum(questions)::DOUBLE AS total,
            1.959963984540054 AS z
     FROM per_edition GROUP BY model_key
 ), wilson AS (
@@ -131,7 +131,7 @@ cells AS (
 )
 SELECT model_key,
        CASE WHEN sum(cost_calls) = sum(calls) AND count(cost_usd) > 0 THEN sum(cost_usd)
-            WHEN count(estimated) = count(*) THEN sum(estimated) END AS effective_cost_usd,
+            WHEN count(estimated) = count(*) THEN sum(estimated) END::DOUBLE AS effective_cost_usd,
        CASE WHEN sum(cost_calls) = sum(calls) AND count(cost_usd) > 0 THEN 'reported'
             WHEN count(estimated) = count(*) THEN 'estimated' END AS cost_source
 FROM priced GROUP BY model_key ORDER BY model_key""",
