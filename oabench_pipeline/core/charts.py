@@ -18,6 +18,9 @@ import polars as pl
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+# Bump when a drawing changes: the site draws a chart again only when its inputs or this version changed.
+CHART_VERSION = "charts-1"
+
 
 @dataclass(frozen=True)
 class ChartWords:

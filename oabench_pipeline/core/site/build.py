@@ -9,8 +9,10 @@ bytes and nothing is rewritten.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import hashlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,7 @@ from oabench_pipeline.core.site.data import SiteData, load_site_data
 from oabench_pipeline.core.site.labels import Lang, Words, moment
 from oabench_pipeline.core.site.recompute import RECIPES
 from oabench_pipeline.core.site.writer import SiteWriter
-from oabench_pipeline.core.versions import ANSWER_KEY_PARSER_VERSION, BOOKLET_PARSER_VERSION
+from oabench_pipeline.core.versions import ANSWER_KEY_PARSER_VERSION, BOOKLET_PARSER_VERSION, frame_version
 
 # The site's code version (`leaderboard_site`): bump it when the pages change, to have the site rebuilt.
 SITE_VERSION = "site-1"
@@ -77,8 +79,8 @@ def build_site(
     for relative, content in _pages(data, options, downloads):
         writer.put(relative, content)
         pages += 1
-    for chart_path, svg in _charts(data, options):
-        writer.put(chart_path, svg)
+    for chart_path, chart_digest, draw in _charts(data, options):
+        writer.put_made(chart_path, chart_digest, draw)
     writer.put(paths.STYLESHEET, template_bytes("site/site.css"))
     removed = writer.finish()
     return SiteResult(Path(out_dir), writer.files, pages, writer.written, removed, writer.total_bytes)
@@ -301,19 +303,18 @@ def _questions(data: SiteData, ctx: _Context) -> Iterator[tuple[str, str]]:
     answers_by_qid = {
         qid: frame.to_dicts() for (qid,), frame in data.answers.partition_by("qid", as_dict=True).items()
     }
-    order = {key: i for i, key in enumerate(data.model_keys)}  # leaderboard order: best first
     statuses = {row["edition"]: ctx.key_status(row) for row in data.editions.iter_rows(named=True)}
     by_edition = data.questions.partition_by("edition", as_dict=True, maintain_order=True)
     for (edition,), frame in by_edition.items():
         rows = frame.to_dicts()
         for index, q in enumerate(rows):
             at = paths.question_page(q["qid"])
-            answers = sorted(
-                answers_by_qid.get(q["qid"], []), key=lambda a: order.get(a["model_key"], len(order))
-            )
+            answers = answers_by_qid.get(q["qid"], [])
             for answer in answers:
                 answer["href"] = ctx.model_href(at, answer["model_key"])
                 answer["label"] = ctx.labels.get(answer["model_key"], answer["model_key"])
+            # By name, not by rank: a new cell elsewhere that moves the ranking leaves this page as it was.
+            answers.sort(key=lambda a: (str(a["label"]).casefold(), a["model_key"]))
             neighbour = {
                 name: paths.relative(at, paths.question_page(rows[j]["qid"])) if 0 <= j < len(rows) else None
                 for name, j in (("previous", index - 1), ("next", index + 1))
@@ -376,16 +377,33 @@ def _data_page(ctx: _Context, downloads: list[dict]) -> tuple[str, str]:
     )
 
 
-def _charts(data: SiteData, options: SiteOptions) -> Iterator[tuple[str, bytes]]:
+def _charts(data: SiteData, options: SiteOptions) -> Iterator[tuple[str, str, Callable[[], bytes]]]:
+    """(path, digest of what the chart is drawn from, how to draw it): drawing is most of a build's time,
+    so a chart whose inputs did not change is not drawn again (`SiteWriter.put_made`)."""
     words = charts.PORTUGUESE if options.lang == "pt" else charts.ChartWords()
-    frontier, _ = charts.cost_vs_accuracy(data.pareto, words)
-    yield paths.chart("custo-vs-acuracia"), charts.svg_bytes(frontier)
-    yield (
-        paths.chart("acuracia-por-area"),
-        charts.svg_bytes(charts.area_heatmap(data.by_area, data.leaderboard, words)),
-    )
+
+    def digest(*parts: object) -> str:
+        return hashlib.sha256(repr((charts.CHART_VERSION, words, *parts)).encode()).hexdigest()
+
+    def frontier() -> bytes:
+        return charts.svg_bytes(charts.cost_vs_accuracy(data.pareto, words)[0])
+
+    def heatmap() -> bytes:
+        return charts.svg_bytes(charts.area_heatmap(data.by_area, data.leaderboard, words))
+
+    board = data.leaderboard.select("model_key", "label", "complete").rows()
+    yield paths.chart("custo-vs-acuracia"), digest(frame_version(data.pareto)), frontier
+    yield paths.chart("acuracia-por-area"), digest(frame_version(data.by_area), board), heatmap
     slugs = paths.model_slugs(data.model_keys)
     for (key,), frame in data.latencies.partition_by("model_key", as_dict=True).items():
         if key in slugs:
-            figure = charts.latency_histogram(frame["latency_ms"].to_list(), words)
-            yield paths.chart(_latency_chart(slugs[key])), charts.svg_bytes(figure)
+            values = frame["latency_ms"].to_list()
+            yield (
+                paths.chart(_latency_chart(slugs[key])),
+                digest(values),
+                partial(_latency_svg, values, words),
+            )
+
+
+def _latency_svg(values: list[float], words: charts.ChartWords) -> bytes:
+    return charts.svg_bytes(charts.latency_histogram(values, words))

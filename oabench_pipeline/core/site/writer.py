@@ -4,12 +4,14 @@ A file is written only when its bytes differ from what is on disk (unchanged fil
 mtime, so a static host or `rsync` sees nothing to do), each one atomically (temporary name, rename: a
 reader never sees half a page). A manifest of what the last build wrote lets the next one remove the
 files it no longer produces (a model key gone from the warehouse) without touching anything else a
-person put in the folder.
+person put in the folder. It also keeps, for a file that is slow to make (a chart), a digest of what it
+was made from: the same inputs next time, and the file on disk is kept without being made again.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +29,24 @@ class SiteWriter:
     unchanged: int = 0
     total_bytes: int = 0
     _produced: set[str] = field(default_factory=set)
+    _digests: dict[str, str] = field(default_factory=dict)
+    _previous: tuple[set[str], dict[str, str]] | None = None
+
+    def previous(self) -> tuple[set[str], dict[str, str]]:
+        """The files the last build wrote, and the input digests of those made from one."""
+        if self._previous is None:
+            self._previous = _read_manifest(self.root / MANIFEST)
+        return self._previous
+
+    def put_made(self, relative: str, digest: str, make: Callable[[], bytes]) -> None:
+        """`make()`'s bytes at `relative`, made only when `digest` (of its inputs) differs from last time."""
+        self._digests[relative] = digest
+        if self.previous()[1].get(relative) == digest and (self.root / relative).is_file():
+            self._produced.add(relative)
+            self.unchanged += 1
+            self.total_bytes += (self.root / relative).stat().st_size
+            return
+        self.put(relative, make())
 
     def put(self, relative: str, data: bytes | str) -> None:
         payload = data.encode("utf-8") if isinstance(data, str) else data
@@ -45,14 +65,17 @@ class SiteWriter:
     def finish(self) -> list[str]:
         """Remove the files the previous build wrote that this one did not; record this build's files."""
         manifest = self.root / MANIFEST
-        previous = _read_manifest(manifest)
+        previous, _ = self.previous()
         removed = sorted(previous - self._produced)
         for relative in removed:
             (self.root / relative).unlink(missing_ok=True)
             _remove_empty_parents(self.root, (self.root / relative).parent)
-        listing = json.dumps(sorted(self._produced), indent=0).encode("utf-8")
-        if not _same_bytes(manifest, listing):
-            write_atomically(manifest, listing, durable=False)
+        listing = json.dumps(
+            {"files": sorted(self._produced), "digests": self._digests}, indent=0, sort_keys=True
+        )
+        listing_bytes = listing.encode("utf-8")
+        if not _same_bytes(manifest, listing_bytes):
+            write_atomically(manifest, listing_bytes, durable=False)
         return removed
 
     @property
@@ -69,15 +92,17 @@ def _same_bytes(path: Path, payload: bytes) -> bool:
         return False
 
 
-def _read_manifest(path: Path) -> set[str]:
+def _read_manifest(path: Path) -> tuple[set[str], dict[str, str]]:
     try:
-        listed = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return set()
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        listed, digests = manifest["files"], manifest["digests"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return set(), {}
     # Only plain relative paths inside the folder: a hand-edited manifest must not delete elsewhere.
-    return {
+    files = {
         p for p in listed if isinstance(p, str) and p and not p.startswith("/") and ".." not in p.split("/")
     }
+    return files, {k: v for k, v in digests.items() if k in files and isinstance(v, str)}
 
 
 def _remove_empty_parents(root: Path, folder: Path) -> None:
