@@ -9,6 +9,7 @@ from oabench_pipeline.automation.downstream import SITE_CONDITION
 from oabench_pipeline.core.site import SITE_VERSION, SiteOptions, build_site
 from oabench_pipeline.core.site.labels import LANGS
 from oabench_pipeline.core.site.paths import INDEX
+from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.resources import WarehouseResource
 from oabench_pipeline.tables import ANALYSIS_TABLES
 
@@ -34,6 +35,7 @@ def site_folder(warehouse_root: Path, out_dir: str | None) -> Path:
     code_version=SITE_VERSION,
     automation_condition=SITE_CONDITION,
     kinds={"html"},
+    metadata={"dagster/column_schema": table_schema("leaderboard").value},  # Início; dados/leaderboard.csv
 )
 def leaderboard_site(config: SiteConfig, warehouse: WarehouseResource) -> MaterializeResult:
     """The public static site in `warehouse/site/`: plain files with relative links, for `file://`, any HTTP
