@@ -111,9 +111,10 @@ def ui(published: Published, mirror_server: StaticFileServer) -> Iterator[Ui]:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
+def browser(built_site: Path) -> Iterator[Browser]:
     """One Chromium for the file (a launch per test was most of each test's time): every test starts by
-    navigating, so none sees another's page."""
+    navigating, so none sees another's page. The site is built first: Playwright's sync API leaves an
+    event loop on the thread, which an in-process Dagster run after it would trip over."""
     with Browser(chromium_or_skip()) as page:
         yield page
 
@@ -243,7 +244,7 @@ def test_site_walk_home_model_missed_question_edition(
     warehouse; no page asks for anything outside the site folder."""
     store, words = _warehouse(published), Words("pt")
     board = _terminal_board(published)
-    browser.requests.clear()
+    browser.new_page()  # the UI's page polls its server: not this test's requests
     browser.goto((built_site / "index.html").as_uri())
     shown = browser.evaluate(
         "[...document.querySelectorAll('#leaderboard tbody tr')].map(r => "
@@ -296,7 +297,7 @@ def test_site_walk_home_model_missed_question_edition(
 
 
 def test_a_reply_with_html_is_shown_as_text(built_site: Path, browser: Browser) -> None:
-    browser.requests.clear()
+    browser.new_page()  # the UI's page polls its server: not this test's requests
     browser.goto((built_site / "questao" / "oab-43-1f-q14.html").as_uri())
     reply = f"#answers tr[data-model-key='{HTML_MODEL}'] .reply"
     assert browser.page.inner_text(reply).startswith(HTML_MARKUP.strip())  # the characters, shown

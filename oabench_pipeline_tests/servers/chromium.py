@@ -55,8 +55,7 @@ class Browser:
             self._browser = self._playwright.chromium.launch(
                 executable_path=self.chromium, args=CHROMIUM_ARGS, headless=True
             )
-            self.page = self._browser.new_page(viewport=self.viewport)
-            self.page.on("request", lambda request: self.requests.append(request.url))
+            self.new_page()
         except BaseException:
             self.__exit__()
             raise
@@ -69,6 +68,14 @@ class Browser:
         if self._playwright is not None:
             self._playwright.stop()
             self._playwright = None
+
+    def new_page(self) -> None:
+        """A fresh page (and an empty `requests`): nothing a previous page still polls for is counted."""
+        if self.page is not None:
+            self.page.close()
+        self.requests = []
+        self.page = self._browser.new_page(viewport=self.viewport)
+        self.page.on("request", lambda request: self.requests.append(request.url))
 
     def evaluate(self, expression: str) -> Any:
         """The value of a JavaScript expression in the page (promises awaited)."""
