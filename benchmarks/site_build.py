@@ -29,10 +29,11 @@ import polars as pl
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+from oabench_pipeline.core.scoring import score_inferences  # noqa: E402
 from oabench_pipeline.warehouse import Warehouse  # noqa: E402
 from oabench_pipeline_tests.core.synthetic_results import (  # noqa: E402
     make_synthetic_warehouse,
-    rescore,
+    rebuild_tables,
     write_scored_warehouse,
 )
 
@@ -75,8 +76,13 @@ def add_one_cell(store: Warehouse) -> None:
         source=pl.lit("live"),
         created_at=pl.col("created_at").max() + dt.timedelta(hours=1),
     )
-    store.write_partition("inferences", cell, f"{first_edition}|{NEW_KEY}")
-    rescore(store)
+    partition = f"{first_edition}|{NEW_KEY}"  # a cell's partition key: edition|model key
+    store.write_partition("inferences", cell, partition)
+    with store.reader() as con:  # that cell scored, as `oabench run` scores a new cell
+        store.write_partition(
+            "scores", score_inferences(con, model_key=NEW_KEY, edition=first_edition), partition
+        )
+    rebuild_tables(store)
 
 
 def measure(name: str, env: dict[str, str]) -> None:

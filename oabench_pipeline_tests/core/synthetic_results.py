@@ -350,11 +350,17 @@ def write_scored_warehouse(tables: dict[str, pa.Table], db_path: Path) -> Wareho
 
 def rescore(store: Warehouse) -> None:
     """Score every inference again and rebuild every analysis table (after a change to `inferences`)."""
-    from oabench_pipeline.core.leaderboard import build_leaderboard_tables
     from oabench_pipeline.core.scoring import score_inferences
 
     with store.reader() as con:
         store.write_partition("scores", score_inferences(con))
+    rebuild_tables(store)
+
+
+def rebuild_tables(store: Warehouse) -> None:
+    """Every analysis table from the scores as they are (what the `leaderboard` step does)."""
+    from oabench_pipeline.core.leaderboard import build_leaderboard_tables
+
     with store.reader() as con:
         built = build_leaderboard_tables(con)
     for name, frame in built.items():
