@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
+from types import SimpleNamespace
 from pathlib import Path
 from typing import Any
 
@@ -309,12 +310,17 @@ def _questions(data: SiteData, ctx: _Context) -> Iterator[tuple[str, str]]:
         rows = frame.to_dicts()
         for index, q in enumerate(rows):
             at = paths.question_page(q["qid"])
-            answers = answers_by_qid.get(q["qid"], [])
-            for answer in answers:
-                answer["href"] = ctx.model_href(at, answer["model_key"])
-                answer["label"] = ctx.labels.get(answer["model_key"], answer["model_key"])
+            answers = [
+                # Attributes, not dict keys: Jinja looks an attribute up first (most of a page's time).
+                SimpleNamespace(
+                    **a,
+                    href=ctx.model_href(at, a["model_key"]),
+                    label=ctx.labels.get(a["model_key"], a["model_key"]),
+                )
+                for a in answers_by_qid.get(q["qid"], [])
+            ]
             # By name, not by rank: a new cell elsewhere that moves the ranking leaves this page as it was.
-            answers.sort(key=lambda a: (str(a["label"]).casefold(), a["model_key"]))
+            answers.sort(key=lambda a: (str(a.label).casefold(), a.model_key))
             neighbour = {
                 name: paths.relative(at, paths.question_page(rows[j]["qid"])) if 0 <= j < len(rows) else None
                 for name, j in (("previous", index - 1), ("next", index + 1))
@@ -327,7 +333,7 @@ def _questions(data: SiteData, ctx: _Context) -> Iterator[tuple[str, str]]:
                 edition_href=paths.relative(at, paths.edition_page(edition)),
                 key_status=statuses.get(edition, "—"),
                 suspicious=q["flag"] == SUSPICIOUS_FLAG,
-                n_right=sum(bool(a["is_correct_technical"]) for a in answers),
+                n_right=sum(bool(a.is_correct_technical) for a in answers),
                 choices=[(letter, q[f"choice_{letter.lower()}"]) for letter in "ABCD"],
                 answers=answers,
                 **neighbour,
