@@ -42,8 +42,9 @@ def leaderboard_cmd(by: str, fmt: str, wide: bool, as_of: datetime | None) -> No
         raise click.ClickException("nothing is scored yet: run `oabench run` or `oabench import` first")
     else:
         from oabench_pipeline.core.leaderboard import build_leaderboard_tables
+        from oabench_pipeline.scoring.inputs import healthy_reader
 
-        with warehouse.reader() as con:
+        with healthy_reader(warehouse) as (con, _):  # the cells the stored tables are built from
             tables = build_leaderboard_tables(con, as_of=as_of.date())
         frame, by_edition = tables[table], tables["leaderboard_by_edition"]
         if frame.is_empty():
