@@ -3,7 +3,7 @@
 import time
 from pathlib import Path
 
-from dagster import Config, Failure, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, Config, Failure, MaterializeResult, MetadataValue, asset
 
 from oabench_pipeline.automation.downstream import SITE_CONDITION
 from oabench_pipeline.core.site import SITE_VERSION, SiteOptions, build_site
@@ -11,6 +11,7 @@ from oabench_pipeline.core.site.labels import LANGS
 from oabench_pipeline.core.site.paths import INDEX
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.resources import WarehouseResource
+from oabench_pipeline.scoring.inputs import healthy_reader
 from oabench_pipeline.tables import ANALYSIS_TABLES
 
 SITE_FOLDER = "site"  # under the warehouse folder: warehouse/site/
@@ -37,7 +38,9 @@ def site_folder(warehouse_root: Path, out_dir: str | None) -> Path:
     kinds={"html"},
     metadata={"dagster/column_schema": table_schema("leaderboard").value},  # Início; dados/leaderboard.csv
 )
-def leaderboard_site(config: SiteConfig, warehouse: WarehouseResource) -> MaterializeResult:
+def leaderboard_site(
+    context: AssetExecutionContext, config: SiteConfig, warehouse: WarehouseResource
+) -> MaterializeResult:
     """The public static site in `warehouse/site/`: plain files with relative links, for `file://`, any HTTP
     server or GitHub Pages (no server code, nothing fetched from elsewhere).
 
@@ -45,7 +48,8 @@ def leaderboard_site(config: SiteConfig, warehouse: WarehouseResource) -> Materi
     frontier), one page per model key, per edition and per question (every model's answer, escaped),
     Metodologia, and Dados (every warehouse table as CSV and Parquet, and the SQL behind each figure).
     A file is rewritten only when its bytes change, so a rebuild after one new cell touches only the
-    pages that cell changes; `written` and `unchanged` say how many.
+    pages that cell changes; `written` and `unchanged` say how many. It reads the cells the analysis
+    tables are built from (`scoring/inputs.py`): a damaged cell is left out of the pages as of the tables.
     """
     if config.lang not in LANGS:
         raise Failure(description=f"lang {config.lang!r}: expected one of {', '.join(LANGS)}")
@@ -54,7 +58,9 @@ def leaderboard_site(config: SiteConfig, warehouse: WarehouseResource) -> Materi
         raise Failure(description="the leaderboard is empty: run `oabench run` or `oabench import` first")
     folder = site_folder(store.root, config.out_dir)
     started = time.perf_counter()
-    with store.reader() as con:
+    with healthy_reader(store) as (con, inputs):
+        for line in inputs.lines():
+            context.log.warning(line)
         result = build_site(
             con, folder, store.tables(), SiteOptions(lang="en" if config.lang == "en" else "pt")
         )
