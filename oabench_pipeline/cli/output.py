@@ -234,13 +234,16 @@ def _text_table(frame: pl.DataFrame, cells: list[list[str]], wrap: dict[str, int
 
 
 def leaderboard_summary(
-    board: pl.DataFrame, covered: dict[str, list[int]] | None = None
+    board: pl.DataFrame, covered: dict[str, list[int]] | None = None, rank_by: str = "accuracy"
 ) -> tuple[pl.DataFrame, str | None]:
     """The leaderboard as it fits a 120-column terminal, and a footnote when some runs are incomplete.
 
     Rank, model, official score, official accuracy with its 95% interval, editions passed (of those run,
     when a key did not run every required edition: `0/1 of 3`), the effective cost (reported, else
-    estimated and marked `*`: the footnote says so) and the median latency; `--wide` (or csv/json) shows every column. `covered`: model key → editions it ran.
+    estimated and marked `*`: the footnote says so) and the median latency; `--wide` (or csv/json)
+    shows every column. `covered`: model key → editions it ran.
+    `rank_by="ability"`: the rank is `ability_rank` and the Rasch ability with its interval replaces the
+    median latency.
     """
 
     from oabench_pipeline.core.reports import passed_text
@@ -257,19 +260,29 @@ def leaderboard_summary(
             text += f" [{row['accuracy_ci_low']:.3f}–{row['accuracy_ci_high']:.3f}]"
         return text
 
+    def ability(row: dict) -> str | None:
+        if row.get("ability") is None:
+            return None
+        if row["ability_ci_low"] is None or row["ability_ci_high"] is None:  # a degenerate fit: no interval
+            return f"{row['ability']:.2f}"
+        return f"{row['ability']:.2f} [{row['ability_ci_low']:.2f}, {row['ability_ci_high']:.2f}]"
+
+    by_ability = rank_by == "ability"
     rows = []
     incomplete = False
     for row in board.iter_rows(named=True):
-        incomplete |= not row["complete"]
+        unranked = row["ability_rank"] is None if by_ability else not row["complete"]
+        incomplete |= unranked
+        last = {"ability [95% CI]": ability(row)} if by_ability else {"p50 ms": row["p50_latency_ms"]}
         rows.append(
             {
-                "rank": row["rank"],
-                "model": row["model_key"] + ("" if row["complete"] else " *"),
+                "rank": row["ability_rank"] if by_ability else row["rank"],
+                "model": row["model_key"] + (" *" if unranked else ""),
                 "score": f"{row['official_score']}/{row['official_total']}",
                 "accuracy [95% CI]": interval(row),
                 "passed": passed(row),
                 "cost $": cost_text(row.get("effective_cost_usd"), row.get("cost_source")),
-                "p50 ms": row["p50_latency_ms"],
+                **last,
             }
         )
     schema = {
@@ -279,13 +292,15 @@ def leaderboard_summary(
         "accuracy [95% CI]": pl.String,
         "passed": pl.String,
         "cost $": pl.String,
-        "p50 ms": pl.Float64,
+        **({"ability [95% CI]": pl.String} if by_ability else {"p50 ms": pl.Float64}),
     }
     frame = pl.DataFrame(rows, schema=schema)
     width = max((len(text) for text in frame["cost $"].to_list()), default=0)
     frame = frame.with_columns(pl.col("cost $").str.pad_start(width))  # right-aligned like a number
     notes = []
-    if incomplete:
+    if incomplete and by_ability:
+        notes.append("* unranked: a run of one of its editions is incomplete (`oabench status`)")
+    elif incomplete:
         notes.append(
             "* incomplete: not every question of its editions answered, so unranked (`oabench status`)"
         )

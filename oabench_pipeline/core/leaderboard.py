@@ -16,7 +16,8 @@ Definitions (they reproduce OABench's published summary.json):
 - a key is `complete` when the canonical run of every edition listed in `editions` that has
   questions is complete (`core/runs.py`) and has a row for every active question; incomplete keys
   keep their numbers but get no rank, and take no part in the tests, provider means or deltas.
-- intervals and p_pass: `analysis/intervals.py`; tests, rank intervals, tie_group: `analysis/pairwise.py`.
+- intervals and p_pass: `analysis/intervals.py`; tests, rank intervals, tie_group: `analysis/pairwise.py`;
+  abilities, difficulties, the key audit and the training-cutoff effect: `analysis/irt_tables.py`.
 
 Work is done in a few passes: one DuckDB GROUPING SETS aggregate over the canonical scores, one
 latency query, one extraction of a keys x questions matrix (pairwise McNemar, item analysis), and
@@ -33,9 +34,9 @@ import polars as pl
 
 from oabench_pipeline.core import runs as runs_core
 from oabench_pipeline.core.analysis import aggregates, intervals, pairwise
-from oabench_pipeline.core.analysis.contamination import contamination_by_cutoff
 from oabench_pipeline.core.analysis.edition_deltas import edition_deltas
 from oabench_pipeline.core.analysis.frames import registered
+from oabench_pipeline.core.analysis.irt_tables import item_response_tables
 from oabench_pipeline.core.analysis.items import item_analysis
 from oabench_pipeline.core.analysis.latency import latency_accuracy_correlation
 from oabench_pipeline.core.analysis.pareto import pareto_frontier
@@ -68,6 +69,15 @@ def _scores_name(con: duckdb.DuckDBPyConnection) -> tuple[str, pl.DataFrame | No
     if runs_core.relation_exists(con, "scores"):
         return "scores", None
     return _SCORES_TEMP, score_inferences(con)
+
+
+def _key_status(con: duckdb.DuckDBPyConnection, questions: pl.DataFrame) -> pl.DataFrame:
+    """`questions` with each key's `key_status` ('preliminary' / 'definitive') where `answer_keys` says."""
+    columns = {row[0] for row in con.sql("DESCRIBE answer_keys").fetchall()}
+    if "key_status" not in columns:
+        return questions.with_columns(key_status=pl.lit(None, pl.String))
+    status = con.sql("SELECT qid, key_status::VARCHAR AS key_status FROM answer_keys").pl()
+    return questions.join(status, on="qid", how="left", maintain_order="left")
 
 
 def _summary_prices(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
@@ -176,7 +186,7 @@ def build_leaderboard_tables(
             canonical_scores = _CANONICAL_SCORES_SQL.format(scores=scores_name, canonical=_CANONICAL_TEMP)
             ed_totals = con.sql(aggregates.EDITION_TOTALS_SQL).pl()
             edition_dates = con.sql("SELECT edition::INTEGER AS edition, exam_date FROM editions").pl()
-            questions = con.sql(aggregates.QUESTIONS_SQL).pl()
+            questions = _key_status(con, con.sql(aggregates.QUESTIONS_SQL).pl())
             meta = con.sql(aggregates.KEY_META_SQL).pl()
             agg = con.sql(aggregates.AGG_SQL.format(scores=canonical_scores)).pl()
             latency = con.sql(aggregates.LATENCY_SQL.format(scores=canonical_scores)).pl()
@@ -206,6 +216,7 @@ def build_leaderboard_tables(
         maintain_order="left",
     ).with_columns(pl.col("replicates").fill_null(0))
 
+    irt, keys_df = item_response_tables(keys_df, by_edition, questions, mats, edition_dates)
     key_accuracy = mats["C"].sum(axis=1) / np.maximum(mats["E"].sum(axis=1), 1)
     leaderboard = keys_df.select(LEADERBOARD_COLUMNS).sort(
         ["rank", "official_score", "model_key"], descending=[False, True, False], nulls_last=True
@@ -241,7 +252,7 @@ def build_leaderboard_tables(
         "edition_deltas": edition_deltas(by_edition, complete_keys),
         "pareto_frontier": pareto_frontier(keys_df),
         "latency_accuracy_correlation": latency_accuracy_correlation(keys_df),
-        "contamination_by_cutoff": contamination_by_cutoff(by_edition, keys_df, edition_dates),
+        **irt,
         "runs": runs_core.runs_table(cells),
         "run_variance": variance,
     }

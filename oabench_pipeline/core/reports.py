@@ -15,6 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from oabench_pipeline.core import charts
+from oabench_pipeline.core.cutoff_chart import CUTOFF_PLOT, plot_accuracy_by_exam_date
 from oabench_pipeline.core.files import write_atomically
 from oabench_pipeline.core.markdown import markdown_table
 from oabench_pipeline.core.rendering import render
@@ -39,6 +40,8 @@ class ReportFiles:
     cost_plot_caption: str = ""
     summary: str = ""
     """A few lines of Markdown (under the UI's 1,000-character limit for showing a value inline)."""
+    cutoff_plot: Path | None = None
+    """Accuracy by exam date with each knowledge cutoff marked; None when no key has a cutoff."""
 
     def all_paths(self) -> list[Path]:
         return [
@@ -46,6 +49,7 @@ class ReportFiles:
             self.html,
             self.cost_plot,
             self.area_plot,
+            *([self.cutoff_plot] if self.cutoff_plot else []),
             *self.csv.values(),
             *self.parquet.values(),
         ]
@@ -266,10 +270,13 @@ def write_reports(
     out_dir: Path,
     data_as_of: dt.datetime | None = None,
     generated_at: dt.datetime | None = None,
+    editions: pl.DataFrame | None = None,
 ) -> ReportFiles:
-    """Write leaderboard.md/.html, both PNG plots and CSV + Parquet of every table into `out_dir`.
+    """Write leaderboard.md/.html, the PNG plots and CSV + Parquet of every table into `out_dir`.
 
     `data_as_of` is the newest answer behind the tables; both times head the Markdown and HTML.
+    `editions` (edition, exam_date) places each edition in time for the training-cutoff chart, drawn
+    when some key has a knowledge cutoff.
     """
     out_dir = Path(out_dir)
     context = ReportContext(generated_at or dt.datetime.now(dt.UTC), data_as_of)
@@ -285,7 +292,14 @@ def write_reports(
         for name, f in tables.items()
     }
     markdown = leaderboard_markdown(tables, context) + (f"\n{caption}\n" if caption else "")
-    page = _html_page(tables, {COST_PLOT: cost_png, AREA_PLOT: area_png}, caption, context)
+    pngs = {COST_PLOT: cost_png, AREA_PLOT: area_png}
+    contamination = tables.get("contamination_by_cutoff")
+    if editions is not None and contamination is not None and not contamination.is_empty():
+        labels = dict(tables["leaderboard"].select("model_key", "label").iter_rows())
+        pngs[CUTOFF_PLOT] = plot_accuracy_by_exam_date(
+            tables["leaderboard_by_edition"], editions, contamination, labels
+        )
+    page = _html_page(tables, pngs, caption, context)
     return ReportFiles(
         markdown=write_atomically(out_dir / "leaderboard.md", markdown.encode("utf-8")),
         html=write_atomically(out_dir / "leaderboard.html", page.encode("utf-8")),
@@ -295,4 +309,7 @@ def write_reports(
         parquet=parquet,
         cost_plot_caption=caption,
         summary=summary_markdown(tables, context),
+        cutoff_plot=write_atomically(out_dir / CUTOFF_PLOT, pngs[CUTOFF_PLOT])
+        if CUTOFF_PLOT in pngs
+        else None,
     )

@@ -138,7 +138,7 @@ def _analysis_spec(table: str) -> AssetSpec:
     description = ANALYSIS_DESCRIPTIONS[table]
     return AssetSpec(
         table,
-        # A group of their own: twelve siblings make a tall column that the lineage page cannot fit on
+        # A group of their own: many siblings make a tall column that the lineage page cannot fit on
         # screen beside the rest; collapsed, the group is one box between `scores` and the report.
         group_name="analysis",
         deps=ANALYSIS_DEPS,
@@ -212,6 +212,8 @@ def leaderboard(
         metadata: dict[str, Any] = {"rows": tables[name].height, "as_of": as_of_text}
         if name == "leaderboard":
             metadata |= {"model_keys": tables[name].height, "complete": int(tables[name]["complete"].sum())}
+        if name == "key_audit":  # what `oabench audit-keys` prints, at a glance in the UI
+            metadata["suspicious"] = int(tables[name]["suspicious"].sum())
         yield MaterializeResult(
             asset_key=name,
             metadata=metadata,
@@ -323,7 +325,9 @@ def leaderboard_report(config: LeaderboardConfig, warehouse: WarehouseResource) 
     """The leaderboard for people: HTML, Markdown, CSV/Parquet exports and two charts in `warehouse/reports/`.
 
     Headed by when it was generated and the newest answer it covers. `cost_vs_accuracy.png` puts cost
-    on a log axis with the Pareto frontier drawn; `accuracy_by_area.png` is a legal area × model heatmap.
+    on a log axis with the Pareto frontier drawn; `accuracy_by_area.png` is a legal area × model heatmap;
+    `accuracy_by_exam_date.png` (when a key has a knowledge cutoff) each such key's accuracy by exam date
+    with its cutoff marked and the effect net of difficulty.
     `summary` shows inline here; the full table and each chart open from their "[Show Markdown]" (the UI
     shows a Markdown value inline only under 1,000 characters, and an embedded PNG is far longer).
     With `as_of` set, the tables are rebuilt in memory for that day (the stored ones are left as they are).
@@ -342,7 +346,10 @@ def leaderboard_report(config: LeaderboardConfig, warehouse: WarehouseResource) 
         newest += f" where created_at < timestamptz '{as_of + dt.timedelta(days=1)} 00:00:00+00'"
     data_as_of = store.query(newest)["newest"][0]
     generated_at = dt.datetime.now(dt.UTC)
-    files = write_reports(tables, store.root / "reports", data_as_of=data_as_of, generated_at=generated_at)
+    editions = store.read("editions") if store.has_table("editions") else None
+    files = write_reports(
+        tables, store.root / "reports", data_as_of=data_as_of, generated_at=generated_at, editions=editions
+    )
     caption = f"\n\n{files.cost_plot_caption}" if files.cost_plot_caption else ""
     return MaterializeResult(
         metadata={
@@ -354,6 +361,15 @@ def leaderboard_report(config: LeaderboardConfig, warehouse: WarehouseResource) 
             "leaderboard": MetadataValue.md(files.markdown.read_text(encoding="utf-8")),
             "cost_vs_accuracy": MetadataValue.md(_inline_png(files.cost_plot, "cost vs accuracy") + caption),
             "accuracy_by_area": MetadataValue.md(_inline_png(files.area_plot, "accuracy by area")),
+            **(
+                {
+                    "accuracy_by_exam_date": MetadataValue.md(
+                        _inline_png(files.cutoff_plot, "accuracy by exam date")
+                    )
+                }
+                if files.cutoff_plot
+                else {}
+            ),
             "as_of": as_of.isoformat() if as_of else "newest",
             "html": MetadataValue.path(str(files.html)),
             "folder": MetadataValue.path(str(files.html.parent)),
