@@ -231,6 +231,10 @@ def test_site_has_a_page_per_model_edition_and_question_and_every_link_resolves(
     assert len(qids) == 240
     assert {p.name for p in (built_site / "questao").iterdir()} == {f"{q}.html" for q in qids}
     assert broken_links(built_site) == []
+    # The key audit's flag, on exactly the questions it flags.
+    suspicious = set(store.query("select qid from key_audit where suspicious")["qid"].to_list())
+    flagged = {q for q in qids if 'id="suspicious"' in (built_site / "questao" / f"{q}.html").read_text()}
+    assert suspicious and flagged == suspicious
     for table in store.tables():  # every warehouse table offered in both formats
         assert (built_site / "dados" / f"{table}.csv").is_file() and (
             built_site / "dados" / f"{table}.parquet"

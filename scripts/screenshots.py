@@ -61,7 +61,7 @@ PAGES = (
 SITE_PAGES = (
     ("site-inicio.png", "index.html", "Classificação"),
     ("site-modelo.png", "modelo/x-ai--grok-4.1-fast.html", "Questões erradas"),
-    ("site-questao.png", "questao/oab-44-1f-q44.html", "Respostas dos modelos"),
+    ("site-questao.png", "questao/oab-44-1f-q63.html", "Respostas dos modelos"),
     ("site-edicao.png", "edicao/44.html", "Arquivos oficiais"),
     ("site-metodologia.png", "metodologia.html", "Protocolos"),
     ("site-dados.png", "dados.html", "Tabelas do armazém"),

@@ -37,8 +37,6 @@ from oabench_pipeline.core.versions import ANSWER_KEY_PARSER_VERSION, BOOKLET_PA
 # The site's code version (`leaderboard_site`): bump it when the pages change, to have the site rebuilt.
 SITE_VERSION = "site-1"
 
-SUSPICIOUS_FLAG = "possible_key_problem"
-
 # Columns left out of the downloads: paths on the machine that built the site, of no use to a reader.
 LOCAL_COLUMNS: dict[str, tuple[str, ...]] = {"source_files": ("fetched_from", "stored_at")}
 
@@ -273,7 +271,6 @@ def _edition(data: SiteData, ctx: _Context, row: dict) -> tuple[str, str]:
         {
             **q,
             "href": paths.relative(at, paths.question_page(q["qid"])),
-            "suspicious": q["flag"] == SUSPICIOUS_FLAG,
             "n_right": q["n_right"] or 0,
         }
         for q in questions.iter_rows(named=True)
@@ -331,8 +328,8 @@ def _questions(data: SiteData, ctx: _Context) -> Iterator[tuple[str, str]]:
                 q=q,
                 edition_name=ctx.edition_names.get(edition, str(edition)),
                 edition_href=paths.relative(at, paths.edition_page(edition)),
-                key_status=statuses.get(edition, "—"),
-                suspicious=q["flag"] == SUSPICIOUS_FLAG,
+                # The question's own key status where the answer keys say, else its edition's.
+                key_status=ctx.words.t(q["key_status"]) if q["key_status"] else statuses.get(edition, "—"),
                 n_right=sum(bool(a.is_correct_technical) for a in answers),
                 choices=[(letter, q[f"choice_{letter.lower()}"]) for letter in "ABCD"],
                 answers=answers,

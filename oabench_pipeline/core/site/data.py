@@ -2,7 +2,7 @@
 
 Every figure comes from a warehouse table as stored: the leaderboard tables for the ranking, the
 canonical run of each cell (`leaderboard_by_edition.run_id`) for what a model answered, `item_analysis`
-for each question's share correct and flag. Nothing is recomputed here, so the site shows what
+for each question's share correct, `key_audit` for whether its key is suspicious. Nothing is recomputed here, so the site shows what
 `oabench leaderboard` and `oabench sql` show.
 """
 
@@ -43,10 +43,12 @@ ORDER BY c.edition, c.number, c.model_key
 QUESTIONS_SQL = f"""
 SELECT q.qid, q.edition, q.number, q.area, q.stem, q.choice_a, q.choice_b, q.choice_c, q.choice_d,
        q.requires_image, q.pages, k.correct, {QUESTION_STATUS_SQL} AS status,
-       ia.n_models, ia.share_correct, ia.modal_answer, ia.modal_share, ia.flag
+       ia.n_models, ia.share_correct, ia.flag,
+       coalesce(ka.suspicious, false) AS suspicious, ka.consensus, ka.consensus_weight, ka.key_status
 FROM questions AS q
 LEFT JOIN answer_keys AS k ON k.qid = q.qid
 LEFT JOIN item_analysis AS ia ON ia.qid = q.qid
+LEFT JOIN key_audit AS ka ON ka.qid = q.qid
 ORDER BY q.edition, q.number
 """
 

@@ -123,9 +123,12 @@ _LABELS: dict[str, tuple[str, str]] = {
     "flag": ("Alerta", "Flag"),
     "suspicious_key": ("gabarito suspeito", "suspicious key"),
     "suspicious_note": (
-        "A análise dos itens marca este gabarito como suspeito: os modelos mais fortes concordam em outra letra.",
-        "The item analysis flags this key as suspicious: the strongest models agree on another letter.",
+        "A auditoria do gabarito (key_audit) o marca como suspeito: os modelos mais fortes, com votos "
+        "pesados pela habilidade, concordam em outra letra; confira a questão no gabarito definitivo",
+        "The key audit (key_audit) flags this key as suspicious: the strongest models, their votes weighted "
+        "by ability, agree on another letter; check the question against the definitive key",
     ),
+    "consensus": ("consenso", "consensus"),
     "hard": ("difícil", "hard"),
     "stem": ("Enunciado", "Stem"),
     "choices": ("Alternativas", "Choices"),
