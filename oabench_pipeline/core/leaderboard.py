@@ -47,7 +47,7 @@ from oabench_pipeline.tables import column_names
 
 # The analysis tables' code version: bump it with any change to how a table is computed, so that the
 # automation rebuilds them once (`automation/downstream.py`).
-ANALYSIS_VERSION = "analysis-2"
+ANALYSIS_VERSION = "analysis-3"  # 3: leaderboard_by_edition gains estimated/effective cost and cost_source
 
 _SCORES_TEMP = "_oabench_scores"
 _CANONICAL_TEMP = "_oabench_canonical"
