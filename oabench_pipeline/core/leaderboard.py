@@ -54,7 +54,9 @@ from oabench_pipeline.tables import ANALYSIS_TABLES, BY_SUITE, column_names, col
 
 # The analysis tables' code version: bump it with any change to how a table is computed, so that the
 # automation rebuilds them once (`automation/downstream.py`).
-ANALYSIS_VERSION = "analysis-3"  # 2: the Rasch tables; 3: suites (the `_by_suite` tables, `suites`)
+ANALYSIS_VERSION = (
+    "analysis-4"  # 2: the Rasch tables; 3: per-edition costs; 4: suites (`_by_suite`, `suites`)
+)
 
 _SCORES_TEMP = "_oabench_scores"
 _CANONICAL_TEMP = "_oabench_canonical"
@@ -224,7 +226,9 @@ def _shared(con: duckdb.DuckDBPyConnection, as_of: dt.date | None, suites: Seque
                 aggregates.LATENCY_SQL.format(scores=canonical_scores, suite_editions=_SUITE_EDITIONS_TEMP)
             ).pl()
             required = set(edition_dates["edition"].to_list()) & set(ed_totals["edition"].to_list())
-            by_edition = aggregates.by_edition_rows(agg, ed_totals, required, canonical)
+            by_edition = aggregates.priced_editions(
+                aggregates.by_edition_rows(agg, ed_totals, required, canonical), meta
+            )
             keys = by_edition["model_key"].unique().sort()
             mats = pairwise.matrices(con, canonical_scores, keys, questions)
         answers = replicate_answers(con, scores_name, cells)
