@@ -17,6 +17,7 @@ from oabench_pipeline.inference.registry_assets import model_pricing, models
 from oabench_pipeline.inference.resources import ModelClientResource, ModelsRegistryResource
 from oabench_pipeline.resources import ExamSourcesResource, WarehouseResource
 from oabench_pipeline.scoring.assets import leaderboard, leaderboard_report, scores
+from oabench_pipeline.scoring.site_asset import leaderboard_site
 from oabench_pipeline.settings import Settings
 
 # Dagster's default executor with the other default: in-process unless a run asks for `multiprocess`. The
@@ -45,6 +46,7 @@ ASSETS = [
     scores,
     leaderboard,
     leaderboard_report,
+    leaderboard_site,
 ]
 
 

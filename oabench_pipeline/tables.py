@@ -297,6 +297,13 @@ DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
             "The run counted: the newest complete run (before the as_of day, if set); with none complete, "
             "the newest started run, shown but never ranked",
         ),
+        (
+            "estimated_cost_usd",
+            pl.Float64,
+            "Tokens x the price snapshot (the run's summary, else model_pricing)",
+        ),
+        ("effective_cost_usd", pl.Float64, "Reported cost when every call carries one, else estimated"),
+        ("cost_source", pl.String, "'reported' or 'estimated': where effective_cost_usd comes from"),
     ),
     "leaderboard_by_area": _columns(
         ("model_key", pl.String, "Model configuration key"),

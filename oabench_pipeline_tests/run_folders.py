@@ -139,3 +139,36 @@ def build_run_folders(published: Path, root: Path) -> Path:
         [43, 44],
     )
     return root
+
+
+HTML_RUN = "2026-03-03T19-00-00-000Z_acme--html-echo_direto"
+HTML_MODEL = "acme/html-echo"
+HTML_MARKUP = "<script>window.pwned = true</script><b>negrito</b> "
+
+
+def html_reply_run(published: Path, root: Path) -> Path:
+    """A complete run whose every reply wraps the Haiku study's letter in HTML (`<script>`, `<b>`).
+
+    Model output is untrusted text: a page that shows a reply must show these characters, not run them.
+    The letter stays last, so the replies parse to the study's answers (lenient) and to none (strict).
+    """
+    haiku = _lines(published / HAIKU_STUDY)
+    summary = json.loads((published / HAIKU_STUDY / "summary.json").read_text(encoding="utf-8"))
+    wrapped = [
+        line
+        if line["skipped"]
+        else {
+            **line,
+            "rawResponse": HTML_MARKUP + line["rawResponse"],
+            "parsedAnswer": {**line["parsedAnswer"], "strict": None},
+        }
+        for line in haiku
+    ]
+    return _write(
+        root,
+        HTML_RUN,
+        HTML_MODEL,
+        wrapped,
+        {**summary, "completedAt": "2026-03-03T19:10:00.000Z"},
+        [43, 44, 45],
+    )

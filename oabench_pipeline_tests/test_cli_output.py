@@ -75,10 +75,20 @@ def leaderboard_rows() -> pl.DataFrame:
         "editions_passed": 3,
         "editions_total": 3,
         "cost_usd": 1234.5678,
+        "effective_cost_usd": 1234.5678,
+        "cost_source": "reported",
         "p50_latency_ms": 123456.5,
         "complete": True,
     }
-    partial = {**row, "rank": None, "model_key": "openai/gpt-5-mini", "complete": False, "cost_usd": None}
+    partial = {
+        **row,
+        "rank": None,
+        "model_key": "openai/gpt-5-mini",
+        "complete": False,
+        "cost_usd": None,
+        "effective_cost_usd": 0.0092,
+        "cost_source": "estimated",
+    }
     return conform("leaderboard", pl.DataFrame([row, partial]))
 
 
@@ -91,6 +101,9 @@ def test_default_leaderboard_fits_120_columns() -> None:
     assert "0.850 [0.804–0.892]" in lines[2] and "204/240" in lines[2] and "3/3" in lines[2]
     assert lines[3].split()[:2] == ["—", "openai/gpt-5-mini"] and note and note.startswith("* incomplete")
     assert "3/1 of 3" in lines[3]  # passed of the editions it ran, of those required
+    # The effective cost in every row: an estimate (no reported cost) is marked, not shown as `—`.
+    assert "1234.5678 " in lines[2] and "0.0092*" in lines[3]
+    assert note.splitlines()[1].startswith("* after a cost: estimated")
 
 
 def test_status_says_unknown_cost_instead_of_zero() -> None:

@@ -34,6 +34,7 @@ EXPECTED_GROUPS = {
     "scores": "scoring",
     **{table: "analysis" for table in ANALYSIS_TABLES},  # leaderboard and each analysis table
     "leaderboard_report": "reports",
+    "leaderboard_site": "reports",
 }
 INGEST_ASSETS = ("exam_pdfs", "answer_keys", "questions")
 EDITION = "44"

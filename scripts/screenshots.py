@@ -1,15 +1,16 @@
-"""Screenshots of the Dagster UI for the docs, from the machinery of the browser test.
+"""Screenshots of the Dagster UI and of the static site for the docs, from the machinery of the browser test.
 
-    .venv/bin/python scripts/screenshots.py [--out docs/images] [--work DIR] [--skip-prepare]
+    .venv/bin/python scripts/screenshots.py [--out docs/images] [--work DIR] [--skip-prepare] [--site-only]
 
 Prepares a warehouse and a Dagster instance in `--work` (a temporary folder by default) the way a person
 does, with the `oabench` CLI: ingest the three editions from the mirror beside the repo
 (`../shared/oab/mirror`), run the two offline baselines, import the published OABench runs (so the
-leaderboard has real rows, and the aborted GPT-5 Mini run shows as a failed cell). Then it starts
-`dagster-webserver` on 127.0.0.1 for that instance and has headless Chromium (Debian: `apt-get install
-chromium`), driven over the DevTools protocol as in `oabench_pipeline_tests/test_browser.py`, save PNGs
-of the pages into `--out`. Nothing is sent off the machine: no API key is needed and the webserver's
-telemetry is off.
+leaderboard has real rows, and the aborted GPT-5 Mini run shows as a failed cell), build the site
+(`oabench site`). Then it starts `dagster-webserver` on 127.0.0.1 for that instance and has headless
+Chromium (Debian: `apt-get install chromium`), driven by Playwright as in
+`oabench_pipeline_tests/test_browser.py`, save PNGs of the UI's pages and of each kind of site page
+(opened from `file://`) into `--out`, reduced to 256 colours so they stay small. Nothing is sent off the
+machine: no API key is needed and the webserver's telemetry is off.
 """
 
 from __future__ import annotations
@@ -56,6 +57,17 @@ PAGES = (
     ("inferences-partitions.png", "/assets/inferences?view=partitions", ("Failed (1)",), None),
 )
 
+# (file name, page of the site, text to wait for): one of each kind of page.
+SITE_PAGES = (
+    ("site-inicio.png", "index.html", "Classificação"),
+    ("site-modelo.png", "modelo/x-ai--grok-4.1-fast.html", "Questões erradas"),
+    ("site-questao.png", "questao/oab-44-1f-q63.html", "Respostas dos modelos"),
+    ("site-edicao.png", "edicao/44.html", "Arquivos oficiais"),
+    ("site-metodologia.png", "metodologia.html", "Protocolos"),
+    ("site-dados.png", "dados.html", "Tabelas do armazém"),
+)
+SITE_VIEWPORT = (1200, 820)
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(
@@ -66,6 +78,9 @@ def main() -> int:
         "--work", type=Path, help="warehouse + DAGSTER_HOME folder (default: a temporary one)"
     )
     parser.add_argument("--skip-prepare", action="store_true", help="reuse the warehouse already in --work")
+    parser.add_argument(
+        "--site-only", action="store_true", help="only the site's pages, not the Dagster UI's"
+    )
     args = parser.parse_args()
 
     chromium = find_chromium()
@@ -86,19 +101,35 @@ def main() -> int:
         write_instance_yaml(work / "dagster_home")  # before the CLI writes its own
         prepare(env)
     args.out.mkdir(parents=True, exist_ok=True)
+    site = work / "warehouse" / "site"
+    with Browser(chromium, *SITE_VIEWPORT) as browser:
+        for name, page, text in SITE_PAGES:
+            browser.goto((site / page).as_uri())
+            browser.wait_for_text(text)
+            save(browser, args.out / name)
+    if args.site_only:
+        return 0
     with DagsterWebserver(work / "dagster_home", env) as server:
         print(f"webserver: {server.url} (log: {server.log_path})")
         for name, path, texts, click in PAGES:
-            target = args.out / name
-            with Browser(chromium, Path(tempfile.mkdtemp(prefix="profile-", dir=work))) as browser:
+            with Browser(chromium) as browser:
                 browser.goto(server.url + path)
                 browser.wait_for_text(*texts)
                 if click is not None:
                     browser.click_text("[Show Markdown]", click)
                 time.sleep(3)  # fonts, the graph layout, a dialog's images
-                browser.screenshot(target)
-            print(f"{target}: {target.stat().st_size // 1024} KB")
+                save(browser, args.out / name)
     return 0
+
+
+def save(browser: Browser, target: Path) -> None:
+    """The page as a PNG of at most 256 colours (Pillow, which matplotlib brings): a fraction of the size."""
+    from PIL import Image
+
+    browser.screenshot(target)
+    with Image.open(target) as image:
+        image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(target, optimize=True)
+    print(f"{target}: {target.stat().st_size // 1024} KB")
 
 
 def prepare(env: dict[str, str]) -> None:
@@ -107,6 +138,7 @@ def prepare(env: dict[str, str]) -> None:
         ["ingest"],
         ["run", "--models", BASELINES],
         ["import", str(SHARED / "published-runs")],
+        ["site"],
     ]
     for step in steps:
         print("$ oabench " + " ".join(step), flush=True)

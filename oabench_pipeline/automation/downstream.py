@@ -24,6 +24,9 @@ Evaluated by one `AutomationConditionSensorDefinition` (`downstream_automation`)
   a cell never run (an API model without a key) must not block it forever.
 - `leaderboard_report` uses `on_changed_inputs()`: it is requested in the same run as the tables it
   renders, and not after a rebuild that left every table as it was.
+- `leaderboard_site` uses the same condition once the site exists: the first build is asked for
+  (`oabench site`, or Materialize in the UI; it writes thousands of files, which nobody asked for by
+  running a model), and from then on it follows the tables it renders like the report.
 
 The sensor is RUNNING by default, like the portal and registry sensors: a stale leaderboard after an
 automated run is the failure it exists to prevent. Turn it off with the toggle in the UI (Automation
@@ -43,7 +46,7 @@ from dagster import (
 from oabench_pipeline.tables import ANALYSIS_TABLES
 
 DOWNSTREAM_SENSOR_NAME = "downstream_automation"
-DOWNSTREAM_ASSETS = ("scores", *ANALYSIS_TABLES, "leaderboard_report")
+DOWNSTREAM_ASSETS = ("scores", *ANALYSIS_TABLES, "leaderboard_report", "leaderboard_site")
 # The asset daemon's own floor is 30 s; a minute is plenty for tables that take seconds to rebuild.
 DOWNSTREAM_TICK_S = 60
 
@@ -129,6 +132,9 @@ def after_any_upstream_change() -> AutomationCondition:
 
 LEADERBOARD_CONDITION = after_any_upstream_change()
 REPORT_CONDITION = on_changed_inputs()
+SITE_CONDITION = (on_changed_inputs() & ~AutomationCondition.missing()).with_label(
+    "on_changed_inputs_once_built"
+)
 
 
 def downstream_automation_sensor(enabled: bool = True) -> AutomationConditionSensorDefinition:
@@ -138,5 +144,6 @@ def downstream_automation_sensor(enabled: bool = True) -> AutomationConditionSen
         target=AssetSelection.assets(*DOWNSTREAM_ASSETS),
         default_status=DefaultSensorStatus.RUNNING if enabled else DefaultSensorStatus.STOPPED,
         minimum_interval_seconds=DOWNSTREAM_TICK_S,
-        description="Re-scores changed cells and rebuilds the leaderboard and its report after upstream updates.",
+        description="Re-scores changed cells and rebuilds the leaderboard, its report and the site after upstream "
+        "updates.",
     )

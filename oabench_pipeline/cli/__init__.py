@@ -1,6 +1,6 @@
 """`oabench`: a thin command line over the same Dagster assets the UI shows.
 
-One module per command (`ingest`, `run`, `import_runs`, `status`, `sql`, `leaderboard`, `audit_keys`), registered on the
+One module per command (`ingest`, `run`, `import_runs`, `status`, `sql`, `leaderboard`, `audit_keys`, `site`), registered on the
 group `main` (`group.py`); what several share in `common.py`, what they draw in `output.py`.
 """
 
@@ -10,6 +10,7 @@ from oabench_pipeline.cli import (  # noqa: F401 (registers each command)
     ingest,
     leaderboard,
     run,
+    site,
     sql,
     status,
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import click
+import polars as pl
 
 from oabench_pipeline.cli.common import table_format_option
 from oabench_pipeline.cli.group import main
@@ -74,6 +75,20 @@ def leaderboard_cmd(by: str, fmt: str, wide: bool, rank_by: str, as_of: datetime
 
             frame, note = leaderboard_summary(frame, editions_covered(by_edition), rank_by)
         else:
+            if "effective_cost_usd" in frame.columns:  # the per-edition cost, marked when estimated
+                from oabench_pipeline.cli.output import ESTIMATED_NOTE, cost_text
+
+                estimated = (frame["cost_source"] == "estimated").any()
+                note = f"* after a cost: {ESTIMATED_NOTE}" if estimated else None
+                frame = frame.with_columns(
+                    pl.Series(
+                        "cost_usd",
+                        [
+                            cost_text(c, s)
+                            for c, s in frame.select("effective_cost_usd", "cost_source").iter_rows()
+                        ],
+                    )
+                )
             columns = {c: h for c, h in TERMINAL_COLUMNS[by].items() if c in frame.columns}
             frame = frame.select(list(columns)).rename(columns)
     click.echo(format_table(frame, fmt))

@@ -239,16 +239,18 @@ def leaderboard_summary(
     """The leaderboard as it fits a 120-column terminal, and a footnote when some runs are incomplete.
 
     Rank, model, official score, official accuracy with its 95% interval, editions passed (of those run,
-    when a key did not run every required edition: `0/1 of 3`), what the calls cost and the median
-    latency; `--wide` (or csv/json) shows every column. `covered`: model key → editions it ran.
+    when a key did not run every required edition: `0/1 of 3`), the effective cost (reported, else
+    estimated and marked `*`: the footnote says so) and the median latency; `--wide` (or csv/json)
+    shows every column. `covered`: model key → editions it ran.
     `rank_by="ability"`: the rank is `ability_rank` and the Rasch ability with its interval replaces the
     median latency.
     """
 
+    from oabench_pipeline.core.reports import passed_text
+
     def passed(row: dict) -> str:
-        required = row["editions_total"]
-        ran = len((covered or {}).get(row["model_key"], [])) if covered is not None else required
-        return f"{row['editions_passed']}/{ran}" + (f" of {required}" if ran != required else "")
+        ran = len((covered or {}).get(row["model_key"], [])) if covered is not None else row["editions_total"]
+        return passed_text(row, ran)
 
     def interval(row: dict) -> str | None:
         if row["official_accuracy"] is None:
@@ -279,7 +281,7 @@ def leaderboard_summary(
                 "score": f"{row['official_score']}/{row['official_total']}",
                 "accuracy [95% CI]": interval(row),
                 "passed": passed(row),
-                "cost $": row["cost_usd"],
+                "cost $": cost_text(row.get("effective_cost_usd"), row.get("cost_source")),
                 **last,
             }
         )
@@ -289,13 +291,32 @@ def leaderboard_summary(
         "score": pl.String,
         "accuracy [95% CI]": pl.String,
         "passed": pl.String,
-        "cost $": pl.Float64,
+        "cost $": pl.String,
         **({"ability [95% CI]": pl.String} if by_ability else {"p50 ms": pl.Float64}),
     }
-    if not incomplete:
-        note = None
-    elif by_ability:
-        note = "* unranked: a run of one of its editions is incomplete (`oabench status`)"
-    else:
-        note = "* incomplete: not every question of its editions answered, so unranked (`oabench status`)"
-    return pl.DataFrame(rows, schema=schema), note
+    frame = pl.DataFrame(rows, schema=schema)
+    width = max((len(text) for text in frame["cost $"].to_list()), default=0)
+    frame = frame.with_columns(pl.col("cost $").str.pad_start(width))  # right-aligned like a number
+    notes = []
+    if incomplete and by_ability:
+        notes.append("* unranked: a run of one of its editions is incomplete (`oabench status`)")
+    elif incomplete:
+        notes.append(
+            "* incomplete: not every question of its editions answered, so unranked (`oabench status`)"
+        )
+    if any(row.get("cost_source") == "estimated" for row in board.iter_rows(named=True)):
+        notes.append(f"* after a cost: {ESTIMATED_NOTE}")
+    return frame, "\n".join(notes) or None
+
+
+ESTIMATED_NOTE = "estimated: tokens x a price snapshot, as not every call reported its cost (cost_source)"
+
+
+def cost_text(cost: float | None, source: str | None) -> str:
+    """`effective_cost_usd` as every view shows it: the reported cost, else the estimate marked `*`.
+
+    A reported cost is followed by a space, so the digits of both kinds line up in a column.
+    """
+    if cost is None:
+        return NULL_TEXT + " "
+    return render_cell(cost) + ("*" if source == "estimated" else " ")

@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import BinaryIO
 
 
-def write_atomically(path: Path, data: bytes | str, mode: int = 0o644) -> Path:
+def write_atomically(path: Path, data: bytes | str, mode: int = 0o644, durable: bool = True) -> Path:
     """Replace `path` with `data`: readers see the old file or the new one, never a half-written one.
 
     Written to a temporary name in the same folder, fsynced, then renamed over `path`, so a crash
     leaves the previous file whole. Errors (e.g. ENOSPC) propagate after the temporary file is removed.
+    `durable=False` skips the fsync, for derived files a rebuild recreates (the site's thousands of
+    pages): still atomic for readers, only a power cut may lose the newest version.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     # `.<uuid>.tmp`: outside every `*.parquet` glob, and what `Warehouse` sweeps up after a killed writer.
@@ -24,7 +26,8 @@ def write_atomically(path: Path, data: bytes | str, mode: int = 0o644) -> Path:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(staged, path)
     finally:
         staged.unlink(missing_ok=True)

@@ -47,7 +47,7 @@ from oabench_pipeline.tables import column_names
 
 # The analysis tables' code version: bump it with any change to how a table is computed, so that the
 # automation rebuilds them once (`automation/downstream.py`).
-ANALYSIS_VERSION = "analysis-2"
+ANALYSIS_VERSION = "analysis-3"  # 3: leaderboard_by_edition gains estimated/effective cost and cost_source
 
 _SCORES_TEMP = "_oabench_scores"
 _CANONICAL_TEMP = "_oabench_canonical"
@@ -191,7 +191,9 @@ def build_leaderboard_tables(
             agg = con.sql(aggregates.AGG_SQL.format(scores=canonical_scores)).pl()
             latency = con.sql(aggregates.LATENCY_SQL.format(scores=canonical_scores)).pl()
             required = set(edition_dates["edition"].to_list()) & set(ed_totals["edition"].to_list())
-            by_edition = aggregates.by_edition_rows(agg, ed_totals, required, canonical)
+            by_edition = aggregates.priced_editions(
+                aggregates.by_edition_rows(agg, ed_totals, required, canonical), meta
+            )
             keys_df = aggregates.per_key_rows(by_edition, latency, meta, len(required))
             mats = pairwise.matrices(con, canonical_scores, keys_df["model_key"], questions)
         variance = run_variance(con, scores_name, cells, sorted(required))

@@ -8,24 +8,20 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import html
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-import numpy as np
 import polars as pl
 
+from oabench_pipeline.core import charts
 from oabench_pipeline.core.cutoff_chart import CUTOFF_PLOT, plot_accuracy_by_exam_date
 from oabench_pipeline.core.files import write_atomically
 from oabench_pipeline.core.markdown import markdown_table
+from oabench_pipeline.core.rendering import render
 
 # `leaderboard_report`'s code version: bump it when the report's files change, to have it rebuilt.
 REPORT_VERSION = "report-2"
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
 
 COST_PLOT = "cost_vs_accuracy.png"
 AREA_PLOT = "accuracy_by_area.png"
@@ -102,6 +98,15 @@ def editions_covered(by_edition: pl.DataFrame) -> dict[str, list[int]]:
         return {}
     grouped = by_edition.group_by("model_key").agg(pl.col("edition").sort())
     return {key: [int(e) for e in editions] for key, editions in grouped.iter_rows()}
+
+
+def passed_text(row: dict, ran: int, of: str = "of") -> str:
+    """Editions passed of those run, and of those required when the key did not run them all: `0/1 of 3`.
+
+    The terminal's and the site's `passed` column (the report says which editions: `_editions_text`).
+    """
+    required = row["editions_total"]
+    return f"{row['editions_passed']}/{ran}" + (f" {of} {required}" if ran != required else "")
 
 
 def _editions_text(row: dict, covered: list[int]) -> str:
@@ -216,171 +221,32 @@ def summary_markdown(tables: dict[str, pl.DataFrame], context: ReportContext, to
     return text if len(text) < 1000 else text[:990] + "…"
 
 
-def _plot_cost_vs_accuracy(pareto: pl.DataFrame) -> tuple[bytes, str]:
-    """Log-cost vs accuracy scatter, every model labelled, Pareto frontier as a step line.
-
-    Keys without cost data cannot be placed on a cost axis: the caption (in the report text, not in the
-    image, so it is said once) names them.
-    """
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, PercentFormatter
-
-    has_cost = pl.col("cost_usd").is_not_null() & (pl.col("cost_usd") > 0)
-    usable = pareto.filter(has_cost)
-    skipped = pareto.filter(~has_cost)["model_key"]
-    fig = _figure(figsize=(10, 6.5))
-    ax = fig.subplots()
-    if usable.height:
-        cost = usable["cost_usd"].to_numpy()
-        acc = usable["accuracy"].to_numpy()
-        frontier = usable["on_frontier"].fill_null(False).to_numpy()
-        if (~frontier).any():  # a legend entry only for a series that is drawn
-            ax.scatter(
-                cost[~frontier], acc[~frontier], s=50, color="#8a9bb0", label="dominated / unranked", zorder=3
-            )
-        if frontier.any():
-            ax.scatter(
-                cost[frontier], acc[frontier], s=70, color="#d1495b", label="Pareto frontier", zorder=4
-            )
-            order = np.argsort(cost[frontier])
-            ax.step(
-                cost[frontier][order], acc[frontier][order], where="post", color="#d1495b", lw=1.5, zorder=2
-            )
-        for x, y, label in zip(cost, acc, usable["label"].to_list(), strict=True):
-            ax.annotate(str(label), (x, y), xytext=(5, 4), textcoords="offset points", fontsize=8)
-        ax.set_xscale("log")
-        # Plain dollar ticks (1-2-5 per decade) instead of 1.1×10⁻¹-style minor labels.
-        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: _fmt_dollars(value)))
-        ax.margins(x=0.12, y=0.08)  # room for the labels of the outermost points
-        ax.legend(loc="best")
-    else:
-        ax.text(0.5, 0.5, "No model has cost data", ha="center", va="center", transform=ax.transAxes)
-    ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))  # accuracy is a 0–1 share
-    ax.set_xlabel("Cost of the full run (USD, log scale; reported, else estimated from prices)")
-    ax.set_ylabel("Official accuracy")
-    ax.set_title("Cost vs accuracy")
-    ax.grid(True, which="major", alpha=0.3)
-    caption = ""
-    if skipped.len():
-        caption = f"Not plotted on the cost chart (no cost data): {', '.join(skipped.to_list())}."
-    fig.tight_layout()
-    return _png_bytes(fig), caption
-
-
-def _fmt_dollars(value: float) -> str:
-    if value >= 1:
-        return f"${value:,.0f}"
-    return f"${value:.{max(2, -int(np.floor(np.log10(value))))}f}".rstrip("0").rstrip(".")
-
-
-def _plot_area_heatmap(by_area: pl.DataFrame, leaderboard: pl.DataFrame) -> bytes:
-    """Legal area × model heatmap of technical accuracy, each cell annotated with its percentage.
-
-    Areas run down (20 rows) and models across, so the figure stays narrow enough to be seen whole in
-    the UI and the report; an incomplete key is labelled so.
-    """
-    labels = {
-        r["model_key"]: str(r["label"]) + ("" if r["complete"] else "\n(incomplete)")
-        for r in leaderboard.iter_rows(named=True)
-    }
-    model_order = leaderboard["model_key"].to_list()  # leaderboard order: best first
-    areas = by_area.group_by("area").agg(pl.col("area_order").min()).sort("area_order")["area"].to_list()
-    wide = by_area.pivot(on="model_key", index="area", values="accuracy")
-    wide = pl.DataFrame({"area": areas}).join(wide, on="area", how="left")
-    matrix = (
-        wide.select(
-            [
-                pl.col(k).cast(pl.Float64) if k in wide.columns else pl.lit(None, pl.Float64).alias(k)
-                for k in model_order
-            ]
-        )
-        .to_numpy()
-        .astype(float)
-    )
-    fig = _figure(figsize=(max(7.0, 0.85 * len(model_order) + 4.5), max(4.0, 0.36 * len(areas) + 2.8)))
-    ax = fig.subplots()
-    image = ax.imshow(matrix, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto")
-    ax.set_xticks(
-        range(len(model_order)), [labels.get(k, k) for k in model_order], rotation=35, ha="right", fontsize=8
-    )
-    ax.set_yticks(range(len(areas)), areas, fontsize=8)
-    if matrix.size <= 2000:  # annotate while the numbers can still be read
-        for (i, j), value in np.ndenumerate(matrix):
-            if not np.isnan(value):
-                # White on the darkest cells of either end of the colour map, black elsewhere.
-                colour = "white" if value < 0.15 or value > 0.9 else "black"
-                ax.text(j, i, f"{100 * value:.0f}", ha="center", va="center", fontsize=7, color=colour)
-    from matplotlib.ticker import PercentFormatter
-
-    colorbar = fig.colorbar(image, ax=ax, label="Technical accuracy", fraction=0.04, pad=0.02)
-    colorbar.ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
-    ax.set_title("Accuracy by legal area (blank: not answered)")
-    fig.tight_layout()
-    return _png_bytes(fig)
-
-
-def _figure(figsize: tuple[float, float]) -> Figure:
-    """A standalone figure: no pyplot, so no global state and no display (the Agg canvas renders PNG).
-
-    matplotlib is imported here, not at module level: it takes most of a second, and every Dagster
-    step process imports this module whether or not it draws anything.
-    """
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=figsize, dpi=110)
-
-
-def _png_bytes(fig: Figure) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return buffer.getvalue()
-
-
-_CSS = """
-body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; }
-table { border-collapse: collapse; font-size: 0.9rem; }
-th, td { border: 1px solid #ccc; padding: 0.3rem 0.6rem; text-align: left; }
-th { background: #f0f2f5; }
-tr:nth-child(even) td { background: #fafafa; }
-img { max-width: 100%; margin: 1rem 0; }
-.caption { font-size: 0.85rem; color: #555; max-width: 60rem; }
-.when { margin: 0.2rem 0; color: #444; }
-figure { margin: 1rem 0; }
-"""
-
-
-def _html_table(header: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def _html_page(
     tables: dict[str, pl.DataFrame], pngs: dict[str, bytes], caption: str, context: ReportContext
 ) -> str:
-    images = "".join(
-        f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
-        + (
-            f'<figcaption class="caption">{html.escape(caption)}</figcaption>'
-            if name == COST_PLOT and caption
-            else ""
-        )
-        + "</figure>"
+    ranking_header, ranking_rows = _display_rows(tables)
+    edition_header, edition_rows = _per_edition_rows(tables)
+    charts = [
+        {
+            "name": name,
+            "base64": base64.b64encode(data).decode(),
+            "caption": caption if name == COST_PLOT else "",
+        }
         for name, data in pngs.items()
-    )
-    when = "".join(f"<p class='when'>{html.escape(line)}</p>" for line in context.lines())
-    notes = "".join(f"<p class='caption'>{html.escape(note)}</p>" for note in NOTES)
-    return (
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>OABench leaderboard</title>"
-        f"<style>{_CSS}</style></head><body><h1>OABench leaderboard</h1>{when}"
-        f"{_html_table(*_display_rows(tables))}{notes}"
-        f"<h2>Per edition</h2>{_html_table(*_per_edition_rows(tables))}"
-        f"<h2>Charts</h2>{images}</body></html>"
+    ]
+    return render(
+        "report.html",
+        when=context.lines(),
+        ranking_header=ranking_header,
+        ranking_rows=ranking_rows,
+        notes=NOTES,
+        edition_header=edition_header,
+        edition_rows=edition_rows,
+        charts=charts,
     )
 
 
-def _csv_ready(frame: pl.DataFrame) -> pl.DataFrame:
+def csv_ready(frame: pl.DataFrame) -> pl.DataFrame:
     """CSV has no nested types: encode struct columns as JSON text, lists as comma-separated values."""
     nested = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.Struct)]
     lists = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.List)]
@@ -390,10 +256,10 @@ def _csv_ready(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _frame_bytes(frame: pl.DataFrame, kind: str) -> bytes:
+def frame_bytes(frame: pl.DataFrame, kind: str) -> bytes:
     buffer = io.BytesIO()
     if kind == "csv":
-        _csv_ready(frame).write_csv(buffer)
+        csv_ready(frame).write_csv(buffer)
     else:
         frame.write_parquet(buffer)
     return buffer.getvalue()
@@ -414,13 +280,15 @@ def write_reports(
     """
     out_dir = Path(out_dir)
     context = ReportContext(generated_at or dt.datetime.now(dt.UTC), data_as_of)
-    cost_png, caption = _plot_cost_vs_accuracy(tables["pareto_frontier"])
-    area_png = _plot_area_heatmap(tables["leaderboard_by_area"], tables["leaderboard"])
+    cost_figure, no_cost = charts.cost_vs_accuracy(tables["pareto_frontier"])
+    cost_png = charts.png_bytes(cost_figure)
+    caption = f"Not plotted on the cost chart (no cost data): {', '.join(no_cost)}." if no_cost else ""
+    area_png = charts.png_bytes(charts.area_heatmap(tables["leaderboard_by_area"], tables["leaderboard"]))
     csv = {
-        name: write_atomically(out_dir / f"{name}.csv", _frame_bytes(f, "csv")) for name, f in tables.items()
+        name: write_atomically(out_dir / f"{name}.csv", frame_bytes(f, "csv")) for name, f in tables.items()
     }
     parquet = {
-        name: write_atomically(out_dir / f"{name}.parquet", _frame_bytes(f, "parquet"))
+        name: write_atomically(out_dir / f"{name}.parquet", frame_bytes(f, "parquet"))
         for name, f in tables.items()
     }
     markdown = leaderboard_markdown(tables, context) + (f"\n{caption}\n" if caption else "")

@@ -47,7 +47,7 @@ MODELS = [*BASELINES, API_MODEL]
 MODELS_FILE = "models.toml"
 REPLICATES_2 = {"ops": {"inferences": {"config": {"replicates": 2}}}}
 INGEST = ["exam_pdfs", "answer_keys", "questions"]
-SCORES, REPORT = AssetKey("scores"), AssetKey("leaderboard_report")
+SCORES, REPORT, SITE = AssetKey("scores"), AssetKey("leaderboard_report"), AssetKey("leaderboard_site")
 TABLES = tuple(AssetKey(t) for t in ANALYSIS_TABLES)  # `leaderboard` and the other analysis tables
 
 
@@ -64,7 +64,9 @@ class Ticks:
                 defs=self.defs, instance=self.instance, cursor=self.cursor
             )
         self.cursor = result.cursor
-        requested = {key: set(result.get_requested_partitions(key)) for key in (SCORES, *TABLES, REPORT)}
+        requested = {
+            key: set(result.get_requested_partitions(key)) for key in (SCORES, *TABLES, REPORT, SITE)
+        }
         assert result.total_requested == sum(len(v) for v in requested.values())  # nothing else requested
         return {key: parts for key, parts in requested.items() if parts}
 
@@ -111,7 +113,8 @@ def scored_env(
 def test_changed_inputs_rescore_only_their_cells_then_rebuild_the_leaderboard(scored_env) -> None:
     _, defs, instance = scored_env
     ticks = Ticks(defs, instance)
-    assert ticks.tick() == {}  # first evaluation: everything was just built by `oabench run`
+    assert ticks.tick() == {}  # first evaluation: everything was just built by `oabench run`; no site yet
+    assert run_assets(defs, instance, ["leaderboard_site"]).success  # the site once built, it follows
     assert ticks.tick() == {}
 
     # A second replicate of one cell (new answers, from the loopback endpoint) changes that cell's rows.
@@ -121,9 +124,9 @@ def test_changed_inputs_rescore_only_their_cells_then_rebuild_the_leaderboard(sc
     assert ticks.tick() == {}  # requested once (the sensor would have launched the run by now)
 
     assert run_assets(defs, instance, ["scores"], partition_key=cell).success
-    # One rebuild of every analysis table (one step), the report with it.
-    assert ticks.tick() == {**{table: {None} for table in TABLES}, REPORT: {None}}
-    assert run_assets(defs, instance, REPORT_ASSETS).success
+    # One rebuild of every analysis table (one step), the report and the site with it.
+    assert ticks.tick() == {**{table: {None} for table in TABLES}, REPORT: {None}, SITE: {None}}
+    assert run_assets(defs, instance, [*REPORT_ASSETS, "leaderboard_site"]).success
     assert ticks.tick() == {}
 
 

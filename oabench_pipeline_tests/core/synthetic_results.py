@@ -21,11 +21,15 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    from oabench_pipeline.warehouse import Warehouse  # imported where used: this module stays light
 
 LETTERS = np.array(["A", "B", "C", "D"])
 
@@ -327,3 +331,37 @@ def write_parquet_views(
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet('{literal}')")
         paths[name] = path
     return paths
+
+
+def write_scored_warehouse(tables: dict[str, pa.Table], db_path: Path) -> Warehouse:
+    """A real warehouse at `db_path` from synthetic input tables, scored and with every analysis table
+    built, as `oabench run` leaves one: what `oabench site` and the readers of the warehouse read."""
+    import polars as pl
+
+    from oabench_pipeline.warehouse import Warehouse, views_refreshed_once
+
+    store = Warehouse(db_path)
+    with views_refreshed_once():
+        for name, table in tables.items():
+            store.write_partition(name, pl.from_arrow(table))  # type: ignore[arg-type]
+        rescore(store)
+    return store
+
+
+def rescore(store: Warehouse) -> None:
+    """Score every inference again and rebuild every analysis table (after a change to `inferences`)."""
+    from oabench_pipeline.core.scoring import score_inferences
+
+    with store.reader() as con:
+        store.write_partition("scores", score_inferences(con))
+    rebuild_tables(store)
+
+
+def rebuild_tables(store: Warehouse) -> None:
+    """Every analysis table from the scores as they are (what the `leaderboard` step does)."""
+    from oabench_pipeline.core.leaderboard import build_leaderboard_tables
+
+    with store.reader() as con:
+        built = build_leaderboard_tables(con)
+    for name, frame in built.items():
+        store.write_partition(name, frame)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 import duckdb
+import markupsafe
 import matplotlib.image as mpimg
 import polars as pl
 import pytest
@@ -41,7 +41,7 @@ def test_write_reports_files_and_content(tables: dict[str, pl.DataFrame], tmp_pa
     page = files.html.read_text(encoding="utf-8")
     for key in keys:
         assert key in markdown
-        assert html.escape(key) in page
+        assert str(markupsafe.escape(key)) in page  # escaped as the templates escape
     assert page.count("data:image/png;base64,") == 2 and "<style>" in page
     # Keys without cost data are named in the caption rather than breaking the plot.
     no_cost = tables["pareto_frontier"].filter(pl.col("cost_usd").is_null())["model_key"].to_list()
@@ -114,7 +114,7 @@ def test_per_edition_results_say_which_editions_a_run_covered(
 
 
 def test_chart_ticks_read_as_money_and_percent() -> None:
-    from oabench_pipeline.core.reports import _fmt_dollars
+    from oabench_pipeline.core.charts import fmt_dollars as _fmt_dollars
 
     assert [_fmt_dollars(v) for v in (0.11, 0.2, 0.05, 0.002, 1.0, 20.0, 1500.0)] == [
         "$0.11", "$0.2", "$0.05", "$0.002", "$1", "$20", "$1,500",

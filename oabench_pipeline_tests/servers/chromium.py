@@ -1,27 +1,32 @@
-"""Headless Chromium driven over the DevTools protocol on loopback: the browser test and the screenshots.
+"""Headless Chromium driven by Playwright for Python: the browser tests and the screenshots.
 
-No browser tooling beyond Debian's `chromium` and the `websockets` package: one page, navigate, wait for
-text, click, evaluate JavaScript, capture a PNG. Everything runs on 127.0.0.1 with a fresh profile and
-Chromium's background traffic turned off.
+Debian's `chromium` (`executable_path`: Playwright downloads no browser), a fresh profile per launch and
+Chromium's background traffic turned off. `Browser` is one page with the few verbs the tests use: go to a
+URL, wait for text or a JavaScript condition, click a text, capture a PNG, and every URL the page asked for.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
-import subprocess
-import time
-import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from oabench_pipeline_tests.servers.dagster_webserver import free_port
-
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 WIDTH, HEIGHT = 1600, 1000
+# Playwright adds --headless and its automation flags; these keep Chromium off the network on its own.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+]
 
 
 def find_chromium() -> str | None:
@@ -31,146 +36,67 @@ def find_chromium() -> str | None:
     return next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)
 
 
-def chromium_flags(chromium: str, profile: Path) -> list[str]:
-    """Headless, sandbox-less (containers), no background traffic, a fresh profile, a 1600x1000 window."""
-    profile.mkdir(parents=True, exist_ok=True)
-    return [
-        chromium,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--hide-scrollbars",
-        f"--user-data-dir={profile}",
-        f"--window-size={WIDTH},{HEIGHT}",
-    ]
-
-
-def wait_for(probe: Callable[[], object], what: str, timeout_s: float) -> Any:
-    """Poll `probe` (every 50 ms) until it returns something truthy; for what cannot be awaited."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise TimeoutError(f"waited {timeout_s} s for {what}")
-
-
-# JavaScript: a promise of `probe()`'s first truthy value, checked at once and then after each change of the
-# page (a MutationObserver, at most every 25 ms), or of null after `timeoutMs`.
-WAIT_JS = """
-((probe, timeoutMs) => new Promise(resolve => {
-  const check = () => { try { return probe(); } catch (e) { return null; } };
-  const first = check();
-  if (first) { resolve(first); return; }
-  let scheduled = false;
-  const observer = new MutationObserver(() => {
-    if (scheduled) return;
-    scheduled = true;
-    setTimeout(() => { scheduled = false; const value = check(); if (value) finish(value); }, 25);
-  });
-  const timer = setTimeout(() => finish(null), timeoutMs);
-  function finish(value) { observer.disconnect(); clearTimeout(timer); resolve(value); }
-  observer.observe(document, {childList: true, subtree: true, characterData: true, attributes: true});
-}))
-"""
-
-
 class Browser:
-    """One headless Chromium page, as a context manager. `profile` must be a fresh, private folder."""
+    """One headless Chromium page, as a context manager; `requests` lists every URL the page asked for."""
 
-    def __init__(self, chromium: str, profile: Path) -> None:
+    def __init__(self, chromium: str, width: int = WIDTH, height: int = HEIGHT) -> None:
         self.chromium = chromium
-        self.profile = profile
-        self._process: subprocess.Popen[bytes] | None = None
-        self._socket: Any = None
-        self._next_id = 0
+        self.viewport = {"width": width, "height": height}
+        self.requests: list[str] = []
+        self._playwright: Any = None
+        self._browser: Any = None
+        self.page: Any = None
 
     def __enter__(self) -> Browser:
-        from websockets.sync.client import connect
+        from playwright.sync_api import sync_playwright
 
-        port = free_port()
-        self._process = subprocess.Popen(
-            [*chromium_flags(self.chromium, self.profile), f"--remote-debugging-port={port}", "about:blank"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        self._playwright = sync_playwright().start()
         try:
-            page = wait_for(lambda: _page_socket_url(port), "Chromium's DevTools endpoint", 60)
-            self._socket = connect(page, max_size=None, open_timeout=30)
-            self.call(
-                "Emulation.setDeviceMetricsOverride",
-                width=WIDTH,
-                height=HEIGHT,
-                deviceScaleFactor=1,
-                mobile=False,
+            self._browser = self._playwright.chromium.launch(
+                executable_path=self.chromium, args=CHROMIUM_ARGS, headless=True
             )
+            self.new_page()
         except BaseException:
             self.__exit__()
             raise
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
-        process, self._process = self._process, None
-        if process is not None:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        if self._browser is not None:
+            self._browser.close()
+            self._browser = None
+        if self._playwright is not None:
+            self._playwright.stop()
+            self._playwright = None
 
-    def call(self, method: str, **params: object) -> dict:
-        """One DevTools command and its result (events arriving meanwhile are read and dropped)."""
-        self._next_id += 1
-        self._socket.send(json.dumps({"id": self._next_id, "method": method, "params": params}))
-        while True:
-            message = json.loads(self._socket.recv(timeout=120))
-            if message.get("id") == self._next_id:
-                if "error" in message:
-                    raise RuntimeError(f"{method}: {message['error']}")
-                return message["result"]
+    def new_page(self) -> None:
+        """A fresh page (and an empty `requests`): nothing a previous page still polls for is counted."""
+        if self.page is not None:
+            self.page.close()
+        self.requests = []
+        self.page = self._browser.new_page(viewport=self.viewport)
+        self.page.on("request", lambda request: self.requests.append(request.url))
 
     def evaluate(self, expression: str) -> Any:
         """The value of a JavaScript expression in the page (promises awaited)."""
-        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
-        if "exceptionDetails" in result:
-            raise RuntimeError(f"{expression[:200]}: {result['exceptionDetails'].get('text')}")
-        return result.get("result", {}).get("value")
+        return self.page.evaluate(expression)
 
     def goto(self, url: str) -> None:
-        self.call("Page.navigate", url=url)
+        self.page.goto(url, wait_until="load", timeout=120_000)
 
     def text(self) -> str:
         """Everything the page shows as text right now."""
         return self.evaluate("document.body ? document.body.innerText : ''") or ""
 
     def wait_until(self, probe: str, what: str, timeout_s: float = 90) -> Any:
-        """The first truthy value of the JavaScript expression `probe` (a JSON value, not a DOM node),
-        evaluated whenever the page changes (not on a timer); a navigation meanwhile is waited through (the
-        wait goes on in the new page)."""
-        deadline = time.monotonic() + timeout_s
-        last_error = ""
-        while (left := deadline - time.monotonic()) > 0:
-            chunk_ms = int(min(left, 5.0) * 1000)
-            try:
-                value = self.evaluate(f"{WAIT_JS}(() => ({probe}), {chunk_ms})")
-            except RuntimeError as error:  # the page navigated while waiting ("context destroyed")
-                last_error = str(error)
-                time.sleep(0.05)
-                continue
-            if value:
-                return value
-        raise TimeoutError(f"waited {timeout_s} s for {what} {last_error}".rstrip())
+        """The first truthy value of the JavaScript expression `probe` (a JSON value, not a DOM node)."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        try:
+            handle = self.page.wait_for_function(f"() => ({probe})", timeout=timeout_s * 1000, polling=100)
+        except PlaywrightTimeout:
+            raise TimeoutError(f"waited {timeout_s} s for {what}") from None
+        return handle.json_value()
 
     def wait_for_text(self, *texts: str, timeout_s: float = 90) -> str:
         """Wait until the page shows every one of `texts`; returns the page text."""
@@ -190,9 +116,8 @@ class Browser:
     def count_text(self, text: str) -> int:
         return self.evaluate(f"({_innermost(text)}).length") or 0
 
-    def screenshot(self, target: Path) -> None:
-        shot = self.call("Page.captureScreenshot", format="png")
-        target.write_bytes(base64.b64decode(shot["data"]))
+    def screenshot(self, target: Path, full_page: bool = False) -> None:
+        self.page.screenshot(path=str(target), full_page=full_page)
 
 
 def _innermost(text: str) -> str:
@@ -220,13 +145,3 @@ IMAGES_JS = """
 def images(browser: Browser, scope: str | None = None) -> list[dict]:
     """Every image of the page (or inside the CSS selector `scope`): loaded, natural and drawn width."""
     return browser.evaluate(f"{IMAGES_JS}({json.dumps(scope)})") or []
-
-
-def _page_socket_url(port: int) -> str | None:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as response:
-            targets = json.loads(response.read())
-    except OSError:
-        return None
-    pages = [t["webSocketDebuggerUrl"] for t in targets if t.get("type") == "page"]
-    return pages[0] if pages else None

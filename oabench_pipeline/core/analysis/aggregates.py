@@ -135,21 +135,44 @@ def by_edition_rows(
     )
 
 
-def per_key_rows(
-    by_edition: pl.DataFrame, latency: pl.DataFrame, meta: pl.DataFrame, n_required: int
-) -> pl.DataFrame:
-    """One row per key: sums over its editions, latency quantiles, metadata and cost."""
+def priced_editions(by_edition: pl.DataFrame, meta: pl.DataFrame) -> pl.DataFrame:
+    """Each key × edition row's estimated cost (tokens × its price snapshot), effective cost and its source.
+
+    The same rule as a key's: reported when every call of the cell carries a cost, else the estimate.
+    """
     snapshot = meta.select(
         "model_key", "prompt_price_per_token", "completion_price_per_token", "pricing_fetched_at"
     )
-    priced = by_edition.join(snapshot, on="model_key", how="left").with_columns(
-        _estimated=pl.col("prompt_tokens") * pl.coalesce("summary_prompt_price", "prompt_price_per_token")
-        + pl.col("completion_tokens") * pl.coalesce("summary_completion_price", "completion_price_per_token"),
-        _price_fetched_at=pl.coalesce(
-            pl.col("summary_fetched_at").cast(pl.Datetime("us", "UTC")),
-            pl.col("pricing_fetched_at").cast(pl.Datetime("us", "UTC")),
-        ),
+    fully_reported = (pl.col("cost_calls") == pl.col("calls")) & pl.col("cost_usd").is_not_null()
+    return (
+        by_edition.join(snapshot, on="model_key", how="left")
+        .with_columns(
+            estimated_cost_usd=pl.col("prompt_tokens")
+            * pl.coalesce("summary_prompt_price", "prompt_price_per_token")
+            + pl.col("completion_tokens")
+            * pl.coalesce("summary_completion_price", "completion_price_per_token"),
+            _price_fetched_at=pl.coalesce(
+                pl.col("summary_fetched_at").cast(pl.Datetime("us", "UTC")),
+                pl.col("pricing_fetched_at").cast(pl.Datetime("us", "UTC")),
+            ),
+        )
+        .with_columns(
+            effective_cost_usd=pl.when(fully_reported)
+            .then(pl.col("cost_usd"))
+            .otherwise(pl.col("estimated_cost_usd")),
+            cost_source=pl.when(fully_reported)
+            .then(pl.lit("reported"))
+            .when(pl.col("estimated_cost_usd").is_not_null())
+            .then(pl.lit("estimated")),
+        )
+        .drop("prompt_price_per_token", "completion_price_per_token", "pricing_fetched_at")
     )
+
+
+def per_key_rows(
+    priced: pl.DataFrame, latency: pl.DataFrame, meta: pl.DataFrame, n_required: int
+) -> pl.DataFrame:
+    """One row per key: sums over its editions (`priced_editions` rows), latency quantiles, metadata, cost."""
     sums = priced.group_by("model_key").agg(
         pl.col(
             "official_score",
@@ -164,8 +187,8 @@ def per_key_rows(
             "cost_calls",
         ).sum(),
         # An estimate only when every edition has a price; the newest snapshot used is reported.
-        pl.when(pl.col("_estimated").is_not_null().all())
-        .then(pl.col("_estimated").sum())
+        pl.when(pl.col("estimated_cost_usd").is_not_null().all())
+        .then(pl.col("estimated_cost_usd").sum())
         .alias("estimated_cost_usd"),
         pl.col("_price_fetched_at").max().alias("_price_fetched_at"),
         pl.col("prompt_tokens", "completion_tokens", "reasoning_tokens", "cost_usd").sum(),

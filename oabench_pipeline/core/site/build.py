@@ -1,0 +1,412 @@
+"""Build the static site: every page from the warehouse tables, written only where its bytes changed.
+
+Pages (paths in `paths.py`): Início, one Modelo per model key of the leaderboard, one Edição per edition,
+one Questão per question, Metodologia and Dados (every warehouse table as CSV and Parquet, and the SQL
+that recomputes each figure). Charts are SVG files. Nothing in a page depends on when it was built (only
+on the data: the newest answer's time heads each page), so an unchanged warehouse rebuilds to the same
+bytes and nothing is rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from oabench_pipeline.core import charts
+from oabench_pipeline.core.answer_parsing import PARSER_VERSIONS
+from oabench_pipeline.core.leaderboard import ANALYSIS_VERSION
+from oabench_pipeline.core.prompts import SYSTEM_PROMPTS, TEMPERATURE, TOP_P, user_prompt
+from oabench_pipeline.core.rendering import render, template_bytes
+from oabench_pipeline.core.reports import REPORT_VERSION, editions_covered, frame_bytes, passed_text
+from oabench_pipeline.core.scoring import SCORING_VERSION
+from oabench_pipeline.core.site import paths
+from oabench_pipeline.core.site.data import SiteData, load_site_data
+from oabench_pipeline.core.site.labels import Lang, Words, moment
+from oabench_pipeline.core.site.recompute import RECIPES
+from oabench_pipeline.core.site.writer import SiteWriter
+from oabench_pipeline.core.versions import ANSWER_KEY_PARSER_VERSION, BOOKLET_PARSER_VERSION, frame_version
+
+# The site's code version (`leaderboard_site`): bump it when the pages change, to have the site rebuilt.
+SITE_VERSION = "site-1"
+
+# Columns left out of the downloads: paths on the machine that built the site, of no use to a reader.
+LOCAL_COLUMNS: dict[str, tuple[str, ...]] = {"source_files": ("fetched_from", "stored_at")}
+
+
+@dataclass(frozen=True)
+class SiteOptions:
+    lang: Lang = "pt"
+
+
+@dataclass(frozen=True)
+class SiteResult:
+    """What a build did: the folder, how many files it holds, which it wrote or removed, its size."""
+
+    folder: Path
+    files: int
+    pages: int
+    written: list[str]
+    removed: list[str]
+    total_bytes: int
+
+    @property
+    def unchanged(self) -> int:
+        return self.files - len(self.written)
+
+
+def build_site(
+    con: duckdb.DuckDBPyConnection, out_dir: Path, tables: list[str], options: SiteOptions = SiteOptions()
+) -> SiteResult:
+    """Write the site for the warehouse behind `con` into `out_dir`; `tables`: the tables offered as downloads."""
+    data = load_site_data(con)
+    writer = SiteWriter(Path(out_dir))
+    downloads = []
+    for table in tables:
+        frame = con.sql(f'SELECT * FROM "{table}"').pl().drop(LOCAL_COLUMNS.get(table, ()), strict=False)
+        writer.put(paths.data_file(table, "csv"), frame_bytes(frame, "csv"))
+        writer.put(paths.data_file(table, "parquet"), frame_bytes(frame, "parquet"))
+        downloads.append({"table": table, "rows": frame.height})
+    pages = 0
+    for relative, content in _pages(data, options, downloads):
+        writer.put(relative, content)
+        pages += 1
+    for chart_path, chart_digest, draw in _charts(data, options):
+        writer.put_made(chart_path, chart_digest, draw)
+    writer.put(paths.STYLESHEET, template_bytes("site/site.css"))
+    removed = writer.finish()
+    return SiteResult(Path(out_dir), writer.files, pages, writer.written, removed, writer.total_bytes)
+
+
+class _Context:
+    """What every page shares: the language, the data's time, the links between pages."""
+
+    def __init__(self, data: SiteData, options: SiteOptions) -> None:
+        self.words = Words(options.lang)
+        self.lang = options.lang
+        self.data_as_of = moment(data.newest_answer)
+        self.slugs = paths.model_slugs(data.model_keys)
+        self.labels = dict(zip(data.leaderboard["model_key"], data.leaderboard["label"], strict=True))
+        self.edition_names = dict(zip(data.editions["edition"], data.editions["exam_name"], strict=True))
+
+    def page(self, template: str, at: str, **context: Any) -> tuple[str, str]:
+        root = paths.relative(at, "")
+        html = render(
+            template,
+            lang=self.lang,
+            t=self.words.t,
+            f=self.words,
+            root=root,
+            data_as_of=self.data_as_of,
+            **context,
+        )
+        return at, html
+
+    def model_href(self, at: str, model_key: str) -> str:
+        return paths.relative(at, paths.model_page(self.slugs[model_key]))
+
+    def key_status(self, edition_row: dict) -> str:
+        # The editions table's answer key is the definitive one unless a `key_status` column says otherwise.
+        return self.words.t(str(edition_row.get("key_status") or "definitive"))
+
+
+def _pages(data: SiteData, options: SiteOptions, downloads: list[dict]) -> Iterator[tuple[str, str]]:
+    ctx = _Context(data, options)
+    covered = editions_covered(data.by_edition)
+    yield _index(data, ctx, covered)
+    for row in data.leaderboard.iter_rows(named=True):
+        yield _model(data, ctx, row, covered)
+    for row in data.editions.iter_rows(named=True):
+        yield _edition(data, ctx, row)
+    yield from _questions(data, ctx)
+    yield _methodology(data, ctx)
+    yield _data_page(ctx, downloads)
+
+
+def _index(data: SiteData, ctx: _Context, covered: dict[str, list[int]]) -> tuple[str, str]:
+    at = paths.INDEX
+    board = [
+        {
+            **row,
+            "href": ctx.model_href(at, row["model_key"]),
+            "passed_text": passed_text(row, len(covered.get(row["model_key"], [])), ctx.words.t("of")),
+        }
+        for row in data.leaderboard.iter_rows(named=True)
+    ]
+    no_cost = data.pareto.filter(pl.col("cost_usd").is_null() | (pl.col("cost_usd") <= 0))["label"].to_list()
+    editions = _edition_rows(data, ctx, at)
+    words = ctx.words
+    return ctx.page(
+        "site/index.html",
+        at,
+        board=board,
+        suite_text=f"{words.t('editions')} " + ", ".join(str(e["edition"]) for e in editions),
+        suites=[],
+        oldest_answer=moment(data.oldest_answer),
+        any_estimated=any(r["cost_source"] == "estimated" for r in board),
+        any_incomplete=any(not r["complete"] for r in board),
+        frontier_chart=paths.relative(at, paths.chart("custo-vs-acuracia")),
+        area_chart=paths.relative(at, paths.chart("acuracia-por-area")),
+        no_cost=no_cost,
+        editions=editions,
+    )
+
+
+def _edition_rows(data: SiteData, ctx: _Context, at: str) -> list[dict]:
+    counts = dict(data.questions.group_by("edition").len().iter_rows())
+    return [
+        {
+            **row,
+            "name": row["exam_name"],
+            "href": paths.relative(at, paths.edition_page(row["edition"])),
+            "questions": counts.get(row["edition"], 0),
+            "key_status": ctx.key_status(row),
+        }
+        for row in data.editions.iter_rows(named=True)
+    ]
+
+
+def _model(data: SiteData, ctx: _Context, row: dict, covered: dict[str, list[int]]) -> tuple[str, str]:
+    key = row["model_key"]
+    at = paths.model_page(ctx.slugs[key])
+    per_edition = [
+        {
+            **e,
+            "href": paths.relative(at, paths.edition_page(e["edition"])),
+            "tokens": (e["prompt_tokens"] or 0) + (e["completion_tokens"] or 0),
+        }
+        for e in data.by_edition.filter(pl.col("model_key") == key).iter_rows(named=True)
+    ]
+    missed = data.answers.filter(
+        (pl.col("model_key") == key) & ~pl.col("skipped") & ~pl.col("is_correct_technical").fill_null(False)
+    ).join(data.questions.select("qid", "correct", "status"), on="qid", how="left")
+    missed_rows = [
+        {**m, "href": paths.relative(at, paths.question_page(m["qid"]))}
+        for m in missed.filter(pl.col("status") == "active").iter_rows(named=True)
+    ]
+    counted = set(data.by_edition.filter(pl.col("model_key") == key)["run_id"].to_list())
+    scores_by_run: dict[str, list[str]] = {}
+    for r in data.run_scores.filter(pl.col("model_key") == key).iter_rows(named=True):
+        scores_by_run.setdefault(r["run_id"], []).append(
+            f"{r['edition']}: {r['official_score']}/{r['questions']}"
+        )
+    runs = [
+        {
+            **r,
+            "started": moment(r["started_at"]),
+            "completed": moment(r["completed_at"]),
+            "scores": " · ".join(scores_by_run.get(r["run_id"], [])),
+            "counted": r["run_id"] in counted,
+        }
+        for r in data.runs.filter(pl.col("model_key") == key).iter_rows(named=True)
+    ]
+    variance = data.run_variance.filter(pl.col("model_key") == key)
+    variance_row = None
+    if variance.height and variance["runs"][0] >= 2:
+        v = variance.row(0, named=True)
+        variance_row = {
+            **v,
+            "sd": ctx.words.integer(None) if v["score_sd"] is None else f"{v['score_sd']:.2f}",
+        }
+    has_latency = data.latencies.filter(pl.col("model_key") == key).height > 0
+    return ctx.page(
+        "site/model.html",
+        at,
+        m=row,
+        protocol=data.protocols.get(key, "—"),
+        passed_text=passed_text(row, len(covered.get(key, [])), ctx.words.t("of")),
+        per_edition=per_edition,
+        per_area=data.by_area.filter(pl.col("model_key") == key).to_dicts(),
+        latency_chart=paths.relative(at, paths.chart(_latency_chart(ctx.slugs[key])))
+        if has_latency
+        else None,
+        runs=runs,
+        variance=variance_row,
+        missed=missed_rows,
+    )
+
+
+def _latency_chart(model_slug: str) -> str:
+    return f"latencia/{model_slug}"
+
+
+def _edition(data: SiteData, ctx: _Context, row: dict) -> tuple[str, str]:
+    edition = row["edition"]
+    at = paths.edition_page(edition)
+    words = ctx.words
+    files = [
+        {
+            "label": words.t("booklet"),
+            "url": row["booklet_url"],
+            "sha256": row["booklet_sha256"],
+            "bytes": None,
+        },
+        {
+            "label": words.t("answer_key"),
+            "url": row["answer_key_url"],
+            "sha256": row["answer_key_sha256"],
+            "bytes": None,
+        },
+    ]
+    sizes = {
+        r["sha256"]: r["bytes"]
+        for r in data.source_files.filter(pl.col("edition") == edition).iter_rows(named=True)
+    }
+    for file in files:
+        file["bytes"] = sizes.get(file["sha256"])
+    right = (
+        data.answers.filter(pl.col("edition") == edition)
+        .group_by("qid")
+        .agg(n_right=pl.col("is_correct_technical").fill_null(False).sum())
+    )
+    questions = data.questions.filter(pl.col("edition") == edition).join(right, on="qid", how="left")
+    question_rows = [
+        {
+            **q,
+            "href": paths.relative(at, paths.question_page(q["qid"])),
+            "n_right": q["n_right"] or 0,
+        }
+        for q in questions.iter_rows(named=True)
+    ]
+    results = [
+        {
+            **r,
+            "label": ctx.labels.get(r["model_key"], r["model_key"]),
+            "href": ctx.model_href(at, r["model_key"]),
+        }
+        for r in data.by_edition.filter(pl.col("edition") == edition)
+        .sort("official_score", "model_key", descending=[True, False])
+        .iter_rows(named=True)
+    ]
+    return ctx.page(
+        "site/edition.html",
+        at,
+        e=row,
+        key_status=ctx.key_status(row),
+        files=files,
+        questions=question_rows,
+        annulled=sum(q["status"] == "annulled" for q in question_rows),
+        results=results,
+    )
+
+
+def _questions(data: SiteData, ctx: _Context) -> Iterator[tuple[str, str]]:
+    answers_by_qid = {
+        qid: frame.to_dicts() for (qid,), frame in data.answers.partition_by("qid", as_dict=True).items()
+    }
+    statuses = {row["edition"]: ctx.key_status(row) for row in data.editions.iter_rows(named=True)}
+    by_edition = data.questions.partition_by("edition", as_dict=True, maintain_order=True)
+    for (edition,), frame in by_edition.items():
+        rows = frame.to_dicts()
+        for index, q in enumerate(rows):
+            at = paths.question_page(q["qid"])
+            answers = [
+                # Attributes, not dict keys: Jinja looks an attribute up first (most of a page's time).
+                SimpleNamespace(
+                    **a,
+                    href=ctx.model_href(at, a["model_key"]),
+                    label=ctx.labels.get(a["model_key"], a["model_key"]),
+                )
+                for a in answers_by_qid.get(q["qid"], [])
+            ]
+            # By name, not by rank: a new cell elsewhere that moves the ranking leaves this page as it was.
+            answers.sort(key=lambda a: (str(a.label).casefold(), a.model_key))
+            neighbour = {
+                name: paths.relative(at, paths.question_page(rows[j]["qid"])) if 0 <= j < len(rows) else None
+                for name, j in (("previous", index - 1), ("next", index + 1))
+            }
+            yield ctx.page(
+                "site/question.html",
+                at,
+                q=q,
+                edition_name=ctx.edition_names.get(edition, str(edition)),
+                edition_href=paths.relative(at, paths.edition_page(edition)),
+                # The question's own key status where the answer keys say, else its edition's.
+                key_status=ctx.words.t(q["key_status"]) if q["key_status"] else statuses.get(edition, "—"),
+                n_right=sum(bool(a.is_correct_technical) for a in answers),
+                choices=[(letter, q[f"choice_{letter.lower()}"]) for letter in "ABCD"],
+                answers=answers,
+                **neighbour,
+            )
+
+
+def _methodology(data: SiteData, ctx: _Context) -> tuple[str, str]:
+    at = paths.METHODOLOGY
+    versions = [
+        (ctx.words.t("lenient") + " / " + ctx.words.t("strict"), ", ".join(data.parser_versions) or "—"),
+        ("parsers", ", ".join(PARSER_VERSIONS)),
+        ("booklet", BOOKLET_PARSER_VERSION),
+        ("answer key", ANSWER_KEY_PARSER_VERSION),
+        ("scoring", SCORING_VERSION),
+        ("analysis", ANALYSIS_VERSION),
+        ("report", REPORT_VERSION),
+        ("site", SITE_VERSION),
+    ]
+    example = user_prompt(1, "<enunciado>", "<A>", "<B>", "<C>", "<D>")
+    return ctx.page(
+        "site/methodology.html",
+        at,
+        prompts=[(f"{ctx.words.t('protocol')} {name}", text) for name, text in SYSTEM_PROMPTS.items()],
+        user_prompt=example,
+        temperature=TEMPERATURE,
+        top_p=TOP_P,
+        versions=versions,
+        editions=_edition_rows(data, ctx, at),
+    )
+
+
+def _data_page(ctx: _Context, downloads: list[dict]) -> tuple[str, str]:
+    at = paths.DATA
+    links = [
+        {
+            **d,
+            "csv": paths.relative(at, paths.data_file(d["table"], "csv")),
+            "parquet": paths.relative(at, paths.data_file(d["table"], "parquet")),
+        }
+        for d in downloads
+    ]
+    return ctx.page(
+        "site/data.html",
+        at,
+        downloads=links,
+        queries=[{"name": r.name, "title": r.title(ctx.lang), "sql": r.sql} for r in RECIPES],
+    )
+
+
+def _charts(data: SiteData, options: SiteOptions) -> Iterator[tuple[str, str, Callable[[], bytes]]]:
+    """(path, digest of what the chart is drawn from, how to draw it): drawing is most of a build's time,
+    so a chart whose inputs did not change is not drawn again (`SiteWriter.put_made`)."""
+    words = charts.PORTUGUESE if options.lang == "pt" else charts.ChartWords()
+
+    def digest(*parts: object) -> str:
+        return hashlib.sha256(repr((charts.CHART_VERSION, words, *parts)).encode()).hexdigest()
+
+    def frontier() -> bytes:
+        return charts.svg_bytes(charts.cost_vs_accuracy(data.pareto, words)[0])
+
+    def heatmap() -> bytes:
+        return charts.svg_bytes(charts.area_heatmap(data.by_area, data.leaderboard, words))
+
+    board = data.leaderboard.select("model_key", "label", "complete").rows()
+    yield paths.chart("custo-vs-acuracia"), digest(frame_version(data.pareto)), frontier
+    yield paths.chart("acuracia-por-area"), digest(frame_version(data.by_area), board), heatmap
+    slugs = paths.model_slugs(data.model_keys)
+    for (key,), frame in data.latencies.partition_by("model_key", as_dict=True).items():
+        if key in slugs:
+            values = frame["latency_ms"].to_list()
+            yield (
+                paths.chart(_latency_chart(slugs[key])),
+                digest(values),
+                partial(_latency_svg, values, words),
+            )
+
+
+def _latency_svg(values: list[float], words: charts.ChartWords) -> bytes:
+    return charts.svg_bytes(charts.latency_histogram(values, words))

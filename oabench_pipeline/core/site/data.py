@@ -1,0 +1,126 @@
+"""What the site shows, read from the warehouse tables in a few vectorised queries (no Dagster, no files).
+
+Every figure comes from a warehouse table as stored: the leaderboard tables for the ranking, the
+canonical run of each cell (`leaderboard_by_edition.run_id`) for what a model answered, `item_analysis`
+for each question's share correct, `key_audit` for whether its key is suspicious. Nothing is recomputed here, so the site shows what
+`oabench leaderboard` and `oabench sql` show.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import duckdb
+import polars as pl
+
+from oabench_pipeline.core.scoring import QUESTION_STATUS_SQL
+
+# How much of a reply a question page shows: the full text is in the `inferences` download.
+REPLY_HEAD_CHARS = 280
+
+# The scores rows of the run each leaderboard cell counts (its canonical run).
+CANONICAL_SCORES_SQL = """
+SELECT s.* FROM scores AS s
+SEMI JOIN leaderboard_by_edition AS b
+  ON b.model_key = s.model_key AND b.edition = s.edition AND b.run_id IS NOT DISTINCT FROM s.run_id
+"""
+
+ANSWERS_SQL = f"""
+WITH canonical AS ({CANONICAL_SCORES_SQL})
+SELECT c.model_key, c.qid, c.edition, c.number, c.area, c.answer, c.answer_strict,
+       c.is_correct_technical, c.is_correct_official, c.is_valid, c.has_error, c.skipped,
+       c.latency_ms, c.reasoning_tokens, c.completion_tokens, c.run_id,
+       left(i.raw_response, {REPLY_HEAD_CHARS}) AS reply_head,
+       length(i.raw_response) AS reply_chars,
+       i.error
+FROM canonical AS c
+LEFT JOIN inferences AS i
+  ON i.model_key = c.model_key AND i.qid = c.qid AND i.run_id IS NOT DISTINCT FROM c.run_id
+ORDER BY c.edition, c.number, c.model_key
+"""
+
+QUESTIONS_SQL = f"""
+SELECT q.qid, q.edition, q.number, q.area, q.stem, q.choice_a, q.choice_b, q.choice_c, q.choice_d,
+       q.requires_image, q.pages, k.correct, {QUESTION_STATUS_SQL} AS status,
+       ia.n_models, ia.share_correct, ia.flag,
+       coalesce(ka.suspicious, false) AS suspicious, ka.consensus, ka.consensus_weight, ka.key_status
+FROM questions AS q
+LEFT JOIN answer_keys AS k ON k.qid = q.qid
+LEFT JOIN item_analysis AS ia ON ia.qid = q.qid
+LEFT JOIN key_audit AS ka ON ka.qid = q.qid
+ORDER BY q.edition, q.number
+"""
+
+# Every run of every key, with the official score of each of its cells (a replicate's spread shows here).
+RUN_SCORES_SQL = """
+SELECT model_key, run_id, edition,
+       count(*) FILTER (WHERE is_correct_official) AS official_score,
+       count(*) AS questions
+FROM scores GROUP BY ALL ORDER BY model_key, run_id, edition
+"""
+
+LATENCIES_SQL = f"""
+SELECT model_key, latency_ms FROM ({CANONICAL_SCORES_SQL})
+WHERE NOT skipped AND latency_ms IS NOT NULL
+ORDER BY model_key, latency_ms
+"""
+
+
+@dataclass(frozen=True)
+class SiteData:
+    """The frames the pages are rendered from."""
+
+    leaderboard: pl.DataFrame
+    by_edition: pl.DataFrame
+    by_area: pl.DataFrame
+    pareto: pl.DataFrame
+    runs: pl.DataFrame
+    run_scores: pl.DataFrame
+    run_variance: pl.DataFrame
+    editions: pl.DataFrame
+    source_files: pl.DataFrame
+    questions: pl.DataFrame
+    answers: pl.DataFrame
+    latencies: pl.DataFrame
+    parser_versions: list[str]
+    protocols: dict[str, str]
+    """Model key → the protocol its answers were asked under."""
+    newest_answer: dt.datetime | None
+    oldest_answer: dt.datetime | None
+
+    @property
+    def model_keys(self) -> list[str]:
+        return self.leaderboard["model_key"].to_list()
+
+
+def _frame(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
+    return con.sql(sql).pl()
+
+
+def load_site_data(con: duckdb.DuckDBPyConnection) -> SiteData:
+    """Read everything the pages show from `con` (the warehouse reader: every table as a view)."""
+    span = con.sql("SELECT min(created_at), max(created_at) FROM inferences").fetchall()[0]
+    parsers = con.sql(
+        "SELECT DISTINCT parser_version FROM inferences WHERE parser_version IS NOT NULL ORDER BY 1"
+    ).fetchall()
+    return SiteData(
+        leaderboard=_frame(con, "SELECT * FROM leaderboard"),
+        by_edition=_frame(con, "SELECT * FROM leaderboard_by_edition ORDER BY model_key, edition"),
+        by_area=_frame(con, "SELECT * FROM leaderboard_by_area ORDER BY model_key, area_order"),
+        pareto=_frame(con, "SELECT * FROM pareto_frontier"),
+        runs=_frame(con, "SELECT * FROM runs ORDER BY model_key, started_at, run_id"),
+        run_scores=_frame(con, RUN_SCORES_SQL),
+        run_variance=_frame(con, "SELECT * FROM run_variance"),
+        editions=_frame(con, "SELECT * FROM editions ORDER BY edition"),
+        source_files=_frame(con, "SELECT * FROM source_files ORDER BY edition, kind"),
+        questions=_frame(con, QUESTIONS_SQL),
+        answers=_frame(con, ANSWERS_SQL),
+        latencies=_frame(con, LATENCIES_SQL),
+        parser_versions=[row[0] for row in parsers],
+        protocols=dict(
+            con.sql("SELECT model_key, min(protocol) FROM inferences GROUP BY model_key").fetchall()
+        ),
+        oldest_answer=span[0],
+        newest_answer=span[1],
+    )

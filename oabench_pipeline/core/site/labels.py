@@ -1,0 +1,241 @@
+"""The site's words in Portuguese (default: the audience) and English, and how numbers are written in each.
+
+Portuguese writes `85,0%`, `US$ 0,0092` and `1.238 ms`; English `85.0%`, `$0.0092` and `1,238 ms`. The
+figures are the warehouse's, rounded for display only (the Dados page has every value at full precision).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import Literal
+
+Lang = Literal["pt", "en"]
+LANGS: tuple[Lang, ...] = ("pt", "en")
+
+NO_VALUE = "—"
+
+# key: (Portuguese, English)
+_LABELS: dict[str, tuple[str, str]] = {
+    "site_title": (
+        "OABench: modelos de linguagem no Exame de Ordem",
+        "OABench: language models on the Bar Exam",
+    ),
+    "home": ("Início", "Home"),
+    "methodology": ("Metodologia", "Methodology"),
+    "data": ("Dados", "Data"),
+    "model": ("Modelo", "Model"),
+    "models": ("Modelos", "Models"),
+    "edition": ("Edição", "Edition"),
+    "editions": ("Edições", "Editions"),
+    "question": ("Questão", "Question"),
+    "questions": ("Questões", "Questions"),
+    "rank": ("Posição", "Rank"),
+    "rank_range": ("Faixa", "Range"),
+    "tie_group": ("Grupo", "Group"),
+    "key": ("Chave", "Key"),
+    "score": ("Pontos", "Score"),
+    "accuracy": ("Acurácia oficial", "Official accuracy"),
+    "interval": ("IC 95%", "95% CI"),
+    "technical": ("Acurácia técnica", "Technical accuracy"),
+    "editions_passed": ("Edições aprovadas", "Editions passed"),
+    "p_pass": ("P(aprovação em todas)", "P(pass all)"),
+    "cost": ("Custo", "Cost"),
+    "p50_latency": ("Latência p50", "p50 latency"),
+    "p95_latency": ("Latência p95", "p95 latency"),
+    "avg_latency": ("Latência média", "Mean latency"),
+    "strict_compliance": ("Conformidade estrita", "Strict compliance"),
+    "tokens": ("Tokens", "Tokens"),
+    "prompt_tokens": ("Tokens de entrada", "Prompt tokens"),
+    "completion_tokens": ("Tokens de saída", "Completion tokens"),
+    "reasoning_tokens": ("Tokens de raciocínio", "Reasoning tokens"),
+    "invalid": ("Inválidas", "Invalid"),
+    "missing": ("Faltantes", "Missing"),
+    "passed": ("Aprovado", "Passed"),
+    "failed": ("Reprovado", "Failed"),
+    "yes": ("sim", "yes"),
+    "no": ("não", "no"),
+    "incomplete": ("incompleto", "incomplete"),
+    "incomplete_note": (
+        "incompleto: nem toda questão respondida, por isso sem posição",
+        "incomplete: not every question answered, so unranked",
+    ),
+    "estimated": ("estimado", "estimated"),
+    "estimated_note": (
+        "custo estimado: tokens × uma tabela de preços (nem toda chamada informou seu custo)",
+        "estimated cost: tokens × a price snapshot (not every call reported its cost)",
+    ),
+    "tie_note": (
+        "Modelos com uma letra de grupo em comum não diferem significativamente (McNemar exato, Holm, 5%); "
+        "a faixa é a melhor e a pior posição que os testes permitem.",
+        "Models sharing a group letter do not differ significantly (exact McNemar, Holm, 5%); the range is "
+        "the best and worst rank the tests allow.",
+    ),
+    "leaderboard": ("Classificação", "Leaderboard"),
+    "frontier": ("Custo × acurácia (fronteira de Pareto)", "Cost vs accuracy (Pareto frontier)"),
+    "frontier_missing": ("Sem custo conhecido (fora do gráfico)", "No known cost (not plotted)"),
+    "area_chart": ("Acurácia por área do direito", "Accuracy by legal area"),
+    "data_as_of": ("Dados até", "Data as of"),
+    "answers_from": ("respostas de", "answers from"),
+    "newest_answer": ("resposta mais recente", "newest answer"),
+    "no_answers": ("nenhuma resposta ainda", "no answers yet"),
+    "suite": ("Conjunto", "Suite"),
+    "suites": ("Conjuntos de edições", "Edition suites"),
+    "per_edition": ("Por edição", "Per edition"),
+    "per_area": ("Por área", "Per area"),
+    "area": ("Área", "Area"),
+    "correct": ("Acertos", "Correct"),
+    "of": ("de", "of"),
+    "latency_distribution": ("Distribuição da latência", "Latency distribution"),
+    "runs": ("Execuções e réplicas", "Runs and replicates"),
+    "run": ("Execução", "Run"),
+    "source": ("Origem", "Source"),
+    "replicate": ("Réplica", "Replicate"),
+    "started": ("Início", "Started"),
+    "completed": ("Concluída", "Completed"),
+    "complete": ("Completa", "Complete"),
+    "counted": ("contada", "counted"),
+    "spread": ("Variação entre réplicas", "Spread over replicates"),
+    "flip_rate": ("Respostas que mudam", "Answers that flip"),
+    "score_sd": ("Desvio padrão", "Standard deviation"),
+    "missed": ("Questões erradas", "Questions missed"),
+    "missed_none": ("Nenhuma questão errada.", "No question missed."),
+    "its_answer": ("Resposta dada", "Its answer"),
+    "official_answer": ("Gabarito oficial", "Official answer"),
+    "no_answer": ("sem resposta", "no answer"),
+    "files": ("Arquivos oficiais", "Official files"),
+    "booklet": ("Caderno de prova", "Question booklet"),
+    "answer_key": ("Gabarito", "Answer key"),
+    "key_status": ("Situação do gabarito", "Key status"),
+    "definitive": ("definitivo", "definitive"),
+    "preliminary": ("preliminar", "preliminary"),
+    "exam_date": ("Data da prova", "Exam date"),
+    "exam_page": ("Página da prova no portal da OAB", "The exam's page on the OAB portal"),
+    "bytes": ("Bytes", "Bytes"),
+    "share_correct": ("Modelos que acertaram", "Models right"),
+    "status": ("Situação", "Status"),
+    "active": ("ativa", "active"),
+    "annulled": ("anulada", "annulled"),
+    "annulled_note": (
+        "Anulada pela banca: creditada a todos os modelos (escore oficial), fora do escore técnico.",
+        "Annulled by the examiners: credited to every model (official score), left out of the technical score.",
+    ),
+    "flag": ("Alerta", "Flag"),
+    "suspicious_key": ("gabarito suspeito", "suspicious key"),
+    "suspicious_note": (
+        "A auditoria do gabarito (key_audit) o marca como suspeito: os modelos mais fortes, com votos "
+        "pesados pela habilidade, concordam em outra letra; confira a questão no gabarito definitivo",
+        "The key audit (key_audit) flags this key as suspicious: the strongest models, their votes weighted "
+        "by ability, agree on another letter; check the question against the definitive key",
+    ),
+    "consensus": ("consenso", "consensus"),
+    "hard": ("difícil", "hard"),
+    "stem": ("Enunciado", "Stem"),
+    "choices": ("Alternativas", "Choices"),
+    "requires_image": (
+        "A questão tem uma imagem no caderno (não enviada aos modelos).",
+        "The question has a picture in the booklet (not sent to the models).",
+    ),
+    "answers_by_model": ("Respostas dos modelos", "Every model's answer"),
+    "lenient": ("Leitura tolerante", "Lenient parse"),
+    "strict": ("Leitura estrita", "Strict parse"),
+    "reply": ("Resposta bruta (início)", "Raw reply (start)"),
+    "chars": ("caracteres", "characters"),
+    "result": ("Resultado", "Result"),
+    "right": ("certa", "right"),
+    "wrong": ("errada", "wrong"),
+    "error": ("erro", "error"),
+    "skipped": ("não perguntada (anulada)", "not asked (annulled)"),
+    "previous": ("anterior", "previous"),
+    "next": ("próxima", "next"),
+    "downloads": ("Tabelas do armazém", "Warehouse tables"),
+    "table": ("Tabela", "Table"),
+    "rows": ("Linhas", "Rows"),
+    "recompute": ("O SQL de cada número", "The SQL behind each figure"),
+    "recompute_intro": (
+        'Cada consulta roda em `oabench sql "..."` (ou no `duckdb warehouse/oabench.duckdb`) e refaz um '
+        "número mostrado neste site a partir das respostas pontuadas.",
+        'Each query runs in `oabench sql "..."` (or `duckdb warehouse/oabench.duckdb`) and recomputes a '
+        "figure this site shows from the scored answers.",
+    ),
+    "generated_by": (
+        "Gerado pelo OABench Pipeline a partir do armazém",
+        "Built by OABench Pipeline from the warehouse",
+    ),
+    "sort_hint": ("Clique num título para ordenar.", "Click a heading to sort."),
+    "provider": ("Fornecedor", "Provider"),
+    "protocol": ("Protocolo", "Protocol"),
+    "versions": ("Versões", "Versions"),
+}
+
+
+def label(key: str, lang: Lang) -> str:
+    portuguese, english = _LABELS[key]
+    return portuguese if lang == "pt" else english
+
+
+def number(value: float, decimals: int, lang: Lang) -> str:
+    """`1,234.5` in English, `1.234,5` in Portuguese."""
+    text = f"{value:,.{decimals}f}"
+    return text if lang == "en" else text.translate(str.maketrans(",.", ".,"))
+
+
+def pct(value: float | None, lang: Lang, decimals: int = 1) -> str:
+    return NO_VALUE if value is None else number(100 * value, decimals, lang) + "%"
+
+
+def interval(low: float | None, high: float | None, lang: Lang) -> str:
+    if low is None or high is None:
+        return NO_VALUE
+    return f"{number(100 * low, 1, lang)}–{number(100 * high, 1, lang)}"
+
+
+def usd(value: float | None, lang: Lang) -> str:
+    """Dollars with 4 decimals (the report's precision); tiny non-zero amounts keep 2 significant digits."""
+    if value is None:
+        return NO_VALUE
+    decimals = 4 if value == 0 or abs(value) >= 0.0001 else 6
+    return ("US$ " if lang == "pt" else "$") + number(value, decimals, lang)
+
+
+def ms(value: float | None, lang: Lang) -> str:
+    """Whole milliseconds, halves rounded up (a median of two calls can end in .5)."""
+    return NO_VALUE if value is None else number(math.floor(value + 0.5), 0, lang) + " ms"
+
+
+def integer(value: int | None, lang: Lang) -> str:
+    return NO_VALUE if value is None else number(value, 0, lang)
+
+
+def moment(value: dt.datetime | None) -> str:
+    if value is None:
+        return NO_VALUE
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC)
+    return value.strftime("%Y-%m-%d %H:%M UTC")
+
+
+class Words:
+    """The labels and number formats of one language, as the templates call them (`t(...)`, `f.pct(...)`)."""
+
+    def __init__(self, lang: Lang) -> None:
+        self.lang = lang
+
+    def t(self, key: str) -> str:
+        return label(key, self.lang)
+
+    def pct(self, value: float | None, decimals: int = 1) -> str:
+        return pct(value, self.lang, decimals)
+
+    def interval(self, low: float | None, high: float | None) -> str:
+        return interval(low, high, self.lang)
+
+    def cost(self, value: float | None, source: str | None = None) -> str:
+        """`effective_cost_usd`, marked `*` when it is an estimate (the footnote says so)."""
+        return usd(value, self.lang) + ("*" if source == "estimated" and value is not None else "")
+
+    def ms(self, value: float | None) -> str:
+        return ms(value, self.lang)
+
+    def integer(self, value: int | None) -> str:
+        return integer(value, self.lang)

@@ -1,0 +1,176 @@
+"""The static site on a synthetic warehouse: pages, links, escaping, languages, and rebuilds that touch
+only what changed (unchanged files keep their bytes and mtime). The real data's site, walked in Chromium:
+`test_browser.py`."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from oabench_pipeline.core.site import SiteOptions, SiteResult, build_site, paths
+from oabench_pipeline.core.site.labels import Words
+from oabench_pipeline.warehouse import Warehouse
+from oabench_pipeline_tests.core.synthetic_results import (
+    make_synthetic_warehouse,
+    rescore,
+    write_scored_warehouse,
+)
+from oabench_pipeline_tests.site_pages import broken_links, tables
+
+REPLY = "<script>window.pwned = true</script><img src=x onerror=alert(1)> B"
+NEW_KEY = "acme/new-model"
+
+
+@pytest.fixture(scope="module")
+def warehouse_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """4 keys x 2 editions, one reply carrying HTML; scored and ranked once for the module."""
+    synthetic = make_synthetic_warehouse(n_models=4, n_editions=2, seed=3)
+    inferences = pl.from_arrow(synthetic.tables["inferences"])
+    assert isinstance(inferences, pl.DataFrame)
+    first = inferences.filter(~pl.col("skipped")).row(0, named=True)
+    planted = (pl.col("qid") == first["qid"]) & (pl.col("model_key") == first["model_key"])
+    inferences = inferences.with_columns(
+        raw_response=pl.when(planted).then(pl.lit(REPLY)).otherwise("raw_response")
+    )
+    tables = {**synthetic.tables, "inferences": inferences.to_arrow()}
+    root = tmp_path_factory.mktemp("site-warehouse")
+    write_scored_warehouse(tables, root / "warehouse" / "oabench.duckdb")
+    return root
+
+
+@pytest.fixture
+def store(warehouse_template: Path, tmp_path: Path) -> Warehouse:
+    import shutil
+
+    shutil.copytree(warehouse_template / "warehouse", tmp_path / "warehouse")
+    store = Warehouse(tmp_path / "warehouse" / "oabench.duckdb")
+    store.ensure_views()  # the copy's catalogue names the template's folder
+    return store
+
+
+@pytest.fixture(scope="module")
+def site_template(warehouse_template: Path) -> tuple[Path, SiteResult]:
+    """The Portuguese site of the template warehouse, built once (tests copy it, mtimes kept)."""
+    store = Warehouse(warehouse_template / "warehouse" / "oabench.duckdb")
+    return warehouse_template / "site", build(store, warehouse_template / "site")
+
+
+def copied_site(site_template: tuple[Path, SiteResult], target: Path) -> Path:
+    import shutil
+
+    shutil.copytree(site_template[0], target)  # copy2: bytes and mtimes as built
+    return target
+
+
+def build(store: Warehouse, out: Path, lang: str = "pt") -> SiteResult:
+    with store.reader() as con:
+        return build_site(con, out, store.tables(), SiteOptions(lang="en" if lang == "en" else "pt"))
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {
+        str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
+
+
+def test_pages_links_and_escaping(store: Warehouse, site_template: tuple[Path, SiteResult]) -> None:
+    site, result = site_template
+    keys = store.read("leaderboard")["model_key"].to_list()
+    slugs = paths.model_slugs(keys)
+    questions = store.read("questions")
+    assert sorted(p.name for p in (site / "modelo").iterdir()) == sorted(f"{s}.html" for s in slugs.values())
+    assert len(list((site / "questao").iterdir())) == questions.height
+    assert len(list((site / "edicao").iterdir())) == store.read("editions").height
+    assert result.pages == 1 + len(keys) + store.read("editions").height + questions.height + 2
+    assert broken_links(site) == []
+    # The weird key (quotes, a semicolon, unicode) gets a plain file name, and its page is linked.
+    assert all(
+        set(s) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+        for s in slugs.values()
+    )
+    # A reply is untrusted text: escaped, never markup.
+    planted = store.query("select qid from inferences where raw_response = $r", {"r": REPLY})["qid"][0]
+    page = (site / paths.question_page(planted)).read_text(encoding="utf-8")
+    assert "&lt;script&gt;window.pwned = true&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt; B" in page
+    assert "<script>window" not in page and "<img src=x" not in page
+    # Início lists the leaderboard in its order, figures as the warehouse holds them.
+    rows = tables((site / "index.html").read_text(encoding="utf-8"))["leaderboard"]
+    assert [r.attrs["data-model-key"] for r in rows] == keys
+    words = Words("pt")
+    board = store.read("leaderboard")
+    for row, expected in zip(rows, board.iter_rows(named=True), strict=True):
+        assert row.cells[4] == words.pct(expected["official_accuracy"])
+        assert row.cells[8] == words.cost(expected["effective_cost_usd"], expected["cost_source"])
+
+
+def test_english_labels(store: Warehouse, tmp_path: Path) -> None:
+    build(store, tmp_path / "en", lang="en")
+    index = (tmp_path / "en" / "index.html").read_text(encoding="utf-8")
+    assert '<html lang="en">' in index and "Leaderboard" in index and "Classificação" not in index
+    assert "Methodology" in (tmp_path / "en" / "metodologia.html").read_text(encoding="utf-8")
+
+
+def test_rebuild_rewrites_only_what_changed(
+    store: Warehouse, site_template: tuple[Path, SiteResult], tmp_path: Path
+) -> None:
+    site = copied_site(site_template, tmp_path / "site")
+    assert len(site_template[1].written) == site_template[1].files  # the first build wrote every file
+    (site / "CNAME").write_text("oabench.example.org\n")  # a file of the person's (a GitHub Pages domain)
+    before = snapshot(site)
+    again = build(store, site)
+    assert again.written == [] and again.removed == []
+    assert snapshot(site) == before  # same bytes, same mtimes
+
+    # One new cell: a new key answers the first edition (a copy of a key's answers, an hour later).
+    editions = sorted(store.read("editions")["edition"].to_list())
+    inferences = store.read("inferences")
+    copied = inferences.filter(
+        (pl.col("model_key") == inferences["model_key"][0]) & (pl.col("edition") == editions[0])
+    ).with_columns(
+        model_key=pl.lit(NEW_KEY),
+        model=pl.lit(NEW_KEY),
+        run_id=pl.lit("new-run"),
+        created_at=pl.col("created_at") + dt.timedelta(hours=1),
+    )
+    items_before = store.read("item_analysis")
+    store.write_partition("inferences", copied, "new-cell")
+    rescore(store)
+    changed = build(store, site)
+    written = set(changed.written)
+    questions = store.read("questions")
+    first_edition = {
+        paths.question_page(q) for q in questions.filter(pl.col("edition") == editions[0])["qid"]
+    }
+    assert first_edition <= written  # each question of that edition shows one more answer
+    # In the other edition only the questions whose shown item analysis moved (a new key changes which
+    # keys are the strong ones behind the suspicious-key flag) are rewritten; the others keep their file.
+    shown = ["qid", "n_models", "share_correct", "flag"]  # what a question page shows of its item analysis
+    moved = (
+        store.read("item_analysis")
+        .select(shown)
+        .join(items_before.select(shown), on=shown, how="anti", nulls_equal=True)
+    )
+    other = questions.filter(pl.col("edition") == editions[1])
+    still = {paths.question_page(q) for q in other.join(moved, on="qid", how="anti")["qid"]}
+    assert still and not still & written
+    new_page = paths.model_page(paths.model_slugs([NEW_KEY])[NEW_KEY])
+    assert {paths.INDEX, paths.edition_page(editions[0]), new_page} <= written
+    after = snapshot(site)
+    for unchanged in set(before) - written - {".oabench-site.json"}:
+        assert after[unchanged] == before[unchanged], unchanged  # bytes and mtime kept
+    assert changed.unchanged == changed.files - len(written)
+
+    # The cell gone again: its model page is removed, everything else is as before the cell.
+    (store.table_dir("inferences") / "new-cell.parquet").unlink()
+    rescore(store)
+    gone = build(store, site)
+    chart = paths.chart(f"latencia/{paths.model_slugs([NEW_KEY])[NEW_KEY]}")
+    assert gone.removed == sorted([new_page, chart]) and not (site / new_page).exists()
+    assert broken_links(site) == []
+    assert {k: v[0] for k, v in snapshot(site).items()} == {k: v[0] for k, v in before.items()}
+    assert snapshot(site)["CNAME"] == before["CNAME"]  # never the site's to remove or rewrite
