@@ -31,10 +31,15 @@ import pymupdf
 
 from oabench_pipeline.core.booklet_layouts import END_OF_QUESTIONS, LAYOUTS, Layout
 from oabench_pipeline.core.booklet_text import (
+    LIGATURE_GLYPHS,
+    UNMAPPED,
     Fragment,
+    Spellings,
     fragments,
     has_split_ligatures,
+    has_unmapped_glyphs,
     needs_glyphs,
+    origin_key,
     row_text,
 )
 from oabench_pipeline.core.edition_names import edition_in_text
@@ -83,8 +88,15 @@ WHITE = 0xFFFFFF
 # A filled box at most this many row heights tall around one row is the row's label background.
 LABEL_ROWS = 2.5
 # Text with vector blocks, so one interpretation of the page gives both. Images are left out:
-# with them extraction encodes every logo and takes 4x longer (see _add_raster_pictures).
-TEXT_FLAGS = (pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES) | pymupdf.TEXT_COLLECT_VECTORS
+# with them extraction encodes every logo and takes 4x longer (see _add_raster_pictures). A glyph
+# its font maps to no Unicode comes out as U+FFFD, not as its character code (which read "V" for
+# the `ti` ligature of the 11th edition's q20), so that it is seen and spelled (`booklet_text.py`).
+TEXT_FLAGS = (
+    pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES & ~pymupdf.TEXT_CID_FOR_UNKNOWN_UNICODE
+) | pymupdf.TEXT_COLLECT_VECTORS
+# Characters no transcriber would type: a glyph with no Unicode (U+FFFD), private-use code points
+# (symbol fonts' bullets), control characters. A question holding one is refused, never returned.
+UNREADABLE = re.compile("[\ufffd\ue000-\uf8ff\x00-\x09\x0b-\x1f\x7f]")
 # An image of the same size and format on at least this many question pages (and half of them)
 # is page furniture (the OAB and FGV logos of the running header and footer).
 FURNITURE_MIN_PAGES = 3
@@ -199,7 +211,8 @@ def parse_booklet(pdf_bytes: bytes, *, question_count: int = 80) -> ParsedBookle
 def _raw_pages(doc: pymupdf.Document) -> list[_RawPage]:
     """Every page, read from its spans, and again glyph by glyph where it needs it (see
     `core/booklet_text.py`): on every page of a booklet with split ligatures, elsewhere on the
-    pages whose lines overlap or are padded. One text page per page serves both readings."""
+    pages whose lines overlap or are padded or hold a glyph with no Unicode (spelled from the
+    page's text trace, which alone gives glyph ids). One text page per page serves both readings."""
     # One pass over the page content yields text and vector blocks alike; a separate
     # get_drawings() call would interpret the page once more.
     text_pages = [page.get_textpage(flags=TEXT_FLAGS) for page in doc.pages()]
@@ -209,10 +222,22 @@ def _raw_pages(doc: pymupdf.Document) -> list[_RawPage]:
     raw_pages = []
     for page, text_page, blocks, page_spans in zip(doc.pages(), text_pages, span_blocks, spans, strict=True):
         if every_page or needs_glyphs(page_spans, _baseline_groups(page_spans)):
+            spellings = _ligature_spellings(page) if has_unmapped_glyphs(page_spans) else None
             blocks = text_page.extractRAWDICT()["blocks"]
-            page_spans = list(fragments(blocks))
+            page_spans = list(fragments(blocks, spellings))
         raw_pages.append(_raw_page(page, blocks, page_spans))
     return raw_pages
+
+
+def _ligature_spellings(page: pymupdf.Page) -> Spellings:
+    """Where the page draws a known ligature glyph that its font maps to no Unicode, and the
+    letters it stands for (`booklet_text.LIGATURE_GLYPHS`): the text trace gives each glyph's id."""
+    return {
+        origin_key(origin): LIGATURE_GLYPHS[span["font"], glyph]
+        for span in page.get_texttrace()
+        for unicode, glyph, origin, _ in span["chars"]
+        if unicode == ord(UNMAPPED) and (span["font"], glyph) in LIGATURE_GLYPHS
+    }
 
 
 def _raw_page(page: pymupdf.Page, blocks: list[dict[str, Any]], text: list[Fragment]) -> _RawPage:
@@ -604,6 +629,7 @@ def _finish(
 ) -> ParsedQuestion:
     """Join each field's rows into text and work out pages and pictures for the question."""
     texts = {name: joiner.join(rows) for name, rows in draft.fields.items()}
+    _check_readable(draft, texts)
     for letter in LETTERS:
         marker = layout.choice_marker(texts[letter])
         texts[letter] = texts[letter][marker.end() if marker else 0 :]
@@ -622,6 +648,20 @@ def _finish(
         pages=sorted({row.page for row in rows}),
         requires_image=_has_picture(rows, following, pages),
     )
+
+
+def _check_readable(draft: _Draft, texts: dict[str, str]) -> None:
+    """Refuse a question holding a character no transcriber would type (`UNREADABLE`), naming it."""
+    for name, text in texts.items():
+        if unreadable := UNREADABLE.search(text):
+            page = (draft.fields[name] or [draft.start])[0].page
+            field_name = "the stem" if name == "stem" else f"choice ({name})"
+            context = text[max(0, unreadable.start() - 20) : unreadable.end() + 20]
+            raise BookletParseError(
+                f"question {draft.number} (page {page}): {field_name} holds U+{ord(unreadable.group()):04X}, "
+                f"a glyph the PDF maps to no letter ({context!r}); an unknown ligature? "
+                f"(known: booklet_text.LIGATURE_GLYPHS)"
+            )
 
 
 # How a paragraph ends (sentence or list-item punctuation, a closing quote or bracket) and how one

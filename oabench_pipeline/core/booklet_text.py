@@ -8,13 +8,16 @@ pymupdf's own line text is not good enough, for reasons that the positions settl
   a glyph drawn where the same glyph already is, is dropped;
 - the ligature glyphs of the 2nd edition's booklet (`ﬁ`, and `ti` mapped to two letters) are
   followed by a space character drawn back inside the ligature (`Uniﬁ cado`, `consti tucionalista`):
-  a space that leaves no visible gap between the glyphs around it is not a word break.
+  a space that leaves no visible gap between the glyphs around it is not a word break;
+- a glyph its font maps to no Unicode at all comes out as U+FFFD (`UNMAPPED`): the `ti` ligature
+  of Calibri in Word exports (the 11th edition's "investigação", q20); the known ones are spelled
+  out from the font and glyph id (`LIGATURE_GLYPHS`), any other is refused by the parser.
 Ligature code points are spelled out as plain letters, and the U+2010 hyphen as `-`.
 
 Characters cost five times as much to read as spans (pymupdf's rawdict builds a dict per
 character), so a page is read from its spans unless it shows one of those defects (`needs_glyphs`:
-lines of one row overlapping, a ligature followed by a space, a line padded with spaces), and then
-re-read, from the same text page, glyph by glyph.
+lines of one row overlapping, a ligature followed by a space, a line padded with spaces, a glyph
+with no Unicode), and then re-read, from the same text page, glyph by glyph.
 """
 
 from __future__ import annotations
@@ -69,7 +72,17 @@ _SPELLED_OUT = str.maketrans(
     }
 )
 
-Glyph = tuple[str, float, float]  # character, left and right edge
+# What pymupdf gives for a glyph its font maps to no Unicode (with TEXT_CID_FOR_UNKNOWN_UNICODE off:
+# on, it gives the glyph's character code instead, which read "V" for the 11th's `ti`).
+UNMAPPED = "\ufffd"
+# The glyphs of the 29 booklets that their fonts map to no Unicode, by font name (as pymupdf's
+# text trace gives it, without the subset prefix) and glyph id: Calibri's `ti` ligature, in the
+# 11th edition's q20 ("investigação") and on the covers of the 17th-25th and 37th ("Tipo").
+LIGATURE_GLYPHS: dict[tuple[str, int], str] = {("Calibri", 415): "ti", ("Calibri-Bold", 415): "ti"}
+
+Glyph = tuple[str, float, float]  # character (a ligature's letters), left and right edge
+# Where a glyph is drawn (its origin, rounded to 0.01 pt) -> the letters it stands for.
+Spellings = dict[tuple[float, float], str]
 
 
 @dataclass(frozen=True)
@@ -93,12 +106,17 @@ class Fragment:
         return (self.y0 + self.y1) / 2
 
 
-def fragments(blocks: Iterable[dict[str, Any]]) -> Iterator[Fragment]:
-    """Every non-blank text line of pymupdf's dict or rawdict blocks as a Fragment."""
+def fragments(blocks: Iterable[dict[str, Any]], spellings: Spellings | None = None) -> Iterator[Fragment]:
+    """Every non-blank text line of pymupdf's dict or rawdict blocks as a Fragment; `spellings`
+    (rawdict only) spells the unmapped glyphs drawn at those origins."""
     for block in blocks:
         for line in block.get("lines", ()) if block["type"] == 0 else ():
             spans = line["spans"]
-            fragment = _glyph_fragment(line) if spans and "chars" in spans[0] else _span_fragment(line)
+            fragment = (
+                _glyph_fragment(line, spellings or {})
+                if spans and "chars" in spans[0]
+                else _span_fragment(line)
+            )
             if fragment is not None:
                 yield fragment
 
@@ -135,7 +153,12 @@ def _span_fragment(line: dict[str, Any]) -> Fragment | None:
     )
 
 
-def _glyph_fragment(line: dict[str, Any]) -> Fragment | None:
+def origin_key(origin: Sequence[float]) -> tuple[float, float]:
+    """A glyph's origin as a key of `Spellings`: the text trace and rawdict agree on it."""
+    return round(origin[0], 2), round(origin[1], 2)
+
+
+def _glyph_fragment(line: dict[str, Any], spellings: Spellings) -> Fragment | None:
     inked = [span for span in line["spans"] if any(not c["c"].isspace() for c in span["chars"])]
     if not inked:
         return None
@@ -144,7 +167,11 @@ def _glyph_fragment(line: dict[str, Any]) -> Fragment | None:
     )
     glyphs = tuple(
         [
-            (char, raw["bbox"][0], raw["bbox"][2])
+            (
+                spellings.get(origin_key(raw["origin"]), char) if char == UNMAPPED else char,
+                raw["bbox"][0],
+                raw["bbox"][2],
+            )
             for span, text in zip(line["spans"], texts, strict=True)
             for raw, char in zip(span["chars"], text, strict=True)
         ]
@@ -184,11 +211,16 @@ def has_split_ligatures(page: Sequence[Fragment]) -> bool:
     return any(_LIGATURE_SPACE.search(fragment.text) for fragment in page)
 
 
+def has_unmapped_glyphs(page: Sequence[Fragment]) -> bool:
+    """A glyph that its font maps to no Unicode: to be spelled from its font and glyph id."""
+    return any(UNMAPPED in fragment.text for fragment in page)
+
+
 def needs_glyphs(page: Sequence[Fragment], rows: Iterable[Sequence[Fragment]]) -> bool:
     """Whether a page read from its spans must be read glyph by glyph (see the module doc): two
-    lines of one row overlap (a second text layer), or a line is padded with spaces (its box is
-    not its ink's)."""
-    if any(_padded(fragment.text) for fragment in page):
+    lines of one row overlap (a second text layer), a line is padded with spaces (its box is
+    not its ink's), or a glyph has no Unicode."""
+    if any(_padded(fragment.text) for fragment in page) or has_unmapped_glyphs(page):
         return True
     for row in rows:
         ordered = sorted(row, key=lambda f: f.x0)

@@ -5,7 +5,8 @@ The layouts (`core/booklet_layouts.py`), with the booklet tested here for each:
 - CESPE 2010.1 (1st edition): `QUESTÃO N` labels, circled-letter choices, 100 questions;
 - FGV 2010.2 (2nd): `01` beside the item code `A00413`, split ligatures, 100 questions;
 - FGV 2010.3-2011 (3rd): bold bare numbers, `(A)`, running footer `... 2010.3 – TIPO 1 – BRANCO`;
-- FGV roman footer with `Questão N` and `A)` (16th, with the doubled text layer);
+- FGV roman footer with `Questão N` and `A)` (16th, with the doubled text layer; and five pages
+  of the 11th, with a ligature glyph its font maps to no Unicode);
 - FGV roman footer with bold numbers and `A)` (37th).
 Every archived edition is parsed by `test_booklet_archive.py` (marker `archive`).
 """
@@ -13,6 +14,7 @@ Every archived edition is parsed by `test_booklet_archive.py` (marker `archive`)
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from typing import Any
 import pymupdf
 import pytest
 
+from oabench_pipeline.core import booklet
 from oabench_pipeline.core.booklet import BookletParseError, parse_booklet
 from oabench_pipeline.core.exam_validation import header_footer_leaks, swallowed_choices
 from oabench_pipeline.core.records import ParsedBooklet, ParsedQuestion
@@ -256,6 +259,36 @@ def test_split_ligatures_are_joined_and_spelled_out(shared_oab: Path) -> None:
     fields = [getattr(q, name) for q in archive_booklet(2).questions for name in FIELDS]
     assert not any(char in text for text in fields for char in "\ufb00\ufb01\ufb02\ufb03\ufb04")
     assert not any(" ti " in text or "consti tu" in text for text in fields)
+
+
+@cache
+def eleventh_pages_2_to_6() -> bytes:
+    """Pages 2-6 of the 11th edition's booklet (questions 1-23), without the cover's picture."""
+    with pymupdf.open(stream=archive_pdf(11)) as doc:
+        doc.select(range(1, 6))
+        return doc.tobytes(garbage=3)
+
+
+def test_a_ligature_glyph_without_unicode_is_spelled_from_its_font(shared_oab: Path) -> None:
+    """11th edition, q20 (D): Calibri's `ti` ligature, which the PDF maps to no Unicode (pymupdf's
+    character-code fallback read it "V": `invesVgação`), is spelled by its glyph id."""
+    questions = parse_booklet(eleventh_pages_2_to_6(), question_count=23).questions
+    assert questions[19].choice_d.startswith("a investigação e a punição dos responsáveis pela violação,")
+    fields = [getattr(q, name) for q in questions for name in FIELDS]
+    assert not any(re.search(r"[a-zà-ú]V[a-zà-ú]", text) for text in fields)
+
+
+def test_a_glyph_without_unicode_that_is_no_known_ligature_is_refused(
+    shared_oab: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rather than a question with a hole (or a wrong letter) in it, one line naming what and where
+    (page 5 of the excerpt is the booklet's page 6)."""
+    monkeypatch.setattr(booklet, "LIGATURE_GLYPHS", {})
+    with pytest.raises(
+        BookletParseError, match=r"question 20 \(page 5\): choice \(D\) holds U\+FFFD"
+    ) as error:
+        parse_booklet(eleventh_pages_2_to_6(), question_count=23)
+    assert "a inves\ufffdgação" in str(error.value)
 
 
 def test_item_codes_page_numbers_and_watermark_stay_out(shared_oab: Path) -> None:
