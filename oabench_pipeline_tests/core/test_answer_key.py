@@ -82,7 +82,8 @@ def test_real_keys_agree_with_published_scored_runs(shared_oab: Path) -> None:
 
 def test_type_not_found(shared_oab: Path) -> None:
     with pytest.raises(
-        AnswerKeyParseError, match=r"no table headed 'PROVA TIPO 5' \(types found: \[1, 2, 3, 4\]\)"
+        AnswerKeyParseError,
+        match=r"no table headed 'PROVA TIPO 5' or 'TIPO 5 – <colour>' \(types found: \[1, 2, 3, 4\]\)",
     ):
         parse_answer_key(key_bytes(44), booklet_type=5)
 
