@@ -31,6 +31,49 @@ def _split(value: str | None) -> list[str] | None:
     return [item.strip() for item in value.split(",") if item.strip()] if value else None
 
 
+EDITIONS_HELP = "editions: numbers and ranges, e.g. 43,44 or 1-25,37"
+
+
+def edition_keys(value: str | None) -> list[str] | None:
+    """`--editions 1-25,37` as partition keys ("1" ... "25", "37"), in the order given, each once.
+
+    Every command that takes `--editions` reads it here. A malformed item is a usage error (exit 2) in
+    one line naming the item and the expected form.
+    """
+    items = _split(value)
+    if not items:
+        return None
+    keys: list[str] = []
+    for item in items:
+        first, dash, last = item.partition("-")
+        low, high = _edition_number(first, item), _edition_number(last, item) if dash else None
+        if high is not None and high < low:
+            raise click.UsageError(f"--editions: range {item!r} runs backwards; write it as {high}-{low}")
+        keys += [str(n) for n in range(low, (high or low) + 1) if str(n) not in keys]
+    return keys
+
+
+def _edition_number(text: str, item: str) -> int:
+    text = text.strip()
+    if not text.isdigit() or int(text) < 1:
+        raise click.UsageError(
+            f"--editions: {item!r} is not an edition number or a range (expected e.g. 43 or 1-25)"
+        )
+    return int(text)
+
+
+def compact_editions(keys: list[str]) -> str:
+    """Edition keys as the shortest list of numbers and ranges: 1-25, 37, 43-45."""
+    numbers = sorted({int(k) for k in keys})
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+
+
 def _dagster(settings: Settings) -> tuple[Definitions, DagsterInstance]:
     """The project's definitions and the persistent instance, entered for the rest of the command.
 

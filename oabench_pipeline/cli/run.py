@@ -11,12 +11,14 @@ import polars as pl
 
 from oabench_pipeline import interrupts
 from oabench_pipeline.cli.common import (
+    EDITIONS_HELP,
     REPORT_ASSETS,
     _cell_pool,
     _dagster,
     _must,
     _set_aside_damaged,
     _split,
+    edition_keys,
     ensure_partitions,
     run_assets,
 )
@@ -53,9 +55,7 @@ if TYPE_CHECKING:
     "models_opt",
     help="Comma-separated model keys (default: every registry model with credentials).",
 )
-@click.option(
-    "--editions", "editions_opt", help="Comma-separated editions (default: every ingested edition)."
-)
+@click.option("--editions", "editions_opt", help=f"The {EDITIONS_HELP} (default: every ingested edition).")
 @click.option(
     "--concurrency", type=click.IntRange(min=1), help="Requests in flight per model (overrides the registry)."
 )
@@ -83,10 +83,11 @@ def run(
 
     Resumes the current replicate of each cell; `--replicates K` makes sure K complete runs exist.
     """
+    wanted_editions = edition_keys(editions_opt)
     settings = Settings.from_env()
     warehouse = Warehouse(settings.warehouse_path)
     chosen = _choose_models(settings, _split(models_opt))
-    editions = _choose_editions(warehouse, _split(editions_opt))
+    editions = _choose_editions(warehouse, wanted_editions)
     cells = [(model, edition) for model in chosen for edition in editions]
     for table in ("questions", "answer_keys"):  # run cannot rebuild these: say so before any work
         for path in warehouse.damaged_partitions(table, editions):

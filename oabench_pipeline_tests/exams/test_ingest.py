@@ -9,16 +9,16 @@ import duckdb
 import polars as pl
 import pytest
 
-from oabench_pipeline_tests.pipeline_env import PipelineEnv, make_env
+from oabench_pipeline_tests.pipeline_env import STUDY_EDITIONS, PipelineEnv, make_env
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
 
 @pytest.fixture(scope="module")
 def ingested(tmp_path_factory: pytest.TempPathFactory, mirror_server: StaticFileServer) -> PipelineEnv:
-    """All three real editions ingested once (module-scoped: the expensive part is shared)."""
+    """The study's three real editions ingested once (module-scoped: the expensive part is shared)."""
     monkeypatch = pytest.MonkeyPatch()
     env = make_env(tmp_path_factory.mktemp("ingest"), monkeypatch, mirror_server.base_url)
-    result = env.cli("ingest")
+    result = env.cli("ingest", "--editions", STUDY_EDITIONS)
     assert result.exit_code == 0, result.output
     yield env
     monkeypatch.undo()
@@ -76,7 +76,7 @@ def test_second_ingest_makes_no_request_and_changes_nothing(
     tables = ("editions", "questions", "answer_keys", "source_files")
     before = {t: ingested.warehouse.read(t) for t in tables}
     requests_before = mirror_server.total_requests
-    result = ingested.cli("ingest")
+    result = ingested.cli("ingest", "--editions", "43,44,45")
     assert result.exit_code == 0, result.output
     assert mirror_server.total_requests == requests_before
     for table in tables:
