@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -30,11 +31,38 @@ def test_ingest_gives_240_questions_238_active(ingested: PipelineEnv) -> None:
         "select edition, count(*), count(*) filter (status = 'active') from questions group by 1 order by 1"
     ).fetchall()
     assert counts == [(43, 80, 78), (44, 80, 80), (45, 80, 80)]
-    annulled = con.sql("select qid from answer_keys where status = 'annulled' order by number").fetchall()
-    assert annulled == [("oab-43-1f-q1",), ("oab-43-1f-q74",)]
+    annulled = con.sql(
+        "select qid, status_source from answer_keys where status = 'annulled' order by number"
+    ).fetchall()
+    assert annulled == [("oab-43-1f-q1", "key"), ("oab-43-1f-q74", "key")]  # the key's '*'
+    assert con.sql("select distinct exam_date, key_status from questions where edition = 43").fetchall() == [
+        (dt.date(2025, 4, 27), "definitive")
+    ]
     assert con.execute(
         "select count(*) from answer_keys where correct is null and status = 'active'"
     ).fetchone() == (0,)
+
+
+def test_editions_table_lists_every_registry_edition_with_its_key(ingested: PipelineEnv) -> None:
+    editions = ingested.warehouse.read("editions").sort("edition")
+    assert editions.height == 29
+    third = editions.filter(pl.col("edition") == 3).row(0, named=True)
+    assert (third["exam_label"], third["question_count"], third["key_status"], third["annulled"]) == (
+        "2010.3",
+        100,
+        "preliminary",
+        [72],
+    )
+    assert third["exam_page_url"] is None  # no portal page is known for the archived editions
+    assert editions.filter(pl.col("key_status") == "definitive")["edition"].to_list() == [
+        15,
+        16,
+        17,
+        37,
+        43,
+        44,
+        45,
+    ]
 
 
 def test_questions_take_status_from_answer_key(ingested: PipelineEnv) -> None:
