@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from oabench_pipeline.core.editions import (
+    EditionsRegistryError,
+    Suite,
+    load_suites,
+    parse_edition_spec,
+    resolve_suite,
+)
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import Warehouse
@@ -27,6 +35,27 @@ table_format_option = click.option(
 )
 
 
+def suite_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--suite NAME`: a suite of the editions registry (`[suites]`, plus the built-in `all`)."""
+    return click.option("--suite", "suite", metavar="NAME", help=help_text)
+
+
+def load_registry_suites(settings: Settings) -> dict[str, Suite]:
+    """Every suite of the editions registry (and `all`); a bad registry is its one-line error."""
+    try:
+        return load_suites(settings.editions_file, settings.discovered_editions_file)
+    except EditionsRegistryError as error:
+        raise click.ClickException(str(error)) from None
+
+
+def choose_suite(suites: dict[str, Suite], name: str | None) -> Suite:
+    """The suite `--suite` names (None: the default one); an unknown name is a usage error listing them."""
+    try:
+        return resolve_suite(name, suites)
+    except EditionsRegistryError as error:
+        raise click.BadParameter(str(error), param_hint="'--suite'") from None
+
+
 def _split(value: str | None) -> list[str] | None:
     return [item.strip() for item in value.split(",") if item.strip()] if value else None
 
@@ -35,43 +64,17 @@ EDITIONS_HELP = "editions: numbers and ranges, e.g. 43,44 or 1-25,37"
 
 
 def edition_keys(value: str | None) -> list[str] | None:
-    """`--editions 1-25,37` as partition keys ("1" ... "25", "37"), in the order given, each once.
+    """`--editions 1-25,37` as partition keys ("1" ... "25", "37"), ascending, each once (None: not given).
 
-    Every command that takes `--editions` reads it here. A malformed item is a usage error (exit 2) in
-    one line naming the item and the expected form.
+    Every command that takes `--editions` reads it here (the ranges themselves: `parse_edition_spec`). A
+    malformed item is a usage error (exit 2) in one line, before any work.
     """
-    items = _split(value)
-    if not items:
+    if value is None:
         return None
-    keys: list[str] = []
-    for item in items:
-        first, dash, last = item.partition("-")
-        low, high = _edition_number(first, item), _edition_number(last, item) if dash else None
-        if high is not None and high < low:
-            raise click.UsageError(f"--editions: range {item!r} runs backwards; write it as {high}-{low}")
-        keys += [str(n) for n in range(low, (high or low) + 1) if str(n) not in keys]
-    return keys
-
-
-def _edition_number(text: str, item: str) -> int:
-    text = text.strip()
-    if not text.isdigit() or int(text) < 1:
-        raise click.UsageError(
-            f"--editions: {item!r} is not an edition number or a range (expected e.g. 43 or 1-25)"
-        )
-    return int(text)
-
-
-def compact_editions(keys: list[str]) -> str:
-    """Edition keys as the shortest list of numbers and ranges: 1-25, 37, 43-45."""
-    numbers = sorted({int(k) for k in keys})
-    runs: list[list[int]] = []
-    for n in numbers:
-        if runs and n == runs[-1][-1] + 1:
-            runs[-1].append(n)
-        else:
-            runs.append([n])
-    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+    try:
+        return [str(n) for n in parse_edition_spec(value)]
+    except ValueError as error:
+        raise click.UsageError(f"--editions: {error}") from None
 
 
 def _dagster(settings: Settings) -> tuple[Definitions, DagsterInstance]:

@@ -13,13 +13,12 @@ from oabench_pipeline.cli.common import (
     _dagster,
     _fail,
     _set_aside_damaged,
-    compact_editions,
     edition_keys,
     ensure_partitions,
     run_assets,
 )
 from oabench_pipeline.cli.group import main
-from oabench_pipeline.core.editions import known_editions
+from oabench_pipeline.core.editions import format_editions, known_editions
 from oabench_pipeline.exams.raw_store import RawStore
 from oabench_pipeline.freshness import edition_is_current
 from oabench_pipeline.settings import Settings
@@ -39,7 +38,8 @@ def ingest(editions_opt: str | None, force: bool) -> None:
     unknown = [key for key in wanted if key not in known]
     if unknown:
         raise click.UsageError(
-            f"unknown edition(s) {compact_editions(unknown)}; the registry has {compact_editions(list(known))}"
+            f"unknown edition(s) {format_editions(map(int, unknown))}; the registry has "
+            f"{format_editions(map(int, known))}"
         )
     warehouse = Warehouse(settings.warehouse_path)
     for table in ("source_files", "answer_keys", "questions"):

@@ -40,22 +40,40 @@ def complete_replicates(cells: pl.DataFrame, required: list[int]) -> pl.DataFram
     )
 
 
-def run_variance(
-    con: duckdb.DuckDBPyConnection, scores: str, cells: pl.DataFrame, required: list[int]
-) -> pl.DataFrame:
-    """Per key with ≥ 1 complete replicate: `runs`, score mean/min/max/sd (sd NULL with one run) and
-    `flip_rate`, the share of active questions whose answer differs between replicates (NULL with one)."""
+ANSWERS_SCHEMA = {
+    "model_key": pl.String(),
+    "edition": pl.Int32(),
+    "replicate": pl.Int64(),
+    "qid": pl.String(),
+    "status": pl.String(),
+    "is_correct_official": pl.Boolean(),
+    "answer": pl.String(),
+}
+
+
+def replicate_answers(con: duckdb.DuckDBPyConnection, scores: str, cells: pl.DataFrame) -> pl.DataFrame:
+    """The answers of every complete run cell, with its replicate index: read once, then each suite's
+    `run_variance` takes the editions it requires."""
+    replicates = cells.filter(pl.col("complete")).select("model_key", "edition", "run_id", "replicate")
+    if replicates.is_empty():
+        return pl.DataFrame(schema=ANSWERS_SCHEMA)
+    with registered(con, {_REPLICATES_TEMP: replicates}):
+        answers = con.sql(_REPLICATE_ANSWERS_SQL.format(scores=scores, replicates=_REPLICATES_TEMP)).pl()
+    return answers.cast(ANSWERS_SCHEMA)
+
+
+def run_variance(answers: pl.DataFrame, cells: pl.DataFrame, required: list[int]) -> pl.DataFrame:
+    """Per key with ≥ 1 complete replicate over the `required` editions: `runs`, score mean/min/max/sd
+    (sd NULL with one run) and `flip_rate`, the share of active questions whose answer differs between
+    replicates (NULL with one). `answers`: `replicate_answers`."""
     keys = complete_replicates(cells, required)
     if keys.is_empty() or not required:
         return pl.DataFrame(schema=RUN_VARIANCE_SCHEMA)
-    replicates = (
-        cells.filter(pl.col("complete") & pl.col("edition").is_in(required))
+    answers = (
+        answers.filter(pl.col("edition").is_in(required))
         .join(keys, on="model_key")
         .filter(pl.col("replicate") <= pl.col("runs"))
-        .select("model_key", "edition", "run_id", "replicate")
     )
-    with registered(con, {_REPLICATES_TEMP: replicates}):
-        answers = con.sql(_REPLICATE_ANSWERS_SQL.format(scores=scores, replicates=_REPLICATES_TEMP)).pl()
     totals = (
         answers.group_by("model_key", "replicate")
         .agg(score=pl.col("is_correct_official").sum().cast(pl.Int64))
