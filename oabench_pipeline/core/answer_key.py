@@ -9,7 +9,7 @@ first one present; the letters then go through the same checks whatever the layo
   followed by the row of their letters. A correspondence table between types ("TIPO 1 TIPO 2 ...") has
   neither form of heading and is therefore never taken for a key.
 - `correspondence-key` (12th): only the correspondence table, with a `Gabarito` column beside the
-  numbers of each type. One letter serves every type because, from the 8th edition on, the choices keep
+  numbers of each type. One letter serves every type because, from the 7th edition on, the choices keep
   their order across types (only the questions move): checked on every key with per-type tables.
 - `numbered-list` (2nd): `001 – C; 002 – A; ...` for its one booklet (`Caderno de Prova nº 01`).
 - `single-grid` (1st): one grid of `Questão` / `Gabarito` rows, no type heading, for its one booklet
