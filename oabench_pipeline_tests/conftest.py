@@ -31,6 +31,7 @@ SLOW_FILES_FIRST = (
     "automation/test_end_to_end.py",
     "test_damaged_partitions.py",
     "inference/test_real_endpoints.py",
+    "test_failing_cells.py",
     "inference/test_concurrent_backfill.py",
     "inference/test_client.py",
     "test_webserver.py",
