@@ -557,6 +557,17 @@ def conform(table: str, frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def csv_ready(frame: pl.DataFrame) -> pl.DataFrame:
+    """CSV has no nested types: encode struct columns as JSON text, lists as comma-separated values
+    (the report's CSV exports and `--format csv`; `runs.editions`, `suites.editions`, ...)."""
+    nested = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.Struct)]
+    lists = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.List)]
+    return frame.with_columns(
+        *(pl.col(name).struct.json_encode() for name in nested),
+        *(pl.col(name).cast(pl.List(pl.String)).list.join(",") for name in lists),
+    )
+
+
 def empty_frame(table: str) -> pl.DataFrame:
     """A table with its contracted columns and no rows."""
     return pl.DataFrame(schema={c.name: c.dtype for c in TABLES[table]})

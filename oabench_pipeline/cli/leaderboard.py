@@ -44,8 +44,8 @@ def leaderboard_cmd(by: str, fmt: str, wide: bool, as_of: datetime | None, suite
         raise click.ClickException("nothing is scored yet: run `oabench run` or `oabench import` first")
     heading = None
     if suite is None and as_of is None:  # the plain tables: the default suite's, as stored
-        frame = warehouse.read(table)
-        by_edition = _default_suite_editions(warehouse, warehouse.read("leaderboard_by_edition"))
+        tables = _default_suite_tables(warehouse, table)
+        frame, by_edition = tables[table], tables["leaderboard_by_edition"]
     else:
         tables, heading = _suite_tables(settings, warehouse, suite, as_of.date() if as_of else None)
         frame, by_edition = tables[table], tables["leaderboard_by_edition"]
@@ -61,6 +61,7 @@ def leaderboard_cmd(by: str, fmt: str, wide: bool, as_of: datetime | None, suite
             frame, note = leaderboard_summary(
                 frame.sort("rank", "official_score", nulls_last=True, descending=[False, True]),
                 editions_covered(by_edition),
+                suite,
             )
         else:
             columns = {c: h for c, h in TERMINAL_COLUMNS[by].items() if c in frame.columns}
@@ -97,13 +98,19 @@ TERMINAL_COLUMNS = {
 }
 
 
-def _default_suite_editions(warehouse: Warehouse, by_edition: pl.DataFrame) -> pl.DataFrame:
-    """The per-edition rows of the default suite's editions (what `passed` counts), as the tables say."""
-    suites = warehouse.read("suites")
-    default = suites.filter(pl.col("is_default")) if "is_default" in suites.columns else suites
-    if default.is_empty() or by_edition.is_empty():
-        return by_edition
-    return by_edition.filter(pl.col("edition").is_in(default["editions"][0].to_list()))
+def _default_suite_tables(warehouse: Warehouse, table: str) -> dict[str, pl.DataFrame]:
+    """`table` and the per-edition rows as the default suite sees them (`leaderboard` is its own; the
+    editions and areas are its editions'), from the stored tables; a warehouse built before suites: as is."""
+    from oabench_pipeline.core.leaderboard import suite_view
+
+    tables = {name: warehouse.read(name) for name in {table, "leaderboard_by_edition", "suites"}}
+    suites = tables["suites"]
+    default = suites.filter(pl.col("is_default")) if "is_default" in suites.columns else suites.clear()
+    if default.is_empty():
+        return tables
+    if table == "leaderboard_by_area":
+        tables["leaderboard_by_area_by_suite"] = warehouse.read("leaderboard_by_area_by_suite")
+    return suite_view(tables, default["suite"][0], default["editions"][0].to_list(), plain=True)
 
 
 def _suite_tables(

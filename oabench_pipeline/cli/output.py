@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from oabench_pipeline.core.markdown import markdown_table
 from oabench_pipeline.inference.progress import CellProgress, listening
+from oabench_pipeline.tables import csv_ready
 
 
 class ProgressBar:
@@ -196,7 +197,7 @@ def format_table(frame: pl.DataFrame, fmt: str, wrap: dict[str, int] | None = No
     render values through `render_cell`. `wrap` gives columns of `table` a width to wrap at (at spaces).
     """
     if fmt == "csv":
-        return frame.write_csv()
+        return csv_ready(frame).write_csv()
     if fmt == "json":
         return json.dumps(frame.to_dicts(), ensure_ascii=False, default=str, indent=2)
     cells = [[render_cell(v) for v in row] for row in frame.iter_rows()]
@@ -234,13 +235,14 @@ def _text_table(frame: pl.DataFrame, cells: list[list[str]], wrap: dict[str, int
 
 
 def leaderboard_summary(
-    board: pl.DataFrame, covered: dict[str, list[int]] | None = None
+    board: pl.DataFrame, covered: dict[str, list[int]] | None = None, suite: str | None = None
 ) -> tuple[pl.DataFrame, str | None]:
     """The leaderboard as it fits a 120-column terminal, and a footnote when some runs are incomplete.
 
     Rank, model, official score, official accuracy with its 95% interval, editions passed (of those run,
     when a key did not run every required edition: `0/1 of 3`), what the calls cost and the median
-    latency; `--wide` (or csv/json) shows every column. `covered`: model key → editions it ran.
+    latency; `--wide` (or csv/json) shows every column. `covered`: model key → editions it ran; `suite`:
+    the suite asked for by name (the footnote then says an edition of it may not have been run).
     """
 
     def passed(row: dict) -> str:
@@ -282,7 +284,8 @@ def leaderboard_summary(
     }
     note = (
         "* incomplete: not every question of its editions answered, so unranked (`oabench status`)"
-        if incomplete
-        else None
+        if suite is None
+        else f"* incomplete in suite {suite}: an edition of it not run, or not every question answered, so "
+        f"unranked (`oabench status --suite {suite}`)"
     )
-    return pl.DataFrame(rows, schema=schema), note
+    return pl.DataFrame(rows, schema=schema), note if incomplete else None

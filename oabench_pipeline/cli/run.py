@@ -18,24 +18,27 @@ from oabench_pipeline.cli.common import (
     _must,
     _set_aside_damaged,
     _split,
+    choose_suite,
     edition_keys,
     ensure_partitions,
+    load_registry_suites,
     run_assets,
+    suite_option,
 )
 from oabench_pipeline.cli.group import main
 from oabench_pipeline.cli.output import ProgressBar
+from oabench_pipeline.core.editions import Suite, default_suite, format_editions
 from oabench_pipeline.core.models_registry import ModelConfig, ModelsRegistryError, load_models_registry
 from oabench_pipeline.core.runs import with_logical_run_ids
 from oabench_pipeline.freshness import (
     inferences_are_current,
     leaderboard_is_current,
     models_table_is_current,
-    planned_replicates,
     scores_are_current,
 )
 from oabench_pipeline.inference.cell import ANSWERED, cell_name
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
-from oabench_pipeline.inference.cost import estimated_prompt_cost
+from oabench_pipeline.inference.cost import cell_estimate
 from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.response_log import cell_log_path
@@ -56,6 +59,9 @@ if TYPE_CHECKING:
     help="Comma-separated model keys (default: every registry model with credentials).",
 )
 @click.option("--editions", "editions_opt", help=f"The {EDITIONS_HELP} (default: every ingested edition).")
+@suite_option(
+    "Every edition of this suite (e.g. all, oabench-2026), for every selected model; not with --editions."
+)
 @click.option(
     "--concurrency", type=click.IntRange(min=1), help="Requests in flight per model (overrides the registry)."
 )
@@ -74,6 +80,7 @@ if TYPE_CHECKING:
 def run(
     models_opt: str | None,
     editions_opt: str | None,
+    suite: str | None,
     concurrency: int | None,
     replicates: int,
     dry_run: bool,
@@ -86,13 +93,22 @@ def run(
     wanted_editions = edition_keys(editions_opt)
     settings = Settings.from_env()
     warehouse = Warehouse(settings.warehouse_path)
+    if suite is not None and editions_opt is not None:
+        raise click.UsageError(
+            "--suite and --editions both choose the editions: give one (--suite runs every edition of the suite)"
+        )
+    suites = load_registry_suites(settings)  # a bad registry stops the run before any cell, not after
+    chosen_suite = choose_suite(suites, suite) if suite is not None else None
     chosen = _choose_models(settings, _split(models_opt))
-    editions = _choose_editions(warehouse, wanted_editions)
+    wanted = [str(e) for e in chosen_suite.editions] if chosen_suite else wanted_editions
+    editions = _choose_editions(warehouse, wanted, chosen_suite)
     cells = [(model, edition) for model in chosen for edition in editions]
     for table in ("questions", "answer_keys"):  # run cannot rebuild these: say so before any work
         for path in warehouse.damaged_partitions(table, editions):
             warehouse.raise_damaged(table, path)
     if dry_run:
+        if chosen_suite is not None:
+            click.echo(_suite_size(warehouse, settings, chosen_suite))
         _print_dry_run(warehouse, cells, replicates)
         return
     cells = _set_aside_damaged_cells(warehouse, cells)
@@ -103,7 +119,8 @@ def run(
         if table != "editions"
     )
     todo = cells if force else [(m, e) for m, e in cells if not _cell_is_current(warehouse, m, e, replicates)]
-    if not todo and not board_damaged and leaderboard_is_current(warehouse):
+    registry_files = [settings.editions_file, settings.discovered_editions_file]  # suites rebuild the tables
+    if not todo and not board_damaged and leaderboard_is_current(warehouse, registry_files):
         click.echo(
             f"up to date: {len(cells)} cell(s) answered and scored, leaderboard current (--force to redo)"
         )
@@ -119,7 +136,8 @@ def run(
             _must(run_assets(defs, instance, ["models"]), "models registry")
         failures = _run_cells(defs, instance, warehouse, todo, concurrency, replicates)
         if interrupts.requested():
-            return _report_interrupted(warehouse, chosen, editions, concurrency, replicates)
+            which = f"--suite {suite}" if suite is not None else f"--editions {','.join(editions)}"
+            return _report_interrupted(warehouse, chosen, which, concurrency, replicates)
         # Built from the healthy cells whatever failed (scoring/inputs.py); with none, it keeps its tables.
         board = run_assets(defs, instance, REPORT_ASSETS)
         if board.success:
@@ -139,12 +157,13 @@ def run(
 def _report_interrupted(
     warehouse: Warehouse,
     chosen: list[ModelConfig],
-    editions: list[str],
+    which_editions: str,
     concurrency: int | None,
     replicates: int,
 ) -> int:
-    """What an interrupted run kept and how to resume it; the exit code (130 for SIGINT, 143 for SIGTERM)."""
-    resume = f"oabench run --models {','.join(m.key for m in chosen)} --editions {','.join(editions)}"
+    """What an interrupted run kept and how to resume it; the exit code (130 for SIGINT, 143 for SIGTERM).
+    `which_editions`: the option that chose them (`--editions 43,44` or `--suite all`)."""
+    resume = f"oabench run --models {','.join(m.key for m in chosen)} {which_editions}"
     resume += f" --concurrency {concurrency}" if concurrency else ""
     resume += f" --replicates {replicates}" if replicates != 1 else ""
     click.echo(
@@ -271,40 +290,53 @@ def _choose_models(settings: Settings, keys: list[str] | None) -> list[ModelConf
     return chosen
 
 
-def _choose_editions(warehouse: Warehouse, wanted: list[str] | None) -> list[str]:
+def _choose_editions(warehouse: Warehouse, wanted: list[str] | None, suite: Suite | None = None) -> list[str]:
     ingested = warehouse.partitions("questions")
     if not ingested:
         raise click.UsageError("no edition is ingested yet: run `oabench ingest` first")
     if wanted:
         missing = [e for e in wanted if e not in ingested]
         if missing:
+            where = f"suite {suite.name}: " if suite else ""
             raise click.UsageError(
-                f"edition(s) {', '.join(missing)} not ingested; run `oabench ingest --editions {','.join(missing)}`"
+                f"{where}edition(s) {', '.join(missing)} not ingested; run `oabench ingest --editions {','.join(missing)}`"
             )
         return wanted
     return sorted(ingested, key=int)
 
 
+def _suite_size(warehouse: Warehouse, settings: Settings, suite: Suite) -> str:
+    """`suite all: 29 edition(s) (1-25,37,43-45), 2380 question(s), 9.9× oabench-2026's 240`: what a
+    suite weighs against the default one, before the calls it means."""
+    default = default_suite(load_registry_suites(settings))
+    counts = {e: warehouse.read("questions", str(e)).height for e in {*suite.editions, *default.editions}}
+    ingested = {e: n for e, n in counts.items() if n}
+    size = sum(ingested.get(e, 0) for e in suite.editions)
+    line = f"suite {suite.name}: {len(suite.editions)} edition(s) ({format_editions(suite.editions)}), {size} question(s)"
+    base = sum(ingested.get(e, 0) for e in default.editions)
+    if default.name != suite.name and base:
+        line += f", {size / base:.1f}× {default.name}'s {base}"
+    return line
+
+
 def _print_dry_run(warehouse: Warehouse, cells: list[tuple[ModelConfig, str]], replicates: int = 1) -> None:
+    """One line per cell, then per model key (when it has several editions), then the total."""
     total_calls, total_cost, unpriced = 0, 0.0, []
+    per_model: dict[str, list[tuple[int, float]]] = {}
     for model, edition in cells:
-        questions = warehouse.read("questions", edition)
-        existing = with_logical_run_ids(
-            warehouse.read("inferences", cell_name(model.key, edition)), model.key
-        )
-        if model.kind == "baseline":
-            calls, cost = 0, 0.0
-        else:
-            plans = planned_replicates(warehouse, model, edition, questions, existing, replicates)
-            pending = [request for plan in plans for request in plan.pending]
-            calls = len(pending)
-            estimate = estimated_prompt_cost(warehouse, model, pending)
-            cost = estimate if estimate is not None else 0.0
-            if estimate is None and calls:
-                unpriced.append(model.key)
+        calls, estimate = cell_estimate(warehouse, model, edition, replicates)
+        cost = estimate if estimate is not None else 0.0
+        if estimate is None:
+            unpriced.append(model.key)
         total_calls += calls
         total_cost += cost
+        per_model.setdefault(model.key, []).append((calls, cost))
         click.echo(f"{model.key} × {edition}: {calls} call(s), est. prompt cost ${cost:.4f}")
+    for key, rows in per_model.items():
+        if len(rows) > 1:
+            calls, cost = sum(c for c, _ in rows), sum(c for _, c in rows)
+            priced = f"${cost:.4f}" if key not in unpriced else "unknown (no price snapshot)"
+            click.echo(f"{key}: {len(rows)} edition(s), {calls} call(s), est. prompt cost {priced}")
     click.echo(
         f"total: {total_calls} call(s), est. prompt cost ${total_cost:.4f} (prompt tokens × listed price)"
     )

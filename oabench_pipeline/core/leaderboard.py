@@ -6,21 +6,24 @@ the end of an `as_of` day (UTC). A cell with no complete run shows its newest st
 
 Definitions (they reproduce OABench's published summary.json):
 - official score = correct answers on active questions + every annulled question (the OAB
-  credits annulled questions to everyone); official total = questions in the edition (80);
+  credits annulled questions to everyone); official total = questions in the edition (80; 100 in the 1st-3rd);
 - technical score = correct answers on active questions; technical total = active questions;
 - invalid = active question with no extracted answer (error, empty or unparseable response);
 - strict compliance = strict-parsed answers / non-skipped calls;
 - average latency = total latency / non-skipped calls, rounded half up (JavaScript Math.round);
 - an edition is passed with official score >= half of its questions (40 of 80);
 - cost: see `analysis/aggregates.py` (reported where every call carries it, else estimated);
-- a key is `complete` when the canonical run of every edition listed in `editions` that has
-  questions is complete (`core/runs.py`) and has a row for every active question; incomplete keys
-  keep their numbers but get no rank, and take no part in the tests, provider means or deltas.
+- suites (`core/editions.py`): a key is `complete` in a suite when the canonical run of every edition
+  of the suite listed in `editions` that has questions is complete (`core/runs.py`) and has a row for
+  every active question; incomplete keys keep their numbers but get no rank, and take no part in the
+  tests, provider means or deltas. Sums, ranks and tests are per suite: `<table>_by_suite` holds every
+  suite's rows, the plain table the default suite's (`tables.BY_SUITE`).
 - intervals and p_pass: `analysis/intervals.py`; tests, rank intervals, tie_group: `analysis/pairwise.py`.
 
-Work is done in a few passes: one DuckDB GROUPING SETS aggregate over the canonical scores, one
-latency query, one extraction of a keys x questions matrix (pairwise McNemar, item analysis), and
-small polars/numpy steps over per-key rows.
+Work is done in a few passes shared by every suite: one DuckDB GROUPING SETS aggregate over the
+canonical scores, one key x edition x area count, one latency query per (suite, key), one extraction of
+a keys x questions matrix (pairwise McNemar on each suite's rows and columns, item analysis), and small
+polars/numpy steps over per-key rows, per suite.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from oabench_pipeline.core.analysis.items import item_analysis
 from oabench_pipeline.core.analysis.latency import latency_accuracy_correlation
 from oabench_pipeline.core.analysis.pareto import pareto_frontier
 from oabench_pipeline.core.analysis.providers import provider_summary
-from oabench_pipeline.core.analysis.run_variance import replicate_answers, run_variance
+from oabench_pipeline.core.analysis.run_variance import ReplicateAnswers, replicate_answers, run_variance
 from oabench_pipeline.core.editions import ALL_SUITE, ALL_SUITE_DESCRIPTION, Suite, default_suite
 from oabench_pipeline.core.scoring import score_inferences
 from oabench_pipeline.tables import ANALYSIS_TABLES, BY_SUITE, column_names, column_schema
@@ -172,7 +175,7 @@ class _Shared:
     questions: pl.DataFrame
     keys: pl.Series  # every key with a canonical cell, sorted: the rows of `mats`
     mats: dict[str, np.ndarray]
-    answers: pl.DataFrame  # every complete run cell's answers (run_variance)
+    answers: ReplicateAnswers  # every complete run cell's answers and score (run_variance)
     cells: pl.DataFrame
     required: set[int]  # editions with questions (and in `editions`)
 
@@ -215,7 +218,10 @@ def _shared(con: duckdb.DuckDBPyConnection, as_of: dt.date | None, suites: Seque
         answers = replicate_answers(con, scores_name, cells)
     by_edition = _with_pass_probability(
         by_edition.join(
-            canonical.select("model_key", "edition", "run_id"), on=["model_key", "edition"], how="left"
+            canonical.select("model_key", "edition", "run_id"),
+            on=["model_key", "edition"],
+            how="left",
+            maintain_order="left",  # the order per-key float sums add up in, as before suites
         )
     )
     all_areas = agg.filter(~pl.col("by_edition")).select(
@@ -357,14 +363,15 @@ def build_leaderboard_tables(
 
 
 def suite_view(
-    tables: Mapping[str, pl.DataFrame], suite: str, editions: Sequence[int]
+    tables: Mapping[str, pl.DataFrame], suite: str, editions: Sequence[int], *, plain: bool = False
 ) -> dict[str, pl.DataFrame]:
     """The analysis tables as one suite sees them: each suite-scoped table its rows of `<table>_by_suite`
     (`leaderboard_by_area` included), `leaderboard_by_edition` the suite's editions, the rest as they are.
-    What the report, `oabench leaderboard --suite` and the per-suite checks read."""
+    What the report, `oabench leaderboard --suite` and the per-suite checks read. `plain`: for the default
+    suite, keep the plain tables (its rows) but `leaderboard_by_area` (every edition's) and `_by_edition`."""
     view = dict(tables)
     for name, base in BY_SUITE.items():
-        if name in tables:
+        if name in tables and (not plain or base == "leaderboard_by_area"):
             view[base] = tables[name].filter(pl.col("suite") == suite).drop("suite")
     if "leaderboard_by_edition" in tables:
         view["leaderboard_by_edition"] = tables["leaderboard_by_edition"].filter(

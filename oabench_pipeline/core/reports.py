@@ -22,6 +22,7 @@ from oabench_pipeline.core.editions import format_editions
 from oabench_pipeline.core.files import write_atomically
 from oabench_pipeline.core.leaderboard import suite_view
 from oabench_pipeline.core.markdown import markdown_table
+from oabench_pipeline.tables import csv_ready
 
 # `leaderboard_report`'s code version: bump it when the report's files change, to have it rebuilt.
 REPORT_VERSION = "report-2"  # 2: the suite it ranks heads the report
@@ -390,20 +391,10 @@ def _html_page(
     )
 
 
-def _csv_ready(frame: pl.DataFrame) -> pl.DataFrame:
-    """CSV has no nested types: encode struct columns as JSON text, lists as comma-separated values."""
-    nested = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.Struct)]
-    lists = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.List)]
-    return frame.with_columns(
-        *(pl.col(name).struct.json_encode() for name in nested),
-        *(pl.col(name).cast(pl.List(pl.String)).list.join(",") for name in lists),
-    )
-
-
 def _frame_bytes(frame: pl.DataFrame, kind: str) -> bytes:
     buffer = io.BytesIO()
     if kind == "csv":
-        _csv_ready(frame).write_csv(buffer)
+        csv_ready(frame).write_csv(buffer)
     else:
         frame.write_parquet(buffer)
     return buffer.getvalue()
@@ -432,12 +423,7 @@ def write_reports(
         row = rows.row(0, named=True)
         heading = suite_heading(row)
         # The default suite's tables are the plain ones; another suite's are its rows of the `_by_suite` twins.
-        view = suite_view(tables, row["suite"], row["editions"])
-        tables = (
-            view
-            if not row["is_default"]
-            else {**tables, "leaderboard_by_edition": view["leaderboard_by_edition"]}
-        )
+        tables = suite_view(tables, row["suite"], row["editions"], plain=row["is_default"])
     context = ReportContext(generated_at or dt.datetime.now(dt.UTC), data_as_of, heading)
     cost_png, caption = _plot_cost_vs_accuracy(tables["pareto_frontier"])
     area_png = _plot_area_heatmap(tables["leaderboard_by_area"], tables["leaderboard"])

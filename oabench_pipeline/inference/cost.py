@@ -6,6 +6,8 @@ import math
 from collections.abc import Sequence
 
 from oabench_pipeline.core.models_registry import ModelConfig
+from oabench_pipeline.core.runs import with_logical_run_ids
+from oabench_pipeline.inference.cell import cell_name
 from oabench_pipeline.inference.types import ChatRequest
 from oabench_pipeline.warehouse import Warehouse
 
@@ -35,3 +37,20 @@ def estimated_prompt_cost(
     prices the model). The one estimate behind `oabench run --dry-run`, `oabench status` and `max_cost_usd`."""
     price = listed_prompt_price(store, model)
     return None if price is None else estimated_prompt_tokens([r.body for r in requests]) * price
+
+
+def cell_estimate(
+    store: Warehouse, model: ModelConfig, edition: str, replicates: int = 1
+) -> tuple[int, float | None]:
+    """(requests a run of the cell would send now, their estimated prompt cost; None: no snapshot prices
+    the model) with `replicates` complete runs wanted: what `oabench run --dry-run` prints per cell, and
+    what a suite costs a model is the sum over its editions. An offline baseline sends nothing."""
+    from oabench_pipeline.freshness import planned_replicates  # freshness reads the warehouse and logs
+
+    if model.kind == "baseline":
+        return 0, 0.0
+    questions = store.read("questions", edition)
+    existing = with_logical_run_ids(store.read("inferences", cell_name(model.key, edition)), model.key)
+    plans = planned_replicates(store, model, edition, questions, existing, replicates)
+    pending = [request for plan in plans for request in plan.pending]
+    return len(pending), estimated_prompt_cost(store, model, pending) if pending else 0.0

@@ -153,7 +153,7 @@ def _analysis_spec(table: str) -> AssetSpec:
     description = ANALYSIS_DESCRIPTIONS[table]
     return AssetSpec(
         table,
-        # A group of their own: twelve siblings make a tall column that the lineage page cannot fit on
+        # A group of their own: 21 siblings make a tall column that the lineage page cannot fit on
         # screen beside the rest; collapsed, the group is one box between `scores` and the report.
         group_name="analysis",
         deps=ANALYSIS_DEPS,
@@ -257,11 +257,12 @@ def analysis_checks(
     tables: dict[str, pl.DataFrame], row_counts: pl.DataFrame, answered_at: pl.DataFrame
 ) -> list[AssetCheckResult]:
     """Every check of every analysis table, each result naming its asset (check names repeat across them)."""
-    board_checks = [
-        *leaderboard_checks(tables, row_counts),
-        pricing_age_check(tables["leaderboard"], answered_at),
+    default = tables["suites"].filter(pl.col("is_default")).row(0, named=True)
+    # The plain leaderboard is the default suite's: its sums are over that suite's editions.
+    plain = {**tables, **suite_view(tables, default["suite"], default["editions"], plain=True)}
+    results = [
+        r._replace(asset_key=AssetKey("leaderboard")) for r in _board_checks(plain, row_counts, answered_at)
     ]
-    results = [r._replace(asset_key=AssetKey("leaderboard")) for r in board_checks]
     results += [
         r._replace(asset_key=AssetKey("leaderboard_by_suite"))
         for r in suite_board_checks(tables, row_counts, answered_at)
@@ -301,6 +302,12 @@ def pricing_age_check(board: pl.DataFrame, answered_at: pl.DataFrame) -> AssetCh
     )
 
 
+def _board_checks(
+    tables: dict[str, pl.DataFrame], row_counts: pl.DataFrame, answered_at: pl.DataFrame
+) -> list[AssetCheckResult]:
+    return [*leaderboard_checks(tables, row_counts), pricing_age_check(tables["leaderboard"], answered_at)]
+
+
 def suite_board_checks(
     tables: dict[str, pl.DataFrame], row_counts: pl.DataFrame, answered_at: pl.DataFrame
 ) -> list[AssetCheckResult]:
@@ -309,10 +316,7 @@ def suite_board_checks(
     per_check: dict[str, list[AssetCheckResult]] = {}
     for suite in tables["suites"].iter_rows(named=True):
         view = suite_view(tables, suite["suite"], suite["editions"])
-        for result in [
-            *leaderboard_checks(view, row_counts),
-            pricing_age_check(view["leaderboard"], answered_at),
-        ]:
+        for result in _board_checks(view, row_counts, answered_at):
             per_check.setdefault(str(result.check_name), []).append(
                 result._replace(
                     metadata={

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import tomllib
 from dataclasses import replace
 from pathlib import Path
@@ -26,7 +27,8 @@ from oabench_pipeline.core.editions import (
     resolve_suite,
     suite_editions,
 )
-from oabench_pipeline.core.leaderboard import build_leaderboard_tables
+from oabench_pipeline.core.leaderboard import build_leaderboard_tables, suite_view
+from oabench_pipeline.core.reports import ReportContext, leaderboard_markdown, suite_heading, write_reports
 from oabench_pipeline_tests.core.synthetic_results import (
     SyntheticWarehouse,
     make_synthetic_warehouse,
@@ -136,11 +138,22 @@ def test_discovered_editions_join_all_and_a_registry_without_the_study_suite_def
     assert resolve_suite(None, suites).name == ALL_SUITE
 
 
-def test_unknown_suite_lists_the_known_ones() -> None:
+def test_unknown_suite_lists_the_known_ones(tmp_path: Path) -> None:
+    path = tmp_path / "editions.toml"
+    path.write_text(_registry_with("[suites.test-only]\neditions = [43]\n"), encoding="utf-8")
+    suites = load_suites(path)
+    assert list(suites)[-2:] == ["test-only", ALL_SUITE]  # file order, then the built-in
     with pytest.raises(
-        EditionsRegistryError, match=r"^unknown suite 'fgv'; the registry has: oabench-2026, all$"
+        EditionsRegistryError, match=rf"^unknown suite 'fgv'; the registry has: {', '.join(suites)}$"
     ):
-        resolve_suite("fgv", load_suites())
+        resolve_suite("fgv", suites)
+
+
+def _registry_with(suites: str) -> str:
+    """The packaged registry with `suites` (TOML) added to its own."""
+    packaged = DEFAULT_EDITIONS_FILE.read_text(encoding="utf-8")
+    start = packaged.index("[area_schemes]")
+    return packaged[:start] + suites + "\n" + packaged[start:]
 
 
 def test_edition_spec_round_trip() -> None:
@@ -253,3 +266,25 @@ def test_an_edition_outside_the_default_suite_moves_none_of_its_tables() -> None
     ):
         assert_frame_equal(old[table], new[table], check_exact=True)
     assert new["leaderboard_by_edition"]["edition"].unique().sort().to_list() == [42, 43, 44, 45]
+
+
+def test_the_report_names_the_suite_it_ranks_and_shows_its_editions(
+    one_key_skipped_42: tuple[SyntheticWarehouse, str, dict[str, pl.DataFrame]], tmp_path: Path
+) -> None:
+    """What `write_reports` renders for a suite (the charts are drawn by the asset's test,
+    scoring/test_analysis_assets.py): the heading, the suite's rows, its editions."""
+    _, skipper, tables = one_key_skipped_42
+    study, every = (
+        tables["suites"].filter(pl.col("suite") == s).row(0, named=True) for s in (DEFAULT_SUITE, ALL_SUITE)
+    )
+    assert study["is_default"] and suite_heading(study) == "Suite oabench-2026: editions 43-45, 240 questions"
+    missing = {**study, "editions": [41, 42, 43, 44, 45]}  # as when the registry has editions not ingested
+    assert suite_heading(missing) == "Suite oabench-2026: editions 43-45, 240 questions (not ingested: 41-42)"
+    context = ReportContext(dt.datetime(2026, 3, 3, tzinfo=dt.UTC), None, suite_heading(every))
+    text = leaderboard_markdown(suite_view(tables, ALL_SUITE, every["editions"]), context)
+    assert text.splitlines()[0].endswith(" · Suite all: editions 42-45, 320 questions")
+    row = next(line for line in text.splitlines() if f"| {skipper} |" in line)
+    assert row.startswith("| – (incomplete) |") and "run (43, 44, 45) of 4" in row
+    assert "| Edition 42 | Edition 43 |" in text  # the suite's editions, per edition
+    with pytest.raises(ValueError, match="suite 'nope' is not in the suites table"):
+        write_reports(tables, tmp_path / "nope", suite="nope")
