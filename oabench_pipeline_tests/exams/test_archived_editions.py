@@ -1,8 +1,8 @@
 """Archived editions through the real pipeline: the downloader over loopback, the answer-key asset, the registry.
 
-The 3rd (100 questions, a preliminary key, an annulment only the registry knows) is fetched from the
-mirror served on 127.0.0.1 and its key materialized (the 9th's key, which marks its own annulments, and
-every other archived key: `core/test_answer_key.py`). A registry edit (an annulment learnt later, a moved
+The 3rd (100 questions, a preliminary key, an annulment only the registry knows) is ingested from the
+mirror served on 127.0.0.1 by `oabench ingest` (the 9th's key, which marks its own annulments, and every
+other archived key: `core/test_answer_key.py`; every archived booklet: the `archive` marker). A registry edit (an annulment learnt later, a moved
 area boundary) reaches the tables on the next `oabench ingest`, recorded as the registry's.
 """
 
@@ -16,8 +16,6 @@ import pytest
 import tomli_w
 
 from oabench_pipeline.core.editions import DEFAULT_EDITIONS_FILE
-from oabench_pipeline.definitions import build_definitions
-from oabench_pipeline.runner import ensure_partitions, instance_for, run_assets
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, make_env
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
@@ -26,13 +24,14 @@ REGISTRY_SOURCE = "registry: legal-nlp/oab-exams transcription"
 
 @pytest.fixture(scope="module")
 def keyed(tmp_path_factory: pytest.TempPathFactory, mirror_server: StaticFileServer) -> PipelineEnv:
-    """The 3rd's PDFs, downloaded from the mirror, and its answer key, materialized once."""
+    """`oabench ingest --editions 3`: the 3rd's PDFs downloaded from the mirror, its key and booklet parsed."""
     monkeypatch = pytest.MonkeyPatch()
     env = make_env(tmp_path_factory.mktemp("archived"), monkeypatch, mirror_server.base_url)
-    with instance_for(env.settings) as instance:
-        ensure_partitions(instance, "editions", ["3"])
-        outcome = run_assets(build_definitions(env.settings), instance, ["exam_pdfs", "answer_keys"], "3")
-        assert outcome.success, outcome.errors
+    result = env.cli("ingest", "--editions", "3")
+    assert result.exit_code == 0, result.output
+    assert "edition 3: 100 questions, 99 active, 1 annulled (72 by the registry); preliminary answer key" in (
+        result.output
+    )
     yield env
     monkeypatch.undo()
 
@@ -46,6 +45,25 @@ def test_the_3rd_has_100_answers_and_the_registry_annuls_72(keyed: PipelineEnv) 
     assert annulled["correct"].to_list() == [None]  # the preliminary letter is not scored
     assert annulled["status_source"].item().startswith(REGISTRY_SOURCE)
     assert set(key.filter(pl.col("status") == "active")["status_source"]) == {"key"}
+
+
+def test_the_3rd_questions_take_the_registry_annulment_and_its_area_scheme(keyed: PipelineEnv) -> None:
+    questions = keyed.warehouse.read("questions", "3").sort("number")
+    assert questions.height == 100
+    q72 = questions.filter(pl.col("number") == 72).row(0, named=True)
+    assert (q72["status"], q72["key_status"]) == ("annulled", "preliminary")
+    assert q72["status_source"].startswith(REGISTRY_SOURCE)
+    areas = dict(questions.select("number", "area").iter_rows())
+    # oab-2010.3: Administração opens the exam, Ética sits at 44-53, 90-100 mix four small areas.
+    assert (areas[1], areas[44], areas[53], areas[90], areas[92], areas[95], areas[96]) == (
+        "Direito Administrativo",
+        "Ética Profissional",
+        "Ética Profissional",
+        "Direito Ambiental",
+        "Direito do Consumidor",
+        "ECA (Criança e Adolescente)",
+        "Direito Internacional",
+    )
 
 
 def test_a_registry_annulment_and_area_edit_reach_the_tables_on_the_next_ingest(
