@@ -21,6 +21,7 @@ from oabench_pipeline.core.editions import Edition
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.runs import replicate_of, with_logical_run_ids
 from oabench_pipeline.exams.raw_store import RawStore
+from oabench_pipeline.exams.validation import registry_drift
 from oabench_pipeline.inference.cell import (
     ANSWERED,
     CellPlan,
@@ -56,7 +57,8 @@ def _readable(warehouse: Warehouse, table: str, key: str) -> bool:
 
 
 def edition_is_current(warehouse: Warehouse, store: RawStore, edition: Edition) -> bool:
-    """The stored PDFs match the pins and both parsed tables were written from them since."""
+    """The stored PDFs match the pins, both parsed tables were written from them since, and what those
+    tables took from the registry (areas, annulments, exam date, key status) is still what it says."""
     key = edition.partition_key
     if not all(_readable(warehouse, t, key) for t in ("source_files", "answer_keys", "questions")):
         return False
@@ -67,8 +69,12 @@ def edition_is_current(warehouse: Warehouse, store: RawStore, edition: Edition) 
         return False
     source_file = warehouse.partition_path("source_files", key)
     answer_keys = warehouse.partition_path("answer_keys", key)
-    return _newer_or_equal(answer_keys, source_file) and _newer_or_equal(
+    written_in_order = _newer_or_equal(answer_keys, source_file) and _newer_or_equal(
         warehouse.partition_path("questions", key), answer_keys
+    )
+    # The tables also carry the registry's facts (areas, annulments, dates): an edit there re-ingests.
+    return written_in_order and not registry_drift(
+        edition, warehouse.read("answer_keys", key), warehouse.read("questions", key)
     )
 
 

@@ -22,18 +22,49 @@ def _columns(*specs: tuple[str, pl.DataType | type[pl.DataType], str]) -> tuple[
     return tuple(Column(name, dtype, description) for name, dtype, description in specs)
 
 
+STATUS_SOURCE_DESCRIPTION = (
+    "Where the status comes from: 'key' (the answer key: a letter, or '*' for annulled) or "
+    "'registry: <source>' (an annulment the pinned key does not show, e.g. after a preliminary key)"
+)
+
 TABLES: dict[str, tuple[Column, ...]] = {
     "editions": _columns(
         ("edition", pl.Int32, "Edition number of the Exame de Ordem Unificado (partition key)"),
         ("exam_name", pl.String, "Official name, e.g. 43º EXAME DE ORDEM UNIFICADO"),
         ("exam_date", pl.Date, "Date of the 1st-phase (objective) exam"),
-        ("exam_page_url", pl.String, "The edition's page on the OAB portal"),
+        (
+            "exam_page_url",
+            pl.String,
+            "The edition's page on the OAB portal; NULL when not known (archived editions)",
+        ),
         ("booklet_url", pl.String, "Official URL of the question booklet (Caderno de Prova - Tipo 1)"),
         ("booklet_sha256", pl.String, "Pinned SHA-256 of the booklet PDF"),
-        ("answer_key_url", pl.String, "Official URL of the definitive answer key (Gabaritos Definitivos)"),
+        (
+            "answer_key_url",
+            pl.String,
+            "URL of the answer key: definitive (Gabaritos Definitivos) or preliminary",
+        ),
         ("answer_key_sha256", pl.String, "Pinned SHA-256 of the answer-key PDF"),
         ("area_scheme", pl.String, "Name of the question-number → legal-area table this edition uses"),
         ("pinned_by", pl.String, "'registry' (reviewed by hand) or 'first-download' (trust on first use)"),
+        (
+            "exam_label",
+            pl.String,
+            "The name the 1st-3rd exams went by instead of a number (2010.1-2010.3); else NULL",
+        ),
+        ("question_count", pl.Int32, "Questions in the exam: 100 in the 1st-3rd editions, 80 after"),
+        (
+            "key_status",
+            pl.String,
+            "What the pinned answer key is: 'definitive' or 'preliminary' (GABARITOS PRELIMINARES: shows no "
+            "annulment; the registry's `annulled` adds those known)",
+        ),
+        (
+            "annulled",
+            pl.List(pl.Int32),
+            "Questions annulled that the pinned key does not show (from the registry)",
+        ),
+        ("annulled_source", pl.String, "Who says the `annulled` questions were annulled; NULL when none"),
     ),
     "source_files": _columns(
         ("edition", pl.Int32, "Edition number"),
@@ -47,25 +78,35 @@ TABLES: dict[str, tuple[Column, ...]] = {
     "questions": _columns(
         ("qid", pl.String, "Question id as in published OABench runs: oab-{edition}-1f-q{number}"),
         ("edition", pl.Int32, "Edition number"),
-        ("number", pl.Int32, "Question number in booklet TIPO 1 (1-80)"),
+        ("number", pl.Int32, "Question number in booklet TIPO 1 (1-80; 1-100 in the 1st-3rd editions)"),
         ("area", pl.String, "Legal area, from the edition's area table"),
         ("stem", pl.String, "Question text, in reading order, without running headers and footers"),
         ("choice_a", pl.String, "Text of choice (A)"),
         ("choice_b", pl.String, "Text of choice (B)"),
         ("choice_c", pl.String, "Text of choice (C)"),
         ("choice_d", pl.String, "Text of choice (D)"),
-        ("status", pl.String, "'active', or 'annulled' when the definitive key annuls it"),
+        (
+            "status",
+            pl.String,
+            "'active', or 'annulled' when the key or the registry annuls it (status_source)",
+        ),
         ("requires_image", pl.Boolean, "A picture lies inside the question's own region"),
         ("pages", pl.List(pl.Int32), "1-based booklet pages the question spans"),
         ("source_sha256", pl.String, "SHA-256 of the booklet PDF the text was read from"),
+        ("exam_date", pl.Date, "Date of the exam (from the editions registry)"),
+        ("key_status", pl.String, "'definitive' or 'preliminary': the answer key the status comes from"),
+        ("status_source", pl.String, STATUS_SOURCE_DESCRIPTION),
     ),
     "answer_keys": _columns(
         ("qid", pl.String, "Question id"),
         ("edition", pl.Int32, "Edition number"),
         ("number", pl.Int32, "Question number in booklet TIPO 1"),
         ("correct", pl.String, "Correct letter A-D; NULL when annulled"),
-        ("status", pl.String, "'active' or 'annulled' ('*' in the official key)"),
+        ("status", pl.String, "'active' or 'annulled' ('*' in the key, or annulled by the registry)"),
         ("source_sha256", pl.String, "SHA-256 of the answer-key PDF"),
+        ("exam_date", pl.Date, "Date of the exam (from the editions registry)"),
+        ("key_status", pl.String, "'definitive' or 'preliminary': what the answer-key PDF is"),
+        ("status_source", pl.String, STATUS_SOURCE_DESCRIPTION),
     ),
     "models": _columns(
         ("model_key", pl.String, "Configuration key: model id + :reasoning-{effort} + :web + :deliberativo"),

@@ -133,7 +133,7 @@ def mirror_server(shared_oab: Path) -> Iterator[StaticFileServer]:
 
 @pytest.fixture(scope="session")
 def ingested_template(tmp_path_factory: pytest.TempPathFactory, mirror_server: StaticFileServer) -> Path:
-    """A warehouse with the three real editions ingested once per test session; tests copy it (`fresh_env`).
+    """A warehouse with the study's three real editions ingested once per test session; tests copy it (`fresh_env`).
 
     Once for all pytest-xdist workers, not once per worker: the first worker to get here ingests into the
     folder the workers share (their base temp folders' parent), under a lock the others wait on. What is
@@ -154,12 +154,14 @@ def ingested_template(tmp_path_factory: pytest.TempPathFactory, mirror_server: S
 
 
 def _ingest(root: Path, mirror_server: StaticFileServer) -> Path:
-    """`oabench ingest` of the mirror into a pipeline environment at `root`; its warehouse folder."""
-    from oabench_pipeline_tests.pipeline_env import make_env
+    """`oabench ingest` of the study's three editions from the mirror into a pipeline environment at `root`;
+    its warehouse folder. (The registry knows 29 editions; the suite's tests are written against these
+    three, the archived ones have tests of their own.)"""
+    from oabench_pipeline_tests.pipeline_env import STUDY_EDITIONS, make_env
 
     with pytest.MonkeyPatch.context() as monkeypatch:
         env = make_env(root, monkeypatch, mirror_server.base_url)
-        result = env.cli("ingest")
+        result = env.cli("ingest", "--editions", STUDY_EDITIONS)
         assert result.exit_code == 0, result.output
         return env.settings.warehouse_path.parent
 

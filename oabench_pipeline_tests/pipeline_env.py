@@ -49,6 +49,8 @@ def make_env(root: Path, monkeypatch: pytest.MonkeyPatch, source_base_url: str) 
 
 
 EXAM_TABLES = ("editions", "source_files", "questions", "answer_keys")
+# The editions of the OABench study, which most tests ingest (`--editions`; the registry holds 29).
+STUDY_EDITIONS = "43-45"
 
 
 def copy_ingested(template: Path, warehouse_dir: Path) -> None:

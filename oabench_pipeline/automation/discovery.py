@@ -260,17 +260,23 @@ def _pinned_file_table(pinned: PinnedFile) -> dict[str, Any]:
 
 
 def _edition_table(edition: Edition) -> dict[str, Any]:
-    return {
+    table: dict[str, Any] = {
         "edition": edition.edition,
         "exam_name": edition.exam_name,
+        "exam_label": edition.exam_label,
         "exam_date": edition.exam_date,
         "exam_page_url": edition.exam_page_url,
         "area_scheme": edition.area_scheme,
         "question_count": edition.question_count,
+        "key_status": edition.key_status,
+        "annulled": list(edition.annulled),
+        "annulled_source": edition.annulled_source,
         "pinned_by": edition.pinned_by,
         "booklet": _pinned_file_table(edition.booklet),
         "answer_key": _pinned_file_table(edition.answer_key),
     }
+    # TOML has no null: an optional field left unset is left out (and reads back as its default).
+    return {name: value for name, value in table.items() if value is not None and value != []}
 
 
 def editions_toml(editions: Sequence[Edition], generated_on: dt.date | None = None) -> str:

@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from oabench_pipeline.core.editions import EditionsRegistryError, Suite, load_suites, resolve_suite
+from oabench_pipeline.core.editions import (
+    EditionsRegistryError,
+    Suite,
+    load_suites,
+    parse_edition_spec,
+    resolve_suite,
+)
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import Warehouse
@@ -52,6 +58,23 @@ def choose_suite(suites: dict[str, Suite], name: str | None) -> Suite:
 
 def _split(value: str | None) -> list[str] | None:
     return [item.strip() for item in value.split(",") if item.strip()] if value else None
+
+
+EDITIONS_HELP = "editions: numbers and ranges, e.g. 43,44 or 1-25,37"
+
+
+def edition_keys(value: str | None) -> list[str] | None:
+    """`--editions 1-25,37` as partition keys ("1" ... "25", "37"), ascending, each once (None: not given).
+
+    Every command that takes `--editions` reads it here (the ranges themselves: `parse_edition_spec`). A
+    malformed item is a usage error (exit 2) in one line, before any work.
+    """
+    if value is None:
+        return None
+    try:
+        return [str(n) for n in parse_edition_spec(value)]
+    except ValueError as error:
+        raise click.UsageError(f"--editions: {error}") from None
 
 
 def _dagster(settings: Settings) -> tuple[Definitions, DagsterInstance]:

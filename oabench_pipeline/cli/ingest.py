@@ -9,15 +9,16 @@ import click
 import polars as pl
 
 from oabench_pipeline.cli.common import (
+    EDITIONS_HELP,
     _dagster,
     _fail,
     _set_aside_damaged,
-    _split,
+    edition_keys,
     ensure_partitions,
     run_assets,
 )
 from oabench_pipeline.cli.group import main
-from oabench_pipeline.core.editions import known_editions
+from oabench_pipeline.core.editions import format_editions, known_editions
 from oabench_pipeline.exams.raw_store import RawStore
 from oabench_pipeline.freshness import edition_is_current
 from oabench_pipeline.settings import Settings
@@ -26,18 +27,19 @@ from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse
 
 @main.command()
 @click.option(
-    "--editions", "editions_opt", help="Comma-separated edition numbers (default: all in the registry)."
+    "--editions", "editions_opt", help=f"The {EDITIONS_HELP} (default: every edition in the registry)."
 )
 @click.option("--force", is_flag=True, help="Re-parse editions that are already up to date.")
 def ingest(editions_opt: str | None, force: bool) -> None:
     """Download, verify and parse the official PDFs into the warehouse (one progress line per edition)."""
     settings = Settings.from_env()
     known = known_editions(settings.editions_file, settings.discovered_editions_file)
-    wanted = _split(editions_opt) or list(known)
+    wanted = edition_keys(editions_opt) or sorted(known, key=int)
     unknown = [key for key in wanted if key not in known]
     if unknown:
         raise click.UsageError(
-            f"unknown edition(s) {', '.join(unknown)}; the registry has {', '.join(known)}"
+            f"unknown edition(s) {format_editions(map(int, unknown))}; the registry has "
+            f"{format_editions(map(int, known))}"
         )
     warehouse = Warehouse(settings.warehouse_path)
     for table in ("source_files", "answer_keys", "questions"):
@@ -79,8 +81,14 @@ def ingest(editions_opt: str | None, force: bool) -> None:
 
 def _summary(warehouse: Warehouse, edition: str) -> str:
     questions = warehouse.read("questions", edition)
-    annulled = questions.filter(pl.col("status") == "annulled")["number"].to_list()
+    annulled = questions.filter(pl.col("status") == "annulled")
+    listed = [
+        f"{n}" if source == "key" else f"{n} by the registry"
+        for n, source in annulled.select("number", "status_source").rows()
+    ]
+    preliminary = (questions["key_status"] == "preliminary").any()
     return (
-        f"{questions.height} questions, {questions.height - len(annulled)} active, {len(annulled)} annulled"
-        + (f" ({', '.join(map(str, annulled))})" if annulled else "")
+        f"{questions.height} questions, {questions.height - annulled.height} active, {annulled.height} annulled"
+        + (f" ({', '.join(listed)})" if listed else "")
+        + ("; preliminary answer key" if preliminary else "")
     )

@@ -11,6 +11,7 @@ import polars as pl
 
 from oabench_pipeline import interrupts
 from oabench_pipeline.cli.common import (
+    EDITIONS_HELP,
     REPORT_ASSETS,
     _cell_pool,
     _dagster,
@@ -18,6 +19,7 @@ from oabench_pipeline.cli.common import (
     _set_aside_damaged,
     _split,
     choose_suite,
+    edition_keys,
     ensure_partitions,
     load_registry_suites,
     run_assets,
@@ -56,9 +58,7 @@ if TYPE_CHECKING:
     "models_opt",
     help="Comma-separated model keys (default: every registry model with credentials).",
 )
-@click.option(
-    "--editions", "editions_opt", help="Comma-separated editions (default: every ingested edition)."
-)
+@click.option("--editions", "editions_opt", help=f"The {EDITIONS_HELP} (default: every ingested edition).")
 @suite_option(
     "Every edition of this suite (e.g. all, oabench-2026), for every selected model; not with --editions."
 )
@@ -90,6 +90,7 @@ def run(
 
     Resumes the current replicate of each cell; `--replicates K` makes sure K complete runs exist.
     """
+    wanted_editions = edition_keys(editions_opt)
     settings = Settings.from_env()
     warehouse = Warehouse(settings.warehouse_path)
     if suite is not None and editions_opt is not None:
@@ -99,7 +100,7 @@ def run(
     suites = load_registry_suites(settings)  # a bad registry stops the run before any cell, not after
     chosen_suite = choose_suite(suites, suite) if suite is not None else None
     chosen = _choose_models(settings, _split(models_opt))
-    wanted = [str(e) for e in chosen_suite.editions] if chosen_suite else _split(editions_opt)
+    wanted = [str(e) for e in chosen_suite.editions] if chosen_suite else wanted_editions
     editions = _choose_editions(warehouse, wanted, chosen_suite)
     cells = [(model, edition) for model in chosen for edition in editions]
     for table in ("questions", "answer_keys"):  # run cannot rebuild these: say so before any work

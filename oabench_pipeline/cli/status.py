@@ -8,9 +8,11 @@ import sys
 import click
 
 from oabench_pipeline.cli.common import (
+    EDITIONS_HELP,
     _instance,
     _split,
     choose_suite,
+    edition_keys,
     load_registry_suites,
     suite_option,
 )
@@ -21,7 +23,7 @@ from oabench_pipeline.settings import Settings
 
 @main.command(name="status")
 @click.option("--models", "models_opt", help="Comma-separated model keys (default: all).")
-@click.option("--editions", "editions_opt", help="Comma-separated editions (default: all).")
+@click.option("--editions", "editions_opt", help=f"The {EDITIONS_HELP} (default: all).")
 @suite_option("Only the editions of this suite, and which model keys are complete on all of them.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def status_cmd(models_opt: str | None, editions_opt: str | None, suite: str | None, fmt: str) -> None:
@@ -29,11 +31,12 @@ def status_cmd(models_opt: str | None, editions_opt: str | None, suite: str | No
 
     Exit code 0 only when every listed cell is complete.
     """
+    listed = edition_keys(editions_opt)
     settings = Settings.from_env()
     if suite is not None and editions_opt is not None:
         raise click.UsageError("--suite and --editions both choose the editions: give one")
     chosen = choose_suite(load_registry_suites(settings), suite) if suite is not None else None
-    editions = [str(e) for e in chosen.editions] if chosen else _split(editions_opt)
+    editions = [str(e) for e in chosen.editions] if chosen else listed
     from oabench_pipeline.status import collect_status
 
     report = collect_status(settings, _instance(settings), editions, _split(models_opt))

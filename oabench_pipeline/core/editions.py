@@ -1,5 +1,11 @@
 """The editions registry: which OAB editions exist, where their official PDFs are, their area table, and
-the named suites (sets of editions) a leaderboard ranks over."""
+the named suites (sets of editions) a leaderboard ranks over.
+
+An edition also says what its answer key is (`key_status`: the archived key of most editions before the
+26th is the preliminary one) and which annulments that key does not show (`annulled`, with
+`annulled_source`): a question the organizers annulled after a preliminary key is annulled here, and the
+tables record that the registry, not the key, says so.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,9 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from oabench_pipeline.core.edition_names import YEAR_NAMED_EDITIONS
+from oabench_pipeline.core.records import KeyStatus
 
 REGISTRY_DIR = Path(__file__).resolve().parents[1] / "registry"
 DEFAULT_EDITIONS_FILE = REGISTRY_DIR / "editions.toml"
@@ -42,24 +51,36 @@ class AreaRange(BaseModel):
 
 
 class Edition(BaseModel):
-    """One 1st-phase edition: its official files and the area of each question number."""
+    """One 1st-phase edition: its official files, its key's status and the area of each question number."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     edition: int = Field(ge=1)
     exam_name: str
+    # The name the first three exams went by instead of a number ("2010.1" for the 1st, see edition_names).
+    exam_label: str | None = None
     exam_date: dt.date
-    exam_page_url: str
+    # The edition's page on the OAB portal; None for an archived edition whose page is not known.
+    exam_page_url: str | None = None
     area_scheme: str
     booklet: PinnedFile
     answer_key: PinnedFile
     areas: tuple[AreaRange, ...] = ()
-    question_count: int = 80
+    question_count: int = Field(default=80, ge=1)
+    key_status: KeyStatus = "definitive"
+    # Questions annulled that the pinned key does not show as annulled (a preliminary key), and who says so.
+    annulled: tuple[int, ...] = ()
+    annulled_source: str | None = None
     pinned_by: Literal["registry", "first-download"] = "registry"
 
     @property
     def partition_key(self) -> str:
         return str(self.edition)
+
+    @property
+    def annulled_status_source(self) -> str:
+        """How the tables record an annulment that comes from the registry rather than the key."""
+        return f"registry: {self.annulled_source}"
 
     def file(self, kind: FileKind) -> PinnedFile:
         return self.booklet if kind == "booklet" else self.answer_key
@@ -79,6 +100,24 @@ class Edition(BaseModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _annulments_are_sourced_questions(self) -> Edition:
+        outside = [n for n in self.annulled if not 1 <= n <= self.question_count]
+        if outside:
+            raise ValueError(f"annulled questions {outside} are outside 1-{self.question_count}")
+        if len(set(self.annulled)) != len(self.annulled):
+            raise ValueError(f"annulled lists a question twice: {list(self.annulled)}")
+        if bool(self.annulled) != bool(self.annulled_source and self.annulled_source.strip()):
+            raise ValueError("annulled and annulled_source go together: say which questions and who says so")
+        return self
+
+    @model_validator(mode="after")
+    def _label_names_this_edition(self) -> Edition:
+        if self.exam_label is not None and YEAR_NAMED_EDITIONS.get(self.exam_label) != self.edition:
+            known = ", ".join(f"{label} = {number}" for label, number in YEAR_NAMED_EDITIONS.items())
+            raise ValueError(f"exam_label {self.exam_label!r} does not name edition {self.edition} ({known})")
+        return self
+
 
 def parse_editions(document: dict, source: str) -> list[Edition]:
     """Validate a parsed registry document; `source` names it in error messages."""
@@ -94,7 +133,7 @@ def parse_editions(document: dict, source: str) -> list[Edition]:
             editions.append(Edition.model_validate({**raw, "areas": schemes[scheme_name]}))
         except ValidationError as error:
             raise EditionsRegistryError(
-                f"{source}: edition #{index + 1} ({raw.get('edition')}): {error}"
+                f"{source}: edition #{index + 1} ({raw.get('edition')}): {_one_line(error)}"
             ) from None
     numbers = [e.edition for e in editions]
     duplicates = sorted({n for n in numbers if numbers.count(n) > 1})
@@ -102,6 +141,16 @@ def parse_editions(document: dict, source: str) -> list[Edition]:
         raise EditionsRegistryError(f"{source}: editions listed twice: {duplicates}")
     parse_suites(document, source, numbers)  # a registry with a bad suite is a bad registry, for every reader
     return sorted(editions, key=lambda e: e.edition)
+
+
+def _one_line(error: ValidationError) -> str:
+    """The first problem as `field 'x': message` (a whole-edition rule names no field), and how many more."""
+    problems = error.errors()
+    first = problems[0]
+    message = first["msg"].removeprefix("Value error, ")
+    field = ".".join(str(part) for part in first["loc"])
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return (f"field '{field}': {message}" if field else message) + more
 
 
 def load_editions(path: Path = DEFAULT_EDITIONS_FILE) -> list[Edition]:

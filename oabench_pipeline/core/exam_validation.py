@@ -43,28 +43,121 @@ CHOICE_MARKER_RE = re.compile(r"(?:^|\s)\(?([A-D])\)\s+[A-ZÀ-ÝÉ0-9“\"]")
 # The closing request of a stem; inside a choice it means the next question's stem leaked in.
 STEM_CLOSING_RE = re.compile(r"assinale a (?:afirmativa|opção|alternativa)", re.IGNORECASE)
 
-# Words expected in most questions of an area: (area-name pattern, keyword pattern, description).
-AREA_KEYWORDS: tuple[tuple[re.Pattern[str], re.Pattern[str], str], ...] = (
-    (
-        re.compile(r"Ética", re.IGNORECASE),
-        re.compile(r"\bOAB\b|advoga|Estatuto da Advocacia", re.IGNORECASE),
-        "OAB/advogad*/advocacia",
-    ),
-    (
-        re.compile(r"Trabalho", re.IGNORECASE),
-        re.compile(r"\bCLT\b|\bTST\b|trabalh|emprega", re.IGNORECASE),
-        "CLT/TST/trabalh*/emprega*",
-    ),
-    (
-        re.compile(r"Tributário", re.IGNORECASE),
-        re.compile(r"tribut|impost|contribui|\bICMS\b|\bISS\b|\bIPTU\b", re.IGNORECASE),
-        "tribut*/impost*/contribui*",
-    ),
-    (
-        re.compile(r"Penal", re.IGNORECASE),
-        re.compile(r"crime|delito|pena\b|penal|réu|acusad|denúncia|pris", re.IGNORECASE),
-        "crime/pena/réu/acusad*/prisão",
-    ),
+# Words expected in most questions of an area: (area-name pattern, keyword pattern, description). The first
+# rule whose name pattern matches an area judges it (so `Processo Penal` is judged with `Penal`'s words).
+# One rule per canonical area of the editions registry, so every scheme of every era is judged; each
+# list was checked on every edition since 2010 (no warning on the registry's schemes), and each stays
+# narrow enough that a range shifted by a few questions loses its words.
+AREA_KEYWORDS: tuple[tuple[re.Pattern[str], re.Pattern[str], str], ...] = tuple(
+    (re.compile(name, re.IGNORECASE), re.compile(words, re.IGNORECASE), description)
+    for name, words, description in (
+        ("Ética", r"\bOAB\b|advoga|Estatuto da Advocacia", "OAB/advogad*/advocacia"),
+        (
+            "Filosofia",
+            r"filos|Kelsen|Bobbio|Dworkin|Kant|Arist[óo]teles|Hobbes|Rousseau|Locke|Montesquieu|Bentham|"
+            r"Stuart Mill|Radbruch|Ihering|Savigny|Alexy|Habermas|Larenz|Reale|Hart\b|Rawls|Perelman|positivis|"
+            r"jusnatural|hermen[êe]ut|antinomi|lacuna|interpreta|justi[çc]a",
+            "filosof*/a philosopher's name/positivis*/hermenêutica/justiça",
+        ),
+        (
+            "Direitos Humanos",
+            r"direitos humanos|Interamericana|Conven[çc][ãa]o|Pacto|Declara[çc][ãa]o|Na[çc][õo]es Unidas|"
+            r"\bONU\b|tortura|discrimina|ind[íi]gena|quilombol|defici[êe]ncia|refugiad|dignidade|idos[oa]",
+            "direitos humanos/Convenção/Pacto/ONU/tortura/discriminação/indígena",
+        ),
+        (
+            "Eleitoral",
+            r"eleito|elei[çc]|candidat|partid|\bTSE\b|\bTRE\b|ineleg|mandato|sufr[áa]gio",
+            "eleitor*/eleição/candidat*/partido/TSE",
+        ),
+        (
+            "Internacional",
+            r"internacional|estrangeir|tratado|conven[çc][ãa]o|consul|embaixad|diplom[áa]t|extradi|"
+            r"nacionalidade|naturaliz|\bLINDB\b|Introdu[çc][ãa]o [àa]s Normas|Mercosul|\bOMC\b|\bONU\b|"
+            r"Na[çc][õo]es Unidas|Interamericana|exterior|pa[íi]s|mar territorial|embarca|aeronave",
+            "internacional/estrangeir*/tratado/nacionalidade/exterior",
+        ),
+        (
+            "Financeiro",
+            r"or[çc]ament|financeir|Responsabilidade Fiscal|\bLRF\b|despesa|receita|precat[óo]ri|"
+            r"Tribunal de Contas|cr[ée]dito adicional|d[íi]vida p[úu]blica",
+            "orçament*/financeir*/LRF/despesa/receita/precatório",
+        ),
+        (
+            "Tributário",
+            r"tribut|impost|contribui|\bICMS\b|\bISS\b|\bIPTU\b|fisc|\bCTN\b|al[íi]quota|lan[çc]amento|"
+            r"isen[çc][ãa]o|imunidade",
+            "tribut*/impost*/contribui*/fisco/CTN",
+        ),
+        (
+            "Administrativo",
+            r"administra|servidor|p[úu]blic|licita|concess|permiss|autarqui|desapropria|improbidade|"
+            r"tombamento|cargo",
+            "administra*/servidor/públic*/licitação/concessão",
+        ),
+        (
+            "Ambiental",
+            r"ambient|florest|fauna|flora|polui|licenciamento|conserva[çc][ãa]o|\bAPP\b|\bSNUC\b|res[íi]duo|"
+            r"h[íi]dric|\bIBAMA\b|\bCONAMA\b|Sisnama|preserva|vegeta|urban|Estatuto da Cidade|agrot[óo]xic|"
+            r"biodiversidade|solo",
+            "ambient*/floresta/fauna/licenciamento/conservação/resíduos/urbanístico",
+        ),
+        (
+            "^ECA|Criança",
+            r"crian[çc]a|adolescent|\bECA\b|8\.069|Conselho Tutelar|infracional|socioeducativ|ado[çt]|"
+            r"poder familiar|fam[íi]lia substituta|acolhimento|guarda|tutela",
+            "criança/adolescente/ECA/adoção/Conselho Tutelar",
+        ),
+        (
+            "Consumidor",
+            r"consum|\bCDC\b|fornecedor|8\.078|produto|servi[çc]o|publicidade",
+            "consumidor/CDC/fornecedor/produto/serviço",
+        ),
+        (
+            "Empresarial",
+            r"empres|sociedade|s[óo]ci|acionist|a[çc][õo]es|fal[êe]ncia|falid|recupera[çc][ãa]o judicial|"
+            r"recupera[çc][ãa]o extrajudicial|t[íi]tulo|cheque|duplicata|promiss[óo]ria|letra de c[âa]mbio|"
+            r"endoss|aval|marca|patente|quotas|cotas|capital social|estabelecimento|arrendamento mercantil|"
+            r"leasing|franquia|Junta Comercial|comiss|corret|representa[çc][ãa]o comercial|ag[êe]ncia|"
+            r"aliena[çc][ãa]o fiduci[áa]ria|EIRELI|deb[êe]nture|companhia|mercantil|comercial",
+            "empres*/sociedade/sócio/falência/título de crédito/contrato mercantil",
+        ),
+        (
+            "Processo Civil",
+            r"\bCPC\b|Processo Civil|process|a[çc][ãa]o|demanda|ju[íi]z|senten[çc]a|recurso|apela[çc]|"
+            r"agravo|embargos|tutela|execu[çc]|cita[çc]|intima[çc]|peti[çc][ãa]o|contesta[çc]|\br[ée]u\b|"
+            r"autor|compet[êe]ncia|liminar|cautelar|invent[áa]rio",
+            "CPC/processo/ação/juiz/sentença/recurso/execução",
+        ),
+        (
+            "Civil",
+            r"C[óo]digo Civil|contrat|propriedade|posse|herd|heran|testament|casament|c[ôo]njuge|"
+            r"uni[ãa]o est[áa]vel|alimentos|doa[çc]|loca[çc]|obriga|credor|devedor|dano|indeniza|"
+            r"responsabilidade civil|usucapi|condom[íi]n|servid[ãa]o|prescri|neg[óo]cio jur[íi]dico|capaz|"
+            r"pessoa jur[íi]dica|\bCC\b|comodat|m[úu]tuo|fian[çc]a|compra e venda|personalidade|dados pessoais|"
+            r"\bLGPD\b|direito real|vizinh|fam[íi]lia|filh",
+            "Código Civil/contrato/propriedade/posse/herança/casamento/obrigação/dano",
+        ),
+        (
+            "Previdenci",
+            r"previd|\bINSS\b|aposentad|benef[íi]ci|segurad|aux[íi]lio|pens[ãa]o|8\.213|8\.212|\bRGPS\b|"
+            r"seguridade|car[êe]ncia|incapacidade",
+            "previdência/INSS/aposentadoria/benefício/segurado",
+        ),
+        ("Trabalho", r"\bCLT\b|\bTST\b|trabalh|emprega", "CLT/TST/trabalh*/emprega*"),
+        (
+            "Penal",
+            r"crime|delito|pena\b|penal|réu|acusad|denúncia|pris",
+            "crime/pena/réu/acusad*/prisão",
+        ),
+        (
+            "Constitucional",
+            r"Constitui|constitucional|\bCRFB\b|\bCF\b|\bSTF\b|Supremo Tribunal|emenda|Congresso|Senado|"
+            r"C[âa]mara|Deputad|Vereador|Governador|Presidente da Rep[úu]blica|Munic[íi]pio|Estado|habeas|"
+            r"mandado de|lei|direitos? fundamenta",
+            "Constituição/constitucional/STF/Congresso/Estado/Município/lei",
+        ),
+    )
 )
 # Below this share of keyword-bearing questions an area assignment looks wrong.
 MIN_AREA_SHARE = 0.6
@@ -157,10 +250,10 @@ def area_sanity(
     """Warnings for areas whose questions rarely mention the area's typical words.
 
     `questions_with_area` holds (question number, area name, full question text — stem plus
-    choices). For each area matching a rule of AREA_KEYWORDS (Ética Profissional; Direito and
-    Processo do Trabalho; Direito Tributário; Direito and Processo Penal), the share of its
-    questions mentioning a keyword is computed; below `min_share` a warning gives the share and
-    the questions without a keyword. Areas without a rule are not judged. These are warnings:
+    choices). For each area matching a rule of AREA_KEYWORDS (one per canonical area of the
+    registry), the share of its questions mentioning a keyword is computed; below `min_share` a
+    warning gives the share and the questions without a keyword. Areas without a rule are not
+    judged. These are warnings:
     a low share suggests shifted area ranges or mis-numbered questions, not a certain error.
     """
     by_area: dict[str, list[tuple[int, str]]] = defaultdict(list)

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 Letter = Literal["A", "B", "C", "D"]
 LETTERS: tuple[Letter, ...] = ("A", "B", "C", "D")
 QuestionStatus = Literal["active", "annulled"]
+KeyStatus = Literal["definitive", "preliminary"]
 
 
 def make_qid(edition: int, number: int) -> str:
@@ -41,7 +42,7 @@ class ParsedBooklet(BaseModel):
 
 
 class AnswerKeyEntry(BaseModel):
-    """One row of the definitive answer key for booklet TIPO 1. `correct` is None when annulled."""
+    """One row of the answer key for booklet TIPO 1. `correct` is None when annulled."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -54,7 +55,14 @@ class AnswerKeyEntry(BaseModel):
 
 
 class ParsedAnswerKey(BaseModel):
+    """Everything read from one answer-key PDF for one booklet type."""
+
     model_config = ConfigDict(frozen=True)
 
     edition_in_header: int | None
     entries: list[AnswerKeyEntry]
+    status_in_title: KeyStatus | None = Field(
+        default=None, description="What the key calls itself: GABARITOS DEFINITIVOS / PRELIMINARES"
+    )
+    shape: str = Field(default="", description="Which layout rule read it (core/answer_key.py: SHAPES)")
+    table_heading: str = Field(default="", description="The heading of the table taken, as printed")

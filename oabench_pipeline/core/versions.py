@@ -19,7 +19,7 @@ import polars as pl
 # to what that parser extracts, so Dagster marks every edition's rows stale and a re-ingest re-scores the
 # cells whose rows changed. Kept here rather than beside the parsers: their modules import pymupdf, which
 # loading the definitions must not pay for (`exams/assets.py` imports them inside the steps).
-ANSWER_KEY_PARSER_VERSION = "answer-key-1"
+ANSWER_KEY_PARSER_VERSION = "answer-key-2"
 BOOKLET_PARSER_VERSION = "booklet-3"
 
 # Columns of `inferences` that say when or by which Dagster run a row was (re)written: a rebuild of an

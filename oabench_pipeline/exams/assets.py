@@ -38,9 +38,13 @@ EXAM_PDF_CHECKS = {
 
 @asset(group_name="sources", metadata={"dagster/column_schema": table_schema("editions").value})
 def editions(exam_sources: ExamSourcesResource, warehouse: WarehouseResource) -> MaterializeResult:
-    """Every edition in the editions registry: dates, portal pages, official URLs and pinned SHA-256."""
+    """Every edition in the editions registry: dates, portal pages, URLs and pinned SHA-256, question count,
+    the answer key's status (definitive or preliminary) and the annulments the registry adds to it."""
     known = list(exam_sources.editions().values())
-    frame = pl.DataFrame([_edition_row(e) for e in known])
+    frame = pl.DataFrame(
+        [_edition_row(e) for e in known],
+        schema_overrides={"annulled": pl.List(pl.Int32), "exam_page_url": pl.String},
+    )
     warehouse.warehouse().write_partition("editions", frame)
     return MaterializeResult(
         metadata={
@@ -63,6 +67,11 @@ def _edition_row(edition: Edition) -> dict:
         "answer_key_sha256": edition.answer_key.sha256,
         "area_scheme": edition.area_scheme,
         "pinned_by": edition.pinned_by,
+        "exam_label": edition.exam_label,
+        "question_count": edition.question_count,
+        "key_status": edition.key_status,
+        "annulled": list(edition.annulled),
+        "annulled_source": edition.annulled_source,
     }
 
 
@@ -75,7 +84,8 @@ def _edition_row(edition: Edition) -> dict:
 def exam_pdfs(
     context: AssetExecutionContext, exam_sources: ExamSourcesResource, warehouse: WarehouseResource
 ) -> Iterator[MaterializeResult | AssetCheckResult]:
-    """The edition's official booklet (Caderno de Prova - Tipo 1) and definitive answer key PDFs.
+    """The edition's booklet (Caderno de Prova - Tipo 1) and answer key PDFs (definitive, or preliminary where
+    only that is archived).
 
     Downloaded with httpx (streamed, with timeouts and bounded retries), verified against the SHA-256
     pinned in the registry and kept in the content-addressed raw store; a verified stored copy is reused
@@ -138,9 +148,11 @@ def _read_stored(store_owner: WarehouseResource, edition: Edition, kind: FileKin
 
 ANSWER_KEY_CHECKS = {
     "answer_key_covers_every_question": "The TIPO 1 key gives exactly one answer (a letter or `*`, annulled) "
-    "to each of the edition's questions, none outside 1–80; blocking.",
+    "to each of the edition's questions, none outside 1–question_count (80; 100 in the 1st–3rd); blocking.",
     "answer_key_edition_matches": "The edition printed in the key's header is the partition's edition "
     "(a 45th key pinned as the 44th is refused); blocking.",
+    "answer_key_status_matches": "What the key calls itself (GABARITOS DEFINITIVOS / PRELIMINARES) is the "
+    "registry's key_status (a preliminary key pinned as definitive is refused); blocking.",
 }
 
 
@@ -155,14 +167,23 @@ ANSWER_KEY_CHECKS = {
 def answer_keys(
     context: AssetExecutionContext, exam_sources: ExamSourcesResource, warehouse: WarehouseResource
 ) -> Iterator[MaterializeResult | AssetCheckResult]:
-    """The definitive answer key for booklet TIPO 1: the correct letter per question, `*` = annulled."""
+    """The answer key for booklet TIPO 1: the correct letter per question, or annulled.
+
+    Read from the pinned key (definitive, or preliminary where only that is archived; every layout since
+    2010, `core/answer_key.py`); a question the registry lists as annulled after a preliminary key is
+    annulled too, and `status_source` says which of the two said so.
+    """
     # Imported here: pymupdf (and the layout models its import loads) costs ~0.5 s that every process
     # loading these definitions would pay, while only a step parsing a PDF needs it.
     from oabench_pipeline.core.answer_key import AnswerKeyParseError, parse_answer_key
 
     edition = exam_sources.edition(context.partition_key)
     try:
-        key = parse_answer_key(_read_stored(warehouse, edition, "answer_key"), booklet_type=1)
+        key = parse_answer_key(
+            _read_stored(warehouse, edition, "answer_key"),
+            booklet_type=1,
+            expected_questions=edition.question_count,
+        )
     except AnswerKeyParseError as error:
         raise Failure(
             description=f"edition {edition.edition} answer key ({edition.answer_key.url}): {error}"
@@ -170,6 +191,7 @@ def answer_keys(
     problems = {
         "answer_key_covers_every_question": validation.answer_key_coverage(key, edition.question_count),
         "answer_key_edition_matches": validation.edition_mismatch(key.edition_in_header, edition.edition),
+        "answer_key_status_matches": validation.key_status_mismatch(key.status_in_title, edition.key_status),
     }
     results = [problems_result(name, found) for name, found in problems.items()]
     yield from stop_on_blocking_failures(
@@ -177,11 +199,18 @@ def answer_keys(
     )
     frame = answer_key_frame(edition, key)
     warehouse.warehouse().write_partition("answer_keys", frame, context.partition_key)
-    annulled = frame.filter(pl.col("status") == "annulled")["number"].to_list()
+    annulled = frame.filter(pl.col("status") == "annulled")
     yield MaterializeResult(
         metadata={
             "rows": len(frame),
-            "annulled": MetadataValue.text(", ".join(map(str, annulled)) or "none"),
+            "annulled": MetadataValue.text(
+                ", ".join(
+                    f"{n} ({source})" for n, source in annulled.select("number", "status_source").rows()
+                )
+                or "none"
+            ),
+            "key_status": edition.key_status,
+            "key_layout": MetadataValue.text(f"{key.shape}: {key.table_heading}"),
             "letter_counts": MetadataValue.json(frame["correct"].value_counts().to_dicts()),
             "source_sha256": edition.answer_key.sha256,
         },
@@ -191,24 +220,29 @@ def answer_keys(
 
 
 def answer_key_frame(edition: Edition, key: ParsedAnswerKey) -> pl.DataFrame:
-    return pl.DataFrame(
-        [
+    """One row per question: the key's letter, unless the key or the registry annuls the question."""
+    rows = []
+    for entry in key.entries:
+        by_registry = entry.status == "active" and entry.number in edition.annulled
+        rows.append(
             {
                 "qid": make_qid(edition.edition, entry.number),
                 "edition": edition.edition,
                 "number": entry.number,
-                "correct": entry.correct,
-                "status": entry.status,
+                "correct": None if by_registry else entry.correct,
+                "status": "annulled" if by_registry else entry.status,
                 "source_sha256": edition.answer_key.sha256,
+                "exam_date": edition.exam_date,
+                "key_status": edition.key_status,
+                "status_source": edition.annulled_status_source if by_registry else "key",
             }
-            for entry in key.entries
-        ],
-        schema_overrides={"correct": pl.String},
-    )
+        )
+    return pl.DataFrame(rows, schema_overrides={"correct": pl.String})
 
 
 QUESTION_CHECKS = {
-    "questions_numbered_1_to_80": "The booklet yields questions 1–80, each once, in order; blocking.",
+    "questions_numbered_1_to_80": "The booklet yields questions 1–question_count (80; 100 in the 1st–3rd "
+    "editions), each once, in order; blocking.",
     "no_empty_fields": "Every question has a non-empty stem and four non-empty choices A–D; blocking.",
     "no_header_footer_text": "No running header or footer (edition banner, page number) leaked into a "
     "stem or choice; blocking.",
@@ -234,10 +268,12 @@ BLOCKING_QUESTION_CHECKS = [name for name in QUESTION_CHECKS if name != "area_sa
 def questions(
     context: AssetExecutionContext, exam_sources: ExamSourcesResource, warehouse: WarehouseResource
 ) -> Iterator[MaterializeResult | AssetCheckResult]:
-    """The 80 questions of the edition: stem and choices A–D in reading order, legal area, status, pages.
+    """The edition's questions (80; 100 in the 1st–3rd): stem and choices A–D in reading order, legal area,
+    status, pages.
 
     Parsed from the booklet PDF with pymupdf across both columns and page breaks, without running
-    headers and footers; `status` comes from the answer key, `area` from the edition's area table.
+    headers and footers; `status` (and its `status_source`) comes from the answer_keys partition, `area`
+    from the edition's area scheme in the registry.
     """
     from oabench_pipeline.core.booklet import BookletParseError, parse_booklet  # pymupdf: see answer_keys
 
@@ -283,6 +319,7 @@ def questions(
 
 def questions_frame(edition: Edition, booklet: ParsedBooklet, key: pl.DataFrame) -> pl.DataFrame:
     status = dict(zip(key["number"].to_list(), key["status"].to_list(), strict=True))
+    status_source = dict(zip(key["number"].to_list(), key["status_source"].to_list(), strict=True))
     return pl.DataFrame(
         [
             {
@@ -299,6 +336,9 @@ def questions_frame(edition: Edition, booklet: ParsedBooklet, key: pl.DataFrame)
                 "requires_image": q.requires_image,
                 "pages": q.pages,
                 "source_sha256": edition.booklet.sha256,
+                "exam_date": edition.exam_date,
+                "key_status": edition.key_status,
+                "status_source": status_source[q.number],
             }
             for q in booklet.questions
         ]

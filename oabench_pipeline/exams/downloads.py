@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import httpx
 import stamina
@@ -69,7 +69,9 @@ def source_location(official_url: str, base_override: str | None) -> str:
     if "://" in base_override and not base_override.startswith("file://"):
         return base_override.rstrip("/") + path
     folder = base_override.removeprefix("file://")
-    return str(Path(folder) / parts.path.lstrip("/"))
+    # A folder holds the files under their decoded names, as an HTTP server maps a %-escaped path
+    # (the 37th's archived booklet is `.../1A%20FASE%20OAB/37%C2%BA%20EXAME...pdf`).
+    return str(Path(folder) / unquote(parts.path).lstrip("/"))
 
 
 def _describe(edition: int, kind: FileKind, url: str) -> str:

@@ -6,6 +6,7 @@ import json
 from functools import cache
 from pathlib import Path
 
+import pymupdf
 import pytest
 
 from oabench_pipeline.core.answer_key import AnswerKeyParseError, parse_answer_key
@@ -82,7 +83,8 @@ def test_real_keys_agree_with_published_scored_runs(shared_oab: Path) -> None:
 
 def test_type_not_found(shared_oab: Path) -> None:
     with pytest.raises(
-        AnswerKeyParseError, match=r"no table headed 'PROVA TIPO 5' \(types found: \[1, 2, 3, 4\]\)"
+        AnswerKeyParseError,
+        match=r"no table headed 'PROVA TIPO 5' or 'TIPO 5 – <colour>' \(types found: \[1, 2, 3, 4\]\)",
     ):
         parse_answer_key(key_bytes(44), booklet_type=5)
 
@@ -130,3 +132,91 @@ def test_not_a_pdf() -> None:
         parse_answer_key(b"<html>404</html>")
     with pytest.raises(AnswerKeyParseError, match="empty"):
         parse_answer_key(b"")
+
+
+# ---------------------------------------------------------------- the archived keys (1st-25th, 37th)
+
+
+@cache
+def archive_manifest() -> dict[int, dict]:
+    manifest = json.loads((shared_oab_dir() / "archive-manifest.json").read_text(encoding="utf-8"))
+    return {e["edition"]: e for e in manifest["editions"]}
+
+
+@cache
+def archived_key(edition: int) -> ParsedAnswerKey:
+    """Each archived key parsed once per test process (all 26: ~0.6 s)."""
+    entry = archive_manifest()[edition]
+    pdf = (shared_oab_dir() / entry["answer_key"]["file"]).read_bytes()
+    return parse_answer_key(pdf, expected_questions=entry["questions"])
+
+
+# Which layout rule reads which key (the module docstring of core/answer_key.py).
+SHAPES_BY_EDITION = {
+    1: "single-grid",
+    2: "numbered-list",
+    12: "correspondence-key",
+    **{e: "type-tables" for e in (*range(3, 12), *range(13, 26), 37)},
+}
+# The head of the TIPO 1 table of each layout, read by eye from the PDFs rendered at 80 dpi; `*` annulled.
+FIRST_LETTERS_BY_EYE = {
+    1: "ADAABADACDCBDCACDDBC",  # Questão/Gabarito grid, "Caderno: Afonso Aninos"
+    2: "CABACDCABCDBADBBABDA",  # 001 – C; 002 – A; ...
+    3: "ACDBDBACACDBBABAADBB",  # EXAME DE ORDEM 2010.3 – TIPO 1 – BRANCO
+    9: "DC*BDBDBBBCBCADCDCBD",  # a red "*" by the C of question 3
+    12: "DDBBCDBCBCBABCAACADD",  # the Gabarito column of the correspondence table
+    17: "CCAAABBDCDCBCACBCDC*",  # definitive: "*" in place of the letter
+    37: "DDBDBC*ADCDBABCBBDDA",
+}
+LAST_LETTERS_BY_EYE = {1: "AABABBBCDABAABDBDACB", 2: "DCAACACCCBCBBACABDDC", 12: "BCCCCBADDCABDADCBDDB"}
+
+
+def test_every_archived_key_parses_with_its_layout_edition_and_status(shared_oab: Path) -> None:
+    for edition, entry in archive_manifest().items():
+        key = archived_key(edition)
+        assert key.shape == SHAPES_BY_EDITION[edition], edition
+        assert key.edition_in_header == edition  # roman numerals, or 2010.1-2010.3 for the first three
+        assert key.status_in_title == entry["answer_key"]["status"], edition
+        assert [e.number for e in key.entries] == list(range(1, entry["questions"] + 1))
+
+
+@pytest.mark.parametrize("edition", sorted(FIRST_LETTERS_BY_EYE))
+def test_archived_key_rows_match_the_pdf_by_eye(edition: int, shared_oab: Path) -> None:
+    shown = letters(archived_key(edition))
+    assert shown[:20] == FIRST_LETTERS_BY_EYE[edition]
+    if edition in LAST_LETTERS_BY_EYE:
+        assert shown[-20:] == LAST_LETTERS_BY_EYE[edition]
+
+
+def test_annulments_the_archived_keys_show(shared_oab: Path) -> None:
+    annulled = {
+        edition: [e.number for e in archived_key(edition).entries if e.status == "annulled"]
+        for edition in archive_manifest()
+    }
+    shown = {edition: numbers for edition, numbers in annulled.items() if numbers}
+    # The definitive keys' "*", and the 9th's preliminary key, which marks its three annulments itself.
+    assert shown == {9: [3, 26, 27], 15: [33, 78], 17: [20, 76], 37: [7, 69]}
+    # The 9th's marks are the annulments the public transcription records; the 3rd's and 19th's keys show
+    # none of theirs, so the registry adds them (test_editions_registry.py).
+    expected = {e: m.get("annulled_after_preliminary_key") for e, m in archive_manifest().items()}
+    assert annulled[9] == expected[9]
+    assert annulled[3] == [] and annulled[19] == [] and expected[3] and expected[19]
+
+
+def test_a_key_with_one_table_has_no_other_type(shared_oab: Path) -> None:
+    pdf = (shared_oab / archive_manifest()[1]["answer_key"]["file"]).read_bytes()
+    with pytest.raises(AnswerKeyParseError, match=r"single table \(Caderno: Afonso Aninos\).*no type 2$"):
+        parse_answer_key(pdf, booklet_type=2, expected_questions=100)
+
+
+def test_an_unknown_layout_fails_in_one_line_saying_what_was_expected() -> None:
+    doc = pymupdf.open()
+    doc.new_page().insert_text((72, 72), "GABARITOS DEFINITIVOS  -  questão um: letra A")
+    with pytest.raises(AnswerKeyParseError) as raised:
+        parse_answer_key(doc.tobytes())
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith(
+        "answer key: none of its 1 page(s) holds a known key layout; expected a table headed"
+    )
+    assert "'001 – A; 002 – B; ...' list" in message

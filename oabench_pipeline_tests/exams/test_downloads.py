@@ -9,6 +9,7 @@ and which hash was expected.
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,19 @@ OFFICIAL = "https://s.oab.org.br/arquivos/2025/08/fda2cc49.pdf"
 )
 def test_source_location_replaces_scheme_and_host(base: str | None, expected: str) -> None:
     assert source_location(OFFICIAL, base) == expected
+
+
+def test_a_mirror_folder_holds_percent_escaped_paths_under_their_decoded_names(shared_oab: Path) -> None:
+    """The 37th's booklet URL escapes spaces and `º`; the folder has the file as an HTTP server would map it."""
+    url = "https://raw.githubusercontent.com/o/r/c/1A%20FASE%20OAB/37%C2%BA%20EXAME.pdf"
+    assert source_location(url, "/m") == "/m/o/r/c/1A FASE OAB/37º EXAME.pdf"
+    assert (
+        source_location(url, "http://127.0.0.1:9")
+        == "http://127.0.0.1:9/o/r/c/1A%20FASE%20OAB/37%C2%BA%20EXAME.pdf"
+    )
+    archive = json.loads((shared_oab / "archive-manifest.json").read_text(encoding="utf-8"))
+    [entry] = [e for e in archive["editions"] if e["edition"] == 37]
+    assert Path(source_location(entry["booklet"]["url"], str(shared_oab / "mirror"))).is_file()
 
 
 def test_source_location_keeps_the_query_for_an_http_mirror() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -9,16 +10,16 @@ import duckdb
 import polars as pl
 import pytest
 
-from oabench_pipeline_tests.pipeline_env import PipelineEnv, make_env
+from oabench_pipeline_tests.pipeline_env import STUDY_EDITIONS, PipelineEnv, make_env
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
 
 @pytest.fixture(scope="module")
 def ingested(tmp_path_factory: pytest.TempPathFactory, mirror_server: StaticFileServer) -> PipelineEnv:
-    """All three real editions ingested once (module-scoped: the expensive part is shared)."""
+    """The study's three real editions ingested once (module-scoped: the expensive part is shared)."""
     monkeypatch = pytest.MonkeyPatch()
     env = make_env(tmp_path_factory.mktemp("ingest"), monkeypatch, mirror_server.base_url)
-    result = env.cli("ingest")
+    result = env.cli("ingest", "--editions", STUDY_EDITIONS)
     assert result.exit_code == 0, result.output
     yield env
     monkeypatch.undo()
@@ -30,11 +31,38 @@ def test_ingest_gives_240_questions_238_active(ingested: PipelineEnv) -> None:
         "select edition, count(*), count(*) filter (status = 'active') from questions group by 1 order by 1"
     ).fetchall()
     assert counts == [(43, 80, 78), (44, 80, 80), (45, 80, 80)]
-    annulled = con.sql("select qid from answer_keys where status = 'annulled' order by number").fetchall()
-    assert annulled == [("oab-43-1f-q1",), ("oab-43-1f-q74",)]
+    annulled = con.sql(
+        "select qid, status_source from answer_keys where status = 'annulled' order by number"
+    ).fetchall()
+    assert annulled == [("oab-43-1f-q1", "key"), ("oab-43-1f-q74", "key")]  # the key's '*'
+    assert con.sql("select distinct exam_date, key_status from questions where edition = 43").fetchall() == [
+        (dt.date(2025, 4, 27), "definitive")
+    ]
     assert con.execute(
         "select count(*) from answer_keys where correct is null and status = 'active'"
     ).fetchone() == (0,)
+
+
+def test_editions_table_lists_every_registry_edition_with_its_key(ingested: PipelineEnv) -> None:
+    editions = ingested.warehouse.read("editions").sort("edition")
+    assert editions.height == 29
+    third = editions.filter(pl.col("edition") == 3).row(0, named=True)
+    assert (third["exam_label"], third["question_count"], third["key_status"], third["annulled"]) == (
+        "2010.3",
+        100,
+        "preliminary",
+        [72],
+    )
+    assert third["exam_page_url"] is None  # no portal page is known for the archived editions
+    assert editions.filter(pl.col("key_status") == "definitive")["edition"].to_list() == [
+        15,
+        16,
+        17,
+        37,
+        43,
+        44,
+        45,
+    ]
 
 
 def test_questions_take_status_from_answer_key(ingested: PipelineEnv) -> None:
@@ -76,7 +104,7 @@ def test_second_ingest_makes_no_request_and_changes_nothing(
     tables = ("editions", "questions", "answer_keys", "source_files")
     before = {t: ingested.warehouse.read(t) for t in tables}
     requests_before = mirror_server.total_requests
-    result = ingested.cli("ingest")
+    result = ingested.cli("ingest", "--editions", "43,44,45")
     assert result.exit_code == 0, result.output
     assert mirror_server.total_requests == requests_before
     for table in tables:
