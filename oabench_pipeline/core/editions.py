@@ -1,9 +1,12 @@
-"""The editions registry: which OAB editions exist, where their official PDFs are, and their area table."""
+"""The editions registry: which OAB editions exist, where their official PDFs are, their area table, and
+the named suites (sets of editions) a leaderboard ranks over."""
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 import tomllib
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -97,6 +100,7 @@ def parse_editions(document: dict, source: str) -> list[Edition]:
     duplicates = sorted({n for n in numbers if numbers.count(n) > 1})
     if duplicates:
         raise EditionsRegistryError(f"{source}: editions listed twice: {duplicates}")
+    parse_suites(document, source, numbers)  # a registry with a bad suite is a bad registry, for every reader
     return sorted(editions, key=lambda e: e.edition)
 
 
@@ -120,3 +124,168 @@ def known_editions(registry_file: Path, discovered_file: Path | None = None) -> 
         for key, edition in editions_by_key(load_editions(discovered_file)).items():
             known.setdefault(key, edition)
     return known
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Suites: which editions a leaderboard ranks
+# ---------------------------------------------------------------------------------------------------------
+
+DEFAULT_SUITE = "oabench-2026"
+"""The OABench study's suite (43rd–45th editions): what `oabench leaderboard` and `leaderboard` rank."""
+ALL_SUITE = "all"
+"""Built in: every edition the registry and the portal sensor know (a discovered edition joins it)."""
+ALL_SUITE_DESCRIPTION = "Every edition the editions registry and the portal sensor know"
+_SUITE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+_SUITE_FIELDS = {"editions", "description"}
+
+
+class Suite(BaseModel):
+    """A named set of editions: a model key is ranked in the suite when every edition of it that has
+    questions in the warehouse has a complete canonical run (`core/leaderboard.py`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    editions: tuple[int, ...]
+    """Sorted, each once."""
+    description: str = ""
+
+    @property
+    def label(self) -> str:
+        """`oabench-2026 (editions 43-45)`: how commands name the suite."""
+        return f"{self.name} (editions {format_editions(self.editions)})"
+
+
+def parse_edition_spec(spec: str) -> list[int]:
+    """`"1-25,37"` → [1, 2, …, 25, 37]: comma-separated edition numbers and inclusive ranges, sorted, each
+    once. Raises ValueError (its message says which part is wrong) for anything else."""
+    editions: set[int] = set()
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        first, dash, last = part.partition("-")
+        if not first.strip().isdigit() or (dash and not last.strip().isdigit()):
+            raise ValueError(f"{part!r} is not an edition number or a range like 1-25")
+        low, high = int(first), int(last) if dash else int(first)
+        if low < 1 or high < low:
+            raise ValueError(f"{part!r}: editions start at 1 and a range goes up (1-25)")
+        editions.update(range(low, high + 1))
+    if not editions:
+        raise ValueError(f"{spec!r} names no edition")
+    return sorted(editions)
+
+
+def format_editions(editions: Iterable[int]) -> str:
+    """[1, 2, 3, 5, 43, 44, 45] → `1-3,5,43-45` (what `parse_edition_spec` reads back)."""
+    ordered = sorted(set(editions))
+    runs: list[list[int]] = []
+    for number in ordered:
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
+def _suite_editions_value(value: object, where: str) -> list[int]:
+    """A suite's `editions`: a list of numbers, or a range text ("3-25,37"); no edition twice."""
+    if isinstance(value, str):
+        try:
+            return parse_edition_spec(value)
+        except ValueError as error:
+            raise EditionsRegistryError(f"{where}: editions {error}") from None
+    if not isinstance(value, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in value):
+        raise EditionsRegistryError(
+            f'{where}: editions must be a list of edition numbers ([43, 44, 45]) or a range text ("3-25,37")'
+        )
+    twice = sorted({n for n in value if value.count(n) > 1})
+    if twice:
+        raise EditionsRegistryError(f"{where}: edition(s) {', '.join(map(str, twice))} listed twice")
+    return sorted(value)
+
+
+def parse_suites(document: dict, source: str, editions: Collection[int]) -> dict[str, Suite]:
+    """The `[suites]` table of a registry document, checked against its `editions`, in file order.
+
+    Each problem is one line naming `source` and the suite: a name that is not lowercase letters, digits,
+    `.`, `_`, `-`; the reserved `all`; an unknown field; no editions; an edition listed twice or not in the
+    registry. (A name given twice is a TOML error already: the file does not parse.)
+    """
+    raw = document.get("suites", {})
+    if not isinstance(raw, dict):
+        raise EditionsRegistryError(
+            f"{source}: [suites] must be a table: [suites.NAME] with editions = [...]"
+        )
+    known = set(editions)
+    suites: dict[str, Suite] = {}
+    for name, entry in raw.items():
+        where = f"{source}: suite {name!r}"
+        if name == ALL_SUITE:
+            raise EditionsRegistryError(
+                f"{where} is built in ({ALL_SUITE_DESCRIPTION.lower()}): give yours another name"
+            )
+        if not _SUITE_NAME.match(name):
+            raise EditionsRegistryError(
+                f"{where}: a name is 1-64 lowercase letters, digits, '.', '_' or '-' (e.g. fgv-2010s)"
+            )
+        if not isinstance(entry, dict):
+            raise EditionsRegistryError(f"{where}: must be a table with editions = [...] (and a description)")
+        unknown_fields = sorted(set(entry) - _SUITE_FIELDS)
+        if unknown_fields:
+            raise EditionsRegistryError(
+                f"{where}: unknown field(s) {', '.join(unknown_fields)} (a suite has editions and description)"
+            )
+        if "editions" not in entry or entry["editions"] in ([], ""):
+            raise EditionsRegistryError(f"{where}: no editions (an empty suite ranks nothing)")
+        numbers = _suite_editions_value(entry["editions"], where)
+        missing = [n for n in numbers if n not in known]
+        if missing:
+            raise EditionsRegistryError(
+                f"{where}: edition(s) {format_editions(missing)} not in the registry "
+                f"(it has {format_editions(known) or 'none'})"
+            )
+        description = entry.get("description", "")
+        if not isinstance(description, str):
+            raise EditionsRegistryError(f"{where}: description must be text")
+        suites[name] = Suite(name=name, editions=tuple(numbers), description=description)
+    return suites
+
+
+def load_suites(
+    registry_file: Path = DEFAULT_EDITIONS_FILE, discovered_file: Path | None = None
+) -> dict[str, Suite]:
+    """Every suite: the registry's `[suites]` in file order, then the built-in `all` (the registry's
+    editions plus those the portal sensor discovered)."""
+    try:
+        document = tomllib.loads(registry_file.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise EditionsRegistryError(f"{registry_file}: {error}") from None
+    registry = parse_editions(document, str(registry_file))
+    suites = parse_suites(document, str(registry_file), [e.edition for e in registry])
+    known = {e.edition for e in registry}
+    if discovered_file is not None and discovered_file.is_file():
+        known |= {e.edition for e in load_editions(discovered_file)}
+    suites[ALL_SUITE] = Suite(
+        name=ALL_SUITE, editions=tuple(sorted(known)), description=ALL_SUITE_DESCRIPTION
+    )
+    return suites
+
+
+def default_suite(suites: Mapping[str, Suite]) -> Suite:
+    """`oabench-2026` when the registry defines it (the packaged one does), else `all`: a registry of
+    one's own (`OABENCH_EDITIONS_FILE`) without that suite ranks every edition, as before suites."""
+    return suites.get(DEFAULT_SUITE) or suites[ALL_SUITE]
+
+
+def resolve_suite(name: str | None, suites: Mapping[str, Suite]) -> Suite:
+    """The suite called `name` (None: the default); an unknown name is one line listing the known ones."""
+    if name is None:
+        return default_suite(suites)
+    if name not in suites:
+        raise EditionsRegistryError(f"unknown suite {name!r}; the registry has: {', '.join(suites)}")
+    return suites[name]
+
+
+def suite_editions(name: str | None, suites: Mapping[str, Suite]) -> list[int]:
+    """The editions of suite `name` (None: the default suite), sorted."""
+    return list(resolve_suite(name, suites).editions)
