@@ -29,9 +29,11 @@ import polars as pl
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter, partition_loading_context
 from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 
+from oabench_pipeline.automation.catalogue_watch import MonthBudget, month_budget
 from oabench_pipeline.core.editions import known_editions
-from oabench_pipeline.core.models_registry import ModelConfig, load_models_registry
+from oabench_pipeline.core.models_registry import ModelConfig, automatic_models, known_models
 from oabench_pipeline.core.runs import live_run_id, with_logical_run_ids
+from oabench_pipeline.core.watch_policy import load_watch_policy
 from oabench_pipeline.freshness import planned_replicates, scores_are_current, stale_reasons, summary_editions
 from oabench_pipeline.inference.cell import ANSWERED, CellPlan
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
@@ -69,6 +71,8 @@ class StatusReport:
     cells: list[CellStatus]
     unpriced: list[str] = field(default_factory=list)
     """API model keys with requests to send and no price snapshot: their cost is not in the total."""
+    catalogue_month: MonthBudget | None = None
+    """This month's spend of the runs the watch policy pays for (None: no policy and no such model)."""
 
     @property
     def complete(self) -> bool:
@@ -113,7 +117,8 @@ class StatusReport:
             cost = f"${self.est_cost_usd():.4f}"
             if self.unpriced:
                 cost += f" + unknown for {', '.join(self.unpriced)} (no price snapshot: materialize model_pricing)"
-        return f"{len(self.cells)} cell(s): {counts or 'none'}; est. prompt cost to complete {cost}"
+        line = f"{len(self.cells)} cell(s): {counts or 'none'}; est. prompt cost to complete {cost}"
+        return line + (f"\ncatalogue watch: {self.catalogue_month.line()}" if self.catalogue_month else "")
 
     def as_json(self) -> dict:
         return {
@@ -121,6 +126,7 @@ class StatusReport:
             "counts": self.counts(),
             "est_cost_usd": self.est_cost_usd(),
             "unpriced": self.unpriced,
+            "catalogue_month": self.catalogue_month.as_json() if self.catalogue_month else None,
             "cells": [asdict(c) for c in self.cells],
         }
 
@@ -360,7 +366,7 @@ def collect_status(
 ) -> StatusReport:
     """The status of every cell; `instance` adds the last run's outcome (failed / running)."""
     store = Warehouse(settings.warehouse_path)
-    registry = {m.key: m for m in load_models_registry(settings.models_file)}
+    registry = {m.key: m for m in known_models(settings.models_file, settings.catalogue_models_file)}
     ingested = set(store.partitions("questions"))
     editions = sorted(set(known_edition_keys(settings)) | ingested, key=int)
     cells = select_cells(editions, registry, history_cells(store), only_editions, only_models)
@@ -379,4 +385,13 @@ def collect_status(
         statuses.append(status)
         if no_price:
             unpriced.add(model_key)
-    return StatusReport(statuses, sorted(unpriced))
+    return StatusReport(statuses, sorted(unpriced), catalogue_month(settings, store))
+
+
+def catalogue_month(settings: Settings, store: Warehouse) -> MonthBudget | None:
+    """This month's automatic spend against the watch policy's budget, when either exists."""
+    automatic = automatic_models(settings.models_file, settings.catalogue_models_file)
+    policy = load_watch_policy(settings.watch_file)
+    if policy is None and not automatic:
+        return None
+    return month_budget(store, automatic, policy)

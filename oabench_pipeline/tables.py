@@ -315,6 +315,12 @@ DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
             "The canonical run of every edition is complete (every active question replied, no error "
             "row; imported: listed by its summary). Only these are ranked",
         ),
+        (
+            "retired",
+            pl.Boolean,
+            "The model catalogue's newest expiration_date for the model has come (as_of day, else today, "
+            "UTC): kept and ranked, never requested again",
+        ),
     ),
     "leaderboard_by_edition": _columns(
         ("model_key", pl.String, "Model configuration key"),

@@ -31,7 +31,9 @@ from typing import Any
 import polars as pl
 import tomli_w
 
+from oabench_pipeline.core.catalogue import CatalogueFetchError
 from oabench_pipeline.core.catalogue_decisions import Context, Decision, decide, latest_decisions
+from oabench_pipeline.core.editions import load_suites, resolve_suite
 from oabench_pipeline.core.files import write_atomically
 from oabench_pipeline.core.models_registry import (
     ModelConfig,
@@ -42,23 +44,21 @@ from oabench_pipeline.core.models_registry import (
 )
 from oabench_pipeline.core.prompts import Protocol
 from oabench_pipeline.core.watch_policy import WatchPolicy, load_watch_policy
-from oabench_pipeline.freshness import inferences_are_current
+from oabench_pipeline.freshness import inferences_are_current, scores_are_current
 from oabench_pipeline.inference.catalogue_snapshots import (
     STAMP_FORMAT,
     Snapshot,
+    snapshot_of,
     stored_snapshots,
     take_snapshot,
 )
-from oabench_pipeline.inference.catalogue_store import Price, catalogue_prices
+from oabench_pipeline.inference.catalogue_store import Price, catalogue_prices, retired_models
 from oabench_pipeline.inference.cell import build_requests
 from oabench_pipeline.inference.cost import cost_at
 from oabench_pipeline.inference.spend import Spend, keys_spend, month_of
 from oabench_pipeline.inference.types import ChatRequest
-from oabench_pipeline.settings import environment_value
+from oabench_pipeline.settings import Settings, environment_value
 from oabench_pipeline.warehouse import Warehouse
-
-SuiteEditions = Callable[[str | None], tuple[str, list[int]]]
-"""A suite name (None: the default suite) → (its name, its editions); raises ValueError if unknown."""
 
 CATALOGUE_MODELS_HEADER = """\
 # Models the model_catalogue_sensor (or `oabench catalogue sync`) took from the model catalogue under the
@@ -200,7 +200,22 @@ class WatchSetup:
     watch_file: Path
     catalogue_url: str
     timeout_s: float
-    suite_editions: SuiteEditions
+    editions_file: Path
+    discovered_editions_file: Path | None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> WatchSetup:
+        """Where `oabench catalogue` reads and writes: the places the environment names."""
+        return cls(
+            store=Warehouse(settings.warehouse_path),
+            models_file=settings.models_file,
+            catalogue_file=settings.catalogue_models_file,
+            watch_file=settings.watch_file,
+            catalogue_url=settings.catalogue_url,
+            timeout_s=settings.catalogue_timeout_s,
+            editions_file=settings.editions_file,
+            discovered_editions_file=settings.discovered_editions_file,
+        )
 
 
 @dataclass
@@ -217,6 +232,9 @@ class TickOutcome:
     suite: str | None = None
     editions: list[str] = field(default_factory=list)
     budget: MonthBudget | None = None
+    policy: WatchPolicy | None = None
+    fetch_failed: bool = False
+    """The catalogue could not be read (down, slow, not a listing): `problem` says how."""
 
     def summary(self) -> str:
         if self.problem:
@@ -232,65 +250,98 @@ class TickOutcome:
 
 def run_tick(setup: WatchSetup, now: dt.datetime | None = None) -> TickOutcome:
     """Fetch, decide, register (see the module docstring); never raises for a problem a user can fix."""
-    from oabench_pipeline.inference.catalogue_client import CatalogueFetchError
+    return _tick(setup, now or dt.datetime.now(dt.UTC), write=True)
 
-    now = now or dt.datetime.now(dt.UTC)
+
+def preview_tick(setup: WatchSetup, stored: bool = False, now: dt.datetime | None = None) -> TickOutcome:
+    """What a tick would decide, writing nothing: on the live listing (compared with the newest stored
+    snapshot), or with `stored` on the newest stored snapshot (compared with the one before). Without a
+    policy it still shows the listing (no decisions); a fetch that fails is the outcome's `problem`."""
+    return _tick(setup, now or dt.datetime.now(dt.UTC), write=False, stored=stored)
+
+
+def _tick(setup: WatchSetup, now: dt.datetime, write: bool, stored: bool = False) -> TickOutcome:
     store = setup.store
     try:
-        policy = load_watch_policy(setup.watch_file)
-        if policy is None:
-            return TickOutcome(
-                problem=f"no watch policy at {setup.watch_file} (OABENCH_WATCH_FILE): nothing is registered "
-                "or sent; copy watch.example.toml there to start"
-            )
-        suite, suite_editions = setup.suite_editions(policy.suite)
+        suites = load_suites(setup.editions_file, setup.discovered_editions_file)
+        policy = load_watch_policy(setup.watch_file, suites)
+        suite = resolve_suite(policy.suite if policy else None, suites)
         registry = known_models(setup.models_file, setup.catalogue_file)
     except ValueError as error:  # WatchPolicyError, ModelsRegistryError, an unknown suite: file:line
         return TickOutcome(problem=f"nothing changed: {error}")
-    if policy.api_key_env and not environment_value(policy.api_key_env):
+    if write and policy is None:
+        return TickOutcome(
+            problem=f"no watch policy at {setup.watch_file} (OABENCH_WATCH_FILE): nothing is registered "
+            "or sent; copy watch.example.toml there to start"
+        )
+    if write and policy and policy.api_key_env and not environment_value(policy.api_key_env):
         return TickOutcome(
             problem=f"nothing changed: {policy.api_key_env} (the policy's api_key_env) is not set in this "
             "process, so no model it takes could run"
         )
-    before = stored_snapshots(store, 1)
+    before = stored_snapshots(store, 2 if stored else 1)
+    left_out = 0
     try:
-        snapshot, left_out = take_snapshot(store, setup.catalogue_url, setup.timeout_s)
+        if stored:
+            if not before:
+                return TickOutcome(problem="no model_catalogue snapshot is stored yet")
+            snapshot, before = before[0], before[1:]
+        elif write:
+            snapshot, left_out = take_snapshot(store, setup.catalogue_url, setup.timeout_s)
+        else:
+            from oabench_pipeline.inference.catalogue_client import fetch_listing  # httpx: only when fetching
+
+            listing = fetch_listing(setup.catalogue_url, setup.timeout_s)
+            snapshot, left_out = snapshot_of(listing), listing.left_out
     except CatalogueFetchError as error:
-        return TickOutcome(problem=f"{error}; the last snapshot and every table are unchanged")
+        return TickOutcome(
+            problem=f"{error}; the last snapshot and every table are unchanged", fetch_failed=True
+        )
     ingested = set(store.partitions("questions"))
-    editions = [str(e) for e in sorted(suite_editions) if str(e) in ingested]
+    editions = [str(e) for e in suite.editions if str(e) in ingested]
     automatic = automatic_models(setup.models_file, setup.catalogue_file)
-    prices = catalogue_prices(store)
+    prices = {**catalogue_prices(store), **({} if write else _prices_of(snapshot))}
     budget = month_budget(store, automatic, policy, prices, now)
+    outcome = TickOutcome(
+        snapshot=snapshot,
+        previous=before[0] if before else None,
+        left_out=left_out,
+        suite=suite.name,
+        editions=editions,
+        budget=budget,
+        policy=policy,
+    )
+    if policy is None:
+        return outcome
     previous = store.read("catalogue_decisions")
     context = Context(
         policy=policy,
         registry_keys={m.key for m in registry},
-        suite=suite,
+        suite=suite.name,
         editions=tuple(int(e) for e in editions),
         budget_left_usd=budget.left_usd,
         today=now.date(),
         entries=lambda row: entries_for(row, policy.protocols, policy),
         estimate=suite_estimator(store, editions),
     )
-    decisions = decide(
+    outcome.decisions = decide(
         snapshot.frame.to_dicts(),
         latest_decisions(previous.to_dicts() if not previous.is_empty() else []),
         context,
     )
-    registered = _register(setup, snapshot, decisions, policy)
-    _record_decisions(store, decisions, snapshot, suite, editions, policy, now)
-    return TickOutcome(
-        None,
-        snapshot,
-        before[0] if before else None,
-        left_out,
-        decisions,
-        registered,
-        suite,
-        editions,
-        budget,
-    )
+    if write:
+        outcome.registered = _register(setup, snapshot, outcome.decisions, policy)
+        _record_decisions(store, outcome.decisions, snapshot, suite.name, editions, policy, now)
+    return outcome
+
+
+def _prices_of(snapshot: Snapshot) -> dict[str, Price]:
+    return {
+        model: Price(None if p is None else p / 1e6, None if c is None else c / 1e6)
+        for model, p, c in snapshot.frame.select(
+            "model", "prompt_usd_per_mtok", "completion_usd_per_mtok"
+        ).iter_rows()
+    }
 
 
 def suite_estimator(
@@ -363,3 +414,26 @@ def _record_decisions(
         infer_schema_length=None,
     )
     store.write_partition("catalogue_decisions", frame, now.strftime(STAMP_FORMAT))
+
+
+def pending_automatic_cells(setup: WatchSetup) -> list[tuple[ModelConfig, str]]:
+    """The cells the policy registered (this tick or an earlier one) that are not answered and scored yet,
+    on the editions their decision recorded; retired models and hand-written overrides left out."""
+    store = setup.store
+    automatic = {m.key: m for m in automatic_models(setup.models_file, setup.catalogue_file)}
+    decisions = store.read("catalogue_decisions")
+    if decisions.is_empty() or not automatic:
+        return []
+    retired = retired_models(store)
+    cells: dict[tuple[str, str], tuple[ModelConfig, str]] = {}
+    for row in decisions.filter(pl.col("outcome") == "registered").iter_rows(named=True):
+        for key in row["model_keys"]:
+            model = automatic.get(key)
+            if model is None or model.id in retired:
+                continue
+            for edition in map(str, row["editions"]):
+                if not (
+                    inferences_are_current(store, model, edition) and scores_are_current(store, key, edition)
+                ):
+                    cells[(key, edition)] = (model, edition)
+    return list(cells.values())

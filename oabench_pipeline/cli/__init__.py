@@ -1,10 +1,10 @@
 """`oabench`: a thin command line over the same Dagster assets the UI shows.
 
-One module per command (`ingest`, `run`, `import_runs`, `status`, `sql`, `leaderboard`), registered on the
+One module per command (`ingest`, `run`, `import_runs`, `status`, `sql`, `leaderboard`, `catalogue`), registered on the
 group `main` (`group.py`); what several share in `common.py`, what they draw in `output.py`.
 """
 
-from oabench_pipeline.cli import import_runs, ingest, leaderboard, run, sql, status  # noqa: F401 (registers each command)
+from oabench_pipeline.cli import catalogue, import_runs, ingest, leaderboard, run, sql, status  # noqa: F401 (registers each command)
 from oabench_pipeline.cli.group import main
 
 __all__ = ["main"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from oabench_pipeline.core.toml_errors import TomlFileError
 from oabench_pipeline.settings import Settings, SettingsError
 from oabench_pipeline.warehouse import Warehouse, WarehouseError
 
@@ -14,7 +15,7 @@ class _OabenchGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except (WarehouseError, SettingsError) as error:
+        except (WarehouseError, SettingsError, TomlFileError) as error:  # TomlFileError: file:line: field
             raise click.ClickException(str(error)) from None
 
 

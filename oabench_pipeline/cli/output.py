@@ -251,13 +251,16 @@ def leaderboard_summary(
         return text
 
     rows = []
-    incomplete = False
+    incomplete = retired = False
     for row in board.iter_rows(named=True):
         incomplete |= not row["complete"]
+        retired |= bool(row.get("retired"))
         rows.append(
             {
                 "rank": row["rank"],
-                "model": row["model_key"] + ("" if row["complete"] else " *"),
+                "model": row["model_key"]
+                + ("" if row["complete"] else " *")
+                + (" †" if row.get("retired") else ""),
                 "score": f"{row['official_score']}/{row['official_total']}",
                 "accuracy [95% CI]": interval(row),
                 "passed": passed(row),
@@ -274,9 +277,16 @@ def leaderboard_summary(
         "cost $": pl.Float64,
         "p50 ms": pl.Float64,
     }
-    note = (
-        "* incomplete: not every question of its editions answered, so unranked (`oabench status`)"
-        if incomplete
-        else None
-    )
-    return pl.DataFrame(rows, schema=schema), note
+    notes = [
+        *(
+            ["* incomplete: not every question of its editions answered, so unranked (`oabench status`)"]
+            if incomplete
+            else []
+        ),
+        *(
+            ["† retired: its expiration_date in the model catalogue has passed; kept, never requested again"]
+            if retired
+            else []
+        ),
+    ]
+    return pl.DataFrame(rows, schema=schema), "\n".join(notes) or None

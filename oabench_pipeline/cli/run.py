@@ -22,8 +22,9 @@ from oabench_pipeline.cli.common import (
 )
 from oabench_pipeline.cli.group import main
 from oabench_pipeline.cli.output import ProgressBar
-from oabench_pipeline.core.models_registry import ModelConfig, ModelsRegistryError, load_models_registry
+from oabench_pipeline.core.models_registry import ModelConfig, automatic_models, known_models
 from oabench_pipeline.core.runs import with_logical_run_ids
+from oabench_pipeline.core.watch_policy import load_watch_policy
 from oabench_pipeline.freshness import (
     inferences_are_current,
     leaderboard_is_current,
@@ -31,6 +32,7 @@ from oabench_pipeline.freshness import (
     planned_replicates,
     scores_are_current,
 )
+from oabench_pipeline.inference.catalogue_store import retired_models
 from oabench_pipeline.inference.cell import ANSWERED, cell_name
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
 from oabench_pipeline.inference.cost import estimated_prompt_cost
@@ -85,9 +87,29 @@ def run(
     """
     settings = Settings.from_env()
     warehouse = Warehouse(settings.warehouse_path)
-    chosen = _choose_models(settings, _split(models_opt))
+    chosen = _choose_models(settings, warehouse, _split(models_opt))
     editions = _choose_editions(warehouse, _split(editions_opt))
     cells = [(model, edition) for model in chosen for edition in editions]
+    answer_cells(settings, warehouse, cells, concurrency, replicates, dry_run, force)
+
+
+def answer_cells(
+    settings: Settings,
+    warehouse: Warehouse,
+    cells: list[tuple[ModelConfig, str]],
+    concurrency: int | None = None,
+    replicates: int = 1,
+    dry_run: bool = False,
+    force: bool = False,
+) -> None:
+    """Answer `cells` (model, edition) as `oabench run` does, then exit with its exit code.
+
+    Skips what is up to date, runs every cell at once with the progress bar, stops cleanly on Ctrl-C,
+    rebuilds the leaderboard, and exits 0 only when every cell is complete (`oabench catalogue sync --run`
+    answers its cells through here too).
+    """
+    chosen = list({model.key: model for model, _ in cells}.values())
+    editions = sorted({edition for _, edition in cells}, key=int)
     for table in ("questions", "answer_keys"):  # run cannot rebuild these: say so before any work
         for path in warehouse.damaged_partitions(table, editions):
             warehouse.raise_damaged(table, path)
@@ -109,12 +131,13 @@ def run(
         return
     defs, instance = _dagster(settings)
     interrupts.reset()
+    registry_files = (settings.models_file, settings.catalogue_models_file)
 
     def work() -> int:
         """The Dagster part, on a worker thread: Ctrl-C stays ours (`interrupts.py`)."""
         ensure_partitions(instance, "editions", editions)
         ensure_partitions(instance, "model_keys", [m.key for m in chosen])
-        if force or not models_table_is_current(warehouse, settings.models_file):
+        if force or not models_table_is_current(warehouse, *registry_files):
             _must(run_assets(defs, instance, ["models"]), "models registry")
         failures = _run_cells(defs, instance, warehouse, todo, concurrency, replicates)
         if interrupts.requested():
@@ -225,10 +248,13 @@ def _cell_is_current(warehouse: Warehouse, model: ModelConfig, edition: str, rep
     )
 
 
-def _choose_models(settings: Settings, keys: list[str] | None) -> list[ModelConfig]:
+def _choose_models(settings: Settings, warehouse: Warehouse, keys: list[str] | None) -> list[ModelConfig]:
+    """The models asked for (all that can run, by default), each checked: credentials, not retired in the
+    model catalogue, and for an entry the catalogue sensor registered, a watch policy to budget it."""
     try:
-        registry = {m.key: m for m in load_models_registry(settings.models_file)}
-    except ModelsRegistryError as error:
+        registry = {m.key: m for m in known_models(settings.models_file, settings.catalogue_models_file)}
+        blocked = _blocked_models(settings, warehouse, registry)
+    except ValueError as error:  # ModelsRegistryError, WatchPolicyError
         # A user's typo, not a bug: the message (file:line: field) is the whole story, no traceback.
         raise click.ClickException(str(error)) from None
     if keys:
@@ -241,15 +267,38 @@ def _choose_models(settings: Settings, keys: list[str] | None) -> list[ModelConf
         missing = [f"{m.key} ({problem})" for m in chosen if (problem := credentials_problem(m))]
         if missing:
             raise click.UsageError(f"no credentials for {', '.join(missing)}")
+        refused = [f"{m.key} ({problem})" for m in chosen if (problem := blocked.get(m.key))]
+        if refused:
+            raise click.UsageError(f"not run: {', '.join(refused)}")
         return chosen
     chosen = []
     for model in registry.values():
-        problem = credentials_problem(model)
-        if problem:
+        if problem := blocked.get(model.key):
             click.echo(f"skipping {model.key}: {problem}")
         else:
             chosen.append(model)
     return chosen
+
+
+def _blocked_models(
+    settings: Settings, warehouse: Warehouse, registry: dict[str, ModelConfig]
+) -> dict[str, str]:
+    """Model key → why it cannot be run now (no credentials, retired, an automatic entry with no policy)."""
+    retired = retired_models(warehouse)
+    automatic = {m.key for m in automatic_models(settings.models_file, settings.catalogue_models_file)}
+    policy = load_watch_policy(settings.watch_file) if automatic else None
+    blocked = {}
+    for key, model in registry.items():
+        if problem := credentials_problem(model):
+            blocked[key] = problem
+        elif model.kind == "api" and model.id in retired:
+            blocked[key] = f"retired (expiration_date {retired[model.id]} in the model catalogue)"
+        elif key in automatic and policy is None:
+            blocked[key] = (
+                f"registered from the model catalogue, and no watch policy at {settings.watch_file} "
+                "budgets it (OABENCH_WATCH_FILE)"
+            )
+    return blocked
 
 
 def _choose_editions(warehouse: Warehouse, wanted: list[str] | None) -> list[str]:

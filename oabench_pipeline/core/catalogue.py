@@ -45,6 +45,10 @@ class CatalogueFormatError(ValueError):
     """The listing cannot be a snapshot (not JSON, wrong shape, no model); the message says what it got."""
 
 
+class CatalogueFetchError(RuntimeError):
+    """The catalogue could not be read (down, slow, not a listing); one line with the URL and the reason."""
+
+
 def decode_listing(body: bytes) -> Any:
     """The JSON document of a listing body; `CatalogueFormatError` when it is not JSON."""
     try:

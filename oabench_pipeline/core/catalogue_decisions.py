@@ -16,10 +16,11 @@ that fails is the reason:
 7. `budget`: that estimate fits what is left of the month's budget; then it is registered, and the
    estimate is taken from what is left for the models after it.
 
-Which models need a decision: one never decided; one skipped for `budget`, at every tick that has the
-budget for it (a tick without it records nothing new); one skipped for any other reason only when the
-policy's decision fields (`WatchPolicy.decision_sha256`) or the model's own listing (modalities, prices,
-dates: `listing_sha256`) changed. A registered model is never decided again. No Dagster, no I/O.
+Which models need a decision: one never decided; one skipped for `budget` or `suite` (what is left of
+the month, what is ingested: both change by themselves), at every tick, a tick that still finds it short
+recording nothing new; one skipped for any other reason only when the policy's decision fields
+(`WatchPolicy.decision_sha256`) or the model's own listing (modalities, prices, dates: `listing_sha256`)
+changed. A registered model is never decided again. No Dagster, no I/O.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from oabench_pipeline.core.models_registry import ModelConfig, key_problem
 from oabench_pipeline.core.watch_policy import WatchPolicy
 
 Outcome = Literal["registered", "skipped"]
+# Skips that can end with nothing else changing (a new month, an edition ingested): decided at every tick.
+TRANSIENT_REASONS = frozenset({"budget", "suite"})
 # The listing fields a decision rests on: when one of them changes, a skipped model is decided again.
 LISTING_FIELDS = (
     "input_modalities",
@@ -103,7 +106,7 @@ def wants_decision(previous: Mapping[str, Any] | None, policy_sha256: str, listi
         return True
     if previous["outcome"] == "registered":
         return False
-    if previous["reason"] == "budget":
+    if previous["reason"] in TRANSIENT_REASONS:
         return True
     return previous["policy_sha256"] != policy_sha256 or previous["listing_sha256"] != listing
 
@@ -125,7 +128,7 @@ def decide(
             continue
         decision = _decide_one(row, listing, context, left)
         if _still_short(before, decision, policy_sha, listing):
-            continue  # the budget still does not have it: nothing new to record
+            continue  # still short of budget (or of an ingested edition): nothing new to record
         if decision.outcome == "registered":
             left -= decision.estimated_cost_usd or 0.0
         decisions.append(decision)
@@ -135,8 +138,8 @@ def decide(
 def _still_short(before: Mapping[str, Any] | None, decision: Decision, policy_sha: str, listing: str) -> bool:
     return (
         before is not None
-        and before["reason"] == "budget"
-        and decision.reason == "budget"
+        and before["reason"] in TRANSIENT_REASONS
+        and decision.reason == before["reason"]
         and before["policy_sha256"] == policy_sha
         and before["listing_sha256"] == listing
     )

@@ -16,7 +16,8 @@ Definitions (they reproduce OABench's published summary.json):
 - a key is `complete` when the canonical run of every edition listed in `editions` that has
   questions is complete (`core/runs.py`) and has a row for every active question; incomplete keys
   keep their numbers but get no rank, and take no part in the tests, provider means or deltas.
-- intervals and p_pass: `analysis/intervals.py`; tests, rank intervals, tie_group: `analysis/pairwise.py`.
+- intervals and p_pass: `analysis/intervals.py`; tests, rank intervals, tie_group: `analysis/pairwise.py`;
+- `retired`: the model catalogue's newest `expiration_date` for the model has come (`analysis/retirement.py`).
 
 Work is done in a few passes: one DuckDB GROUPING SETS aggregate over the canonical scores, one
 latency query, one extraction of a keys x questions matrix (pairwise McNemar, item analysis), and
@@ -40,13 +41,14 @@ from oabench_pipeline.core.analysis.items import item_analysis
 from oabench_pipeline.core.analysis.latency import latency_accuracy_correlation
 from oabench_pipeline.core.analysis.pareto import pareto_frontier
 from oabench_pipeline.core.analysis.providers import provider_summary
+from oabench_pipeline.core.analysis.retirement import with_retirement
 from oabench_pipeline.core.analysis.run_variance import run_variance
 from oabench_pipeline.core.scoring import score_inferences
 from oabench_pipeline.tables import column_names
 
 # The analysis tables' code version: bump it with any change to how a table is computed, so that the
 # automation rebuilds them once (`automation/downstream.py`).
-ANALYSIS_VERSION = "analysis-1"
+ANALYSIS_VERSION = "analysis-2"  # 2: the leaderboard's `retired` column
 
 _SCORES_TEMP = "_oabench_scores"
 _CANONICAL_TEMP = "_oabench_canonical"
@@ -61,6 +63,10 @@ _CANONICAL_SCORES_SQL = """(
 LEADERBOARD_COLUMNS = column_names("leaderboard")
 
 BY_EDITION_COLUMNS = column_names("leaderboard_by_edition")
+
+
+def _today() -> dt.date:
+    return dt.datetime.now(dt.UTC).date()
 
 
 def _scores_name(con: duckdb.DuckDBPyConnection) -> tuple[str, pl.DataFrame | None]:
@@ -177,7 +183,7 @@ def build_leaderboard_tables(
             ed_totals = con.sql(aggregates.EDITION_TOTALS_SQL).pl()
             edition_dates = con.sql("SELECT edition::INTEGER AS edition, exam_date FROM editions").pl()
             questions = con.sql(aggregates.QUESTIONS_SQL).pl()
-            meta = con.sql(aggregates.KEY_META_SQL).pl()
+            meta = with_retirement(con, con.sql(aggregates.KEY_META_SQL).pl(), as_of or _today())
             agg = con.sql(aggregates.AGG_SQL.format(scores=canonical_scores)).pl()
             latency = con.sql(aggregates.LATENCY_SQL.format(scores=canonical_scores)).pl()
             required = set(edition_dates["edition"].to_list()) & set(ed_totals["edition"].to_list())

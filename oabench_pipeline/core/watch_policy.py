@@ -27,6 +27,7 @@ import hashlib
 import json
 import re
 import tomllib
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -119,8 +120,9 @@ class WatchPolicy(BaseModel):
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
 
 
-def parse_watch_policy(text: str, path: Path) -> WatchPolicy:
-    """Validate watch-policy TOML `text` (read from `path`, named in errors)."""
+def parse_watch_policy(text: str, path: Path, suites: Collection[str] | None = None) -> WatchPolicy:
+    """Validate watch-policy TOML `text` (read from `path`, named in errors); with `suites` (the editions
+    registry's suite names), a `suite` the registry does not define is an error at its line too."""
     lines = text.splitlines()
     try:
         data = tomllib.loads(text)
@@ -140,12 +142,16 @@ def parse_watch_policy(text: str, path: Path) -> WatchPolicy:
     spans = table_spans(lines, _TABLE_HEADER)
     span = spans[0] if spans else None
     try:
-        return WatchPolicy.model_validate(table)
+        policy = WatchPolicy.model_validate(table)
     except ValidationError as error:
         raise validation_error(WatchPolicyError, path, lines, span, error, table="[watch] table") from error
+    if suites is not None and policy.suite is not None and policy.suite not in suites:
+        problem = f"unknown suite {policy.suite!r}; the editions registry has: {', '.join(suites)}"
+        raise WatchPolicyError(path, field_line(lines, span, "suite"), "suite", problem)
+    return policy
 
 
-def load_watch_policy(path: Path) -> WatchPolicy | None:
+def load_watch_policy(path: Path, suites: Collection[str] | None = None) -> WatchPolicy | None:
     """The policy in `path`; None when there is no such file (no policy). Raises `WatchPolicyError`."""
     path = Path(path)
     try:
@@ -154,10 +160,4 @@ def load_watch_policy(path: Path) -> WatchPolicy | None:
         return None
     except (OSError, UnicodeDecodeError) as error:
         raise WatchPolicyError(path, None, None, f"cannot read the watch policy: {error}") from error
-    return parse_watch_policy(text, path)
-
-
-def suite_problem(policy: WatchPolicy, path: Path, lines: list[str], problem: str) -> WatchPolicyError:
-    """A `suite` the editions registry does not know, reported at its line like any other field."""
-    spans = table_spans(lines, _TABLE_HEADER)
-    return WatchPolicyError(path, field_line(lines, spans[0] if spans else None, "suite"), "suite", problem)
+    return parse_watch_policy(text, path, suites)

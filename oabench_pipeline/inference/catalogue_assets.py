@@ -23,7 +23,7 @@ from dagster._core.definitions.data_version import DATA_VERSION_TAG
 from dagster._core.definitions.metadata import RawMetadataMapping
 
 from oabench_pipeline.automation.catalogue_watch import TickOutcome
-from oabench_pipeline.inference.catalogue_client import CatalogueFetchError
+from oabench_pipeline.core.catalogue import CatalogueFetchError
 from oabench_pipeline.inference.catalogue_snapshots import (
     Snapshot,
     snapshot_changes,

@@ -16,14 +16,15 @@ from typing import Any
 
 import httpx
 
-from oabench_pipeline.core.catalogue import CatalogueFormatError, decode_listing, listing_rows
+from oabench_pipeline.core.catalogue import (
+    CatalogueFetchError,
+    CatalogueFormatError,
+    decode_listing,
+    listing_rows,
+)
 
 USER_AGENT = "oabench-pipeline (model catalogue snapshot, a few requests a day)"
 MAX_LISTING_BYTES = 64 * 1024 * 1024  # OpenRouter's listing is ~1-2 MB; far more is not a model list
-
-
-class CatalogueFetchError(RuntimeError):
-    """The catalogue could not be read; one line with the URL and the reason."""
 
 
 @dataclass(frozen=True)
