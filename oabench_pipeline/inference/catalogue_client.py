@@ -68,7 +68,7 @@ def fetch_listing(url: str, timeout_s: float) -> Listing:
 def _read_within(response: httpx.Response, url: str, deadline: float, timeout_s: float) -> bytes:
     chunks: list[bytes] = []
     size = 0
-    for chunk in response.iter_bytes(1 << 16):
+    for chunk in response.iter_bytes():  # each piece as it arrives: the deadline is checked as it streams
         size += len(chunk)
         if size > MAX_LISTING_BYTES:
             raise CatalogueFetchError(f"GET {url}: more than {MAX_LISTING_BYTES} bytes: not a model listing")
