@@ -249,14 +249,26 @@ def _cell_is_current(warehouse: Warehouse, model: ModelConfig, edition: str, rep
 
 
 def _choose_models(settings: Settings, warehouse: Warehouse, keys: list[str] | None) -> list[ModelConfig]:
-    """The models asked for (all that can run, by default), each checked: credentials, not retired in the
-    model catalogue, and for an entry the catalogue sensor registered, a watch policy to budget it."""
+    """The models asked for, each checked: credentials, not retired in the model catalogue, and for an
+    entry the catalogue sensor registered, a watch policy to hold it to its budgets. By default every
+    hand-written model that can run: the catalogue's entries run on the policy's suite, by
+    `oabench catalogue sync --run` or the sensor, or here when named in --models."""
     try:
         registry = {m.key: m for m in known_models(settings.models_file, settings.catalogue_models_file)}
-        blocked = _blocked_models(settings, warehouse, registry)
+        automatic = {m.key for m in automatic_models(settings.models_file, settings.catalogue_models_file)}
+        policy = load_watch_policy(settings.watch_file) if automatic else None
     except ValueError as error:  # ModelsRegistryError, WatchPolicyError
         # A user's typo, not a bug: the message (file:line: field) is the whole story, no traceback.
         raise click.ClickException(str(error)) from None
+    retired = retired_models(warehouse)
+
+    def refused(model: ModelConfig) -> str | None:
+        if model.kind == "api" and model.id in retired:
+            return f"retired (expiration_date {retired[model.id]} in the model catalogue)"
+        if model.key in automatic and policy is None:
+            return f"registered from the model catalogue, and no watch policy at {settings.watch_file} budgets it"
+        return None
+
     if keys:
         unknown = [k for k in keys if k not in registry]
         if unknown:
@@ -267,38 +279,22 @@ def _choose_models(settings: Settings, warehouse: Warehouse, keys: list[str] | N
         missing = [f"{m.key} ({problem})" for m in chosen if (problem := credentials_problem(m))]
         if missing:
             raise click.UsageError(f"no credentials for {', '.join(missing)}")
-        refused = [f"{m.key} ({problem})" for m in chosen if (problem := blocked.get(m.key))]
-        if refused:
-            raise click.UsageError(f"not run: {', '.join(refused)}")
+        blocked = [f"{m.key} ({problem})" for m in chosen if (problem := refused(m))]
+        if blocked:
+            raise click.UsageError(f"not run: {', '.join(blocked)}")
         return chosen
     chosen = []
     for model in registry.values():
-        if problem := blocked.get(model.key):
+        if problem := credentials_problem(model) or refused(model):
             click.echo(f"skipping {model.key}: {problem}")
+        elif model.key in automatic:
+            click.echo(
+                f"skipping {model.key}: registered from the model catalogue; its cells run on the watch "
+                "policy's suite (`oabench catalogue sync --run`), or name it in --models"
+            )
         else:
             chosen.append(model)
     return chosen
-
-
-def _blocked_models(
-    settings: Settings, warehouse: Warehouse, registry: dict[str, ModelConfig]
-) -> dict[str, str]:
-    """Model key → why it cannot be run now (no credentials, retired, an automatic entry with no policy)."""
-    retired = retired_models(warehouse)
-    automatic = {m.key for m in automatic_models(settings.models_file, settings.catalogue_models_file)}
-    policy = load_watch_policy(settings.watch_file) if automatic else None
-    blocked = {}
-    for key, model in registry.items():
-        if problem := credentials_problem(model):
-            blocked[key] = problem
-        elif model.kind == "api" and model.id in retired:
-            blocked[key] = f"retired (expiration_date {retired[model.id]} in the model catalogue)"
-        elif key in automatic and policy is None:
-            blocked[key] = (
-                f"registered from the model catalogue, and no watch policy at {settings.watch_file} "
-                "budgets it (OABENCH_WATCH_FILE)"
-            )
-    return blocked
 
 
 def _choose_editions(warehouse: Warehouse, wanted: list[str] | None) -> list[str]:

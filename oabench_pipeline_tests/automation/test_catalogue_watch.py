@@ -17,7 +17,13 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from dagster import AddDynamicPartitionsRequest, DefaultSensorStatus, SensorResult, build_sensor_context
+from dagster import (
+    AddDynamicPartitionsRequest,
+    DefaultScheduleStatus,
+    DefaultSensorStatus,
+    SensorResult,
+    build_sensor_context,
+)
 
 from oabench_pipeline.automation.catalogue_sensor import CATALOGUE_SENSOR_NAME, model_catalogue_sensor
 from oabench_pipeline.cli.common import REPORT_ASSETS
@@ -163,6 +169,11 @@ def test_one_sensor_tick_registers_and_runs_exactly_the_fitting_models_cells_the
         defs = build_definitions(settings)
         sensor = defs.get_repository_def().get_sensor_def(CATALOGUE_SENSOR_NAME)
         assert sensor.default_status == DefaultSensorStatus.STOPPED  # starting it is the opt-in
+        daily = defs.get_repository_def().get_schedule_def("daily_model_catalogue")
+        assert (
+            daily.default_status == DefaultScheduleStatus.RUNNING
+            and daily.job_name == "refresh_model_catalogue"
+        )
 
         result = sensor_tick(env, instance, defs)
         cells = {
@@ -263,6 +274,7 @@ def test_sync_run_answers_the_fitting_model_like_oabench_run_then_a_later_listin
     refused = env.cli("run", "--models", FIT)
     assert refused.exit_code == 2 and "retired" in refused.output
     assert replay.stats.total_requests == 80
+    assert catalogue.requests == 3  # one fetch per sync: model_pricing read the snapshot, never the catalogue
 
 
 def test_nothing_is_sent_beyond_the_months_budget_or_without_a_policy(
@@ -290,6 +302,8 @@ def test_nothing_is_sent_beyond_the_months_budget_or_without_a_policy(
     assert result.exit_code == 1 and "no watch policy at" in result.output
     run = env.cli("run", "--dry-run")
     assert f"skipping {FIT}: registered from the model catalogue, and no watch policy" in run.output
+    named = env.cli("run", "--models", FIT, "--dry-run")
+    assert named.exit_code == 2 and "no watch policy" in named.output
     settings = env.settings
     with instance_for(settings) as instance:
         defs = build_definitions(settings)
@@ -325,6 +339,8 @@ def test_a_catalogue_down_slow_or_malformed_changes_nothing_and_says_so_in_one_l
             assert expected in line and "the last snapshot and every table are unchanged" in line, line
             tick = skip_text(sensor_tick(env, instance, defs))
             assert expected in tick and "\n" not in tick
+            on_demand = run_assets(defs, instance, ["model_catalogue"])  # the UI's or the schedule's way
+            assert not on_demand.success and [expected in e for e in on_demand.errors] == [True]
             assert tables_state(env) == before, state
     assert replay.stats.total_requests == 0
 
