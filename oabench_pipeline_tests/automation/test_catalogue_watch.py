@@ -31,6 +31,7 @@ from oabench_pipeline.core.models_registry import load_models_registry
 from oabench_pipeline.definitions import build_definitions, build_resources
 from oabench_pipeline.partitions import cell_partition_key
 from oabench_pipeline.runner import instance_for, run_assets
+from oabench_pipeline_tests.automation.ticks import REPORT, TABLES, Ticks
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV, question_texts
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
 from oabench_pipeline_tests.saved_envs import fresh_env_with_instance_per_module
@@ -161,7 +162,7 @@ EXPECTED_DECISIONS = {
 
 
 def test_one_sensor_tick_registers_and_runs_exactly_the_fitting_models_cells_then_a_second_does_nothing(
-    env: PipelineEnv, replay: ReplayServer
+    env: PipelineEnv, replay: ReplayServer, catalogue: CatalogueServer
 ) -> None:
     settings = env.settings
     models_before = (env.root / "models.toml").read_text()
@@ -213,6 +214,8 @@ def test_one_sensor_tick_registers_and_runs_exactly_the_fitting_models_cells_the
         # What the daemon then does: add the partitions, run each requested cell; automation scores and ranks.
         for name, keys in added.items():
             instance.add_dynamic_partitions(name, keys)
+        for event in result.asset_events:  # what the sensor daemon records
+            instance.report_runless_asset_event(event)
         for request in cells.values():
             outcome = run_assets(
                 defs,
@@ -230,10 +233,26 @@ def test_one_sensor_tick_registers_and_runs_exactly_the_fitting_models_cells_the
         assert board["complete"].item() and board["rank"].item() == 1 and not board["retired"].item()
         assert "acme/fit" in env.cli("leaderboard").output
 
+        ticks = Ticks(defs, instance)
+        assert ticks.tick() == {}  # everything was just built
+
         second = sensor_tick(env, instance, defs)
         assert "0 decision(s), registered: none" in skip_text(second)
         assert replay.stats.total_requests == 238 and decisions(env) == EXPECTED_DECISIONS
         assert len(env.warehouse.partitions("catalogue_decisions")) == 1
+        for event in second.asset_events:
+            instance.report_runless_asset_event(event)
+        assert ticks.tick() == {}  # the same listing, the same data version: nothing to rebuild
+
+        # A later listing retires the model: the automation rebuilds the tables, which mark it.
+        catalogue.models = listing(expiration_date=dt.datetime.now(dt.UTC).date().isoformat())
+        third = sensor_tick(env, instance, defs)
+        for event in third.asset_events:
+            instance.report_runless_asset_event(event)
+        assert ticks.tick() == {**{table: {None} for table in TABLES}, REPORT: {None}}
+        assert run_assets(defs, instance, REPORT_ASSETS).success
+        assert env.warehouse.read("leaderboard").filter(pl.col("model_key") == FIT)["retired"].item()
+        assert replay.stats.total_requests == 238
 
 
 def test_sync_run_answers_the_fitting_model_like_oabench_run_then_a_later_listing_retires_it(
