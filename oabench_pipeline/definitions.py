@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dagster import (
     AssetsDefinition,
-    AssetSpec,
     Definitions,
     ExecutorDefinition,
     Field,
@@ -47,7 +46,7 @@ in_process_by_default_executor = ExecutorDefinition(
     description="In-process by default (one process per run); `multiprocess` on request.",
 )
 
-ASSETS: list[AssetsDefinition | AssetSpec] = [
+ASSETS: list[AssetsDefinition] = [
     editions,
     exam_pdfs,
     answer_keys,

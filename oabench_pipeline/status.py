@@ -33,7 +33,7 @@ from oabench_pipeline.automation.catalogue_watch import MonthBudget, month_budge
 from oabench_pipeline.core.editions import known_editions
 from oabench_pipeline.core.models_registry import ModelConfig, automatic_models, known_models
 from oabench_pipeline.core.runs import live_run_id, with_logical_run_ids
-from oabench_pipeline.core.watch_policy import load_watch_policy
+from oabench_pipeline.core.watch_policy import WatchPolicyError, load_watch_policy
 from oabench_pipeline.freshness import planned_replicates, scores_are_current, stale_reasons, summary_editions
 from oabench_pipeline.inference.cell import ANSWERED, CellPlan
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
@@ -71,8 +71,9 @@ class StatusReport:
     cells: list[CellStatus]
     unpriced: list[str] = field(default_factory=list)
     """API model keys with requests to send and no price snapshot: their cost is not in the total."""
-    catalogue_month: MonthBudget | None = None
-    """This month's spend of the runs the watch policy pays for (None: no policy and no such model)."""
+    catalogue_month: MonthBudget | str | None = None
+    """This month's spend of the runs the watch policy pays for (None: no policy and no such model; text:
+    why it cannot be told, e.g. a mistake in the policy file)."""
 
     @property
     def complete(self) -> bool:
@@ -118,7 +119,10 @@ class StatusReport:
             if self.unpriced:
                 cost += f" + unknown for {', '.join(self.unpriced)} (no price snapshot: materialize model_pricing)"
         line = f"{len(self.cells)} cell(s): {counts or 'none'}; est. prompt cost to complete {cost}"
-        return line + (f"\ncatalogue watch: {self.catalogue_month.line()}" if self.catalogue_month else "")
+        month = self.catalogue_month
+        return line + (
+            f"\ncatalogue watch: {month if isinstance(month, str) else month.line()}" if month else ""
+        )
 
     def as_json(self) -> dict:
         return {
@@ -126,7 +130,9 @@ class StatusReport:
             "counts": self.counts(),
             "est_cost_usd": self.est_cost_usd(),
             "unpriced": self.unpriced,
-            "catalogue_month": self.catalogue_month.as_json() if self.catalogue_month else None,
+            "catalogue_month": self.catalogue_month.as_json()
+            if isinstance(self.catalogue_month, MonthBudget)
+            else self.catalogue_month,
             "cells": [asdict(c) for c in self.cells],
         }
 
@@ -388,10 +394,13 @@ def collect_status(
     return StatusReport(statuses, sorted(unpriced), catalogue_month(settings, store))
 
 
-def catalogue_month(settings: Settings, store: Warehouse) -> MonthBudget | None:
+def catalogue_month(settings: Settings, store: Warehouse) -> MonthBudget | str | None:
     """This month's automatic spend against the watch policy's budget, when either exists."""
     automatic = automatic_models(settings.models_file, settings.catalogue_models_file)
-    policy = load_watch_policy(settings.watch_file)
+    try:
+        policy = load_watch_policy(settings.watch_file)
+    except WatchPolicyError as error:  # status still reports every cell; the policy's mistake in one line
+        return f"watch policy unusable: {error}"
     if policy is None and not automatic:
         return None
     return month_budget(store, automatic, policy)

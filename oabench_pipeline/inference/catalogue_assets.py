@@ -3,7 +3,7 @@
 `model_catalogue` is materialized by the `daily_model_catalogue` schedule, on demand (UI, `dagster asset
 materialize`), and by every tick of `model_catalogue_sensor` and `oabench catalogue sync`, which report
 their snapshot as a materialization of this same asset (`snapshot_materialization`). `catalogue_decisions`
-is written only by those ticks, so it is an asset spec whose materializations they report: the UI shows
+is written only by those ticks, so it is an external asset (from its spec) whose materializations they report: the UI shows
 both tables, their columns and every snapshot and decision, with the same truth as the CLI.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import polars as pl
 from dagster import (
     AssetMaterialization,
+    AssetsDefinition,
     AssetSpec,
     DataVersion,
     Failure,
@@ -41,12 +42,17 @@ CATALOGUE_DECISIONS_DESCRIPTION = (
     "estimated cost on the suite and what the month's budget had left. Written by those ticks only."
 )
 
-catalogue_decisions = AssetSpec(
-    "catalogue_decisions",
-    group_name="inference",
-    deps=["model_catalogue"],
-    description=CATALOGUE_DECISIONS_DESCRIPTION,
-    metadata={"dagster/column_schema": table_schema("catalogue_decisions").value},
+# An asset no run materializes (only ticks report it), as a definition like every other asset.
+catalogue_decisions = AssetsDefinition(
+    specs=[
+        AssetSpec(
+            "catalogue_decisions",
+            group_name="inference",
+            deps=["model_catalogue"],
+            description=CATALOGUE_DECISIONS_DESCRIPTION,
+            metadata={"dagster/column_schema": table_schema("catalogue_decisions").value},
+        )
+    ]
 )
 
 

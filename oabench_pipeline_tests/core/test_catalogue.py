@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 
+import polars as pl
 import pytest
 
 from oabench_pipeline.core.catalogue import (
@@ -84,3 +85,36 @@ def test_only_models_that_read_and_write_text(
     inputs: list[str] | None, outputs: list[str], taken: bool
 ) -> None:
     assert takes_and_gives_text(inputs, outputs) is taken
+
+
+def test_what_changed_between_two_snapshots() -> None:
+    from oabench_pipeline.inference.catalogue_client import Listing
+    from oabench_pipeline.inference.catalogue_snapshots import snapshot_changes, snapshot_of
+
+    def snapshot(*models: dict):
+        rows, _ = listing_rows({"data": list(models)})
+        return snapshot_of(Listing(CREATED, "http://catalogue", rows, 0)).frame
+
+    before = snapshot(
+        catalogue_model("acme/same", CREATED),
+        catalogue_model("acme/repriced", CREATED, prompt="0.000001"),
+        catalogue_model("acme/retiring", CREATED),
+        catalogue_model("acme/gone", CREATED),
+    )
+    after = snapshot(
+        catalogue_model("acme/same", CREATED),
+        catalogue_model("acme/repriced", CREATED, prompt="0.000002"),
+        catalogue_model("acme/retiring", CREATED, expiration_date="2026-07-01"),
+        catalogue_model("acme/new", CREATED),
+    )
+    changes = snapshot_changes(before, after)
+    assert dict(changes.select("model", "change").iter_rows()) == {
+        "acme/gone": "gone",
+        "acme/new": "new",
+        "acme/repriced": "price",
+        "acme/retiring": "expiration",
+    }
+    assert (
+        changes.filter(pl.col("model") == "acme/repriced")["before"].item().startswith("$1.0/$2.0 per Mtok")
+    )
+    assert snapshot_changes(None, after)["change"].to_list() == ["new"] * 4
