@@ -21,7 +21,6 @@ the models registered this month but not yet complete are still estimated to spe
 from __future__ import annotations
 
 import datetime as dt
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -52,7 +51,7 @@ from oabench_pipeline.inference.catalogue_snapshots import (
     stored_snapshots,
     take_snapshot,
 )
-from oabench_pipeline.inference.catalogue_store import Price, catalogue_prices, retired_models
+from oabench_pipeline.inference.catalogue_store import Price, catalogue_prices, prices_of, retired_models
 from oabench_pipeline.inference.cell import build_requests
 from oabench_pipeline.inference.cost import cost_at
 from oabench_pipeline.inference.spend import Spend, keys_spend, month_of
@@ -107,9 +106,8 @@ def append_registry_entries(path: Path, tables: Sequence[Mapping[str, Any]], hea
     """Add `[[models]]` tables to a registry file, keeping what it holds: validated whole before it is
     replaced (a file the registry loader would refuse is never written). A new file gets `header`."""
     existing = path.read_text(encoding="utf-8") if path.is_file() else header
-    addition = tomli_w.dumps({"models": [dict(t) for t in tables]})
+    addition = _models_toml(tables)
     text = existing.rstrip("\n") + "\n\n" + addition if existing.strip() else addition
-    tomllib.loads(text)  # our own tables: a syntax error here is a bug, not the user's
     parse_models_registry(text, path)
     write_atomically(path, text)
 
@@ -300,7 +298,7 @@ def _tick(setup: WatchSetup, now: dt.datetime, write: bool, stored: bool = False
     ingested = set(store.partitions("questions"))
     editions = [str(e) for e in suite.editions if str(e) in ingested]
     automatic = automatic_models(setup.models_file, setup.catalogue_file)
-    prices = {**catalogue_prices(store), **({} if write else _prices_of(snapshot))}
+    prices = {**catalogue_prices(store), **({} if write else prices_of(snapshot.frame))}
     budget = month_budget(store, automatic, policy, prices, now)
     outcome = TickOutcome(
         snapshot=snapshot,
@@ -333,15 +331,6 @@ def _tick(setup: WatchSetup, now: dt.datetime, write: bool, stored: bool = False
         outcome.registered = _register(setup, snapshot, outcome.decisions, policy)
         _record_decisions(store, outcome.decisions, snapshot, suite.name, editions, policy, now)
     return outcome
-
-
-def _prices_of(snapshot: Snapshot) -> dict[str, Price]:
-    return {
-        model: Price(None if p is None else p / 1e6, None if c is None else c / 1e6)
-        for model, p, c in snapshot.frame.select(
-            "model", "prompt_usd_per_mtok", "completion_usd_per_mtok"
-        ).iter_rows()
-    }
 
 
 def suite_estimator(

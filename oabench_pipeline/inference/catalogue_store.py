@@ -11,6 +11,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+import polars as pl
+
 from oabench_pipeline.warehouse import Warehouse
 
 NEWEST_PER_MODEL = "QUALIFY row_number() OVER (PARTITION BY model ORDER BY fetched_at DESC) = 1"
@@ -28,14 +30,17 @@ def catalogue_prices(store: Warehouse) -> dict[str, Price]:
     """Model id → its prices in the newest `model_catalogue` snapshot that lists it."""
     if not store.has_table("model_catalogue"):
         return {}
-    newest = store.query(
-        f"SELECT model, prompt_usd_per_mtok, completion_usd_per_mtok FROM model_catalogue {NEWEST_PER_MODEL}"
-    )
+    return prices_of(store.query(f"SELECT * FROM model_catalogue {NEWEST_PER_MODEL}"))
+
+
+def prices_of(listing: pl.DataFrame) -> dict[str, Price]:
+    """Model id → its prices in `model_catalogue` rows (one row per model), per token."""
+    rows = listing.select("model", "prompt_usd_per_mtok", "completion_usd_per_mtok").iter_rows()
     return {
         model: Price(
             None if prompt is None else prompt / 1e6, None if completion is None else completion / 1e6
         )
-        for model, prompt, completion in newest.iter_rows()
+        for model, prompt, completion in rows
     }
 
 

@@ -170,7 +170,7 @@ def _with_code_versions(env: PipelineEnv, **versions: str) -> Definitions:
     settings = env.settings
     bumped = [
         a.map_asset_specs(lambda spec, a=a: spec.replace_attributes(code_version=versions[a.node_def.name]))
-        if isinstance(a, AssetsDefinition) and a.node_def.name in versions
+        if isinstance(a, AssetsDefinition) and a.is_executable and a.node_def.name in versions
         else a
         for a in ASSETS
     ]
