@@ -12,6 +12,7 @@ recomputes what it is asked to.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -164,17 +165,17 @@ def scores_are_current(warehouse: Warehouse, model_key: str, edition: str) -> bo
     )
 
 
-def leaderboard_is_current(warehouse: Warehouse) -> bool:
-    """Every analysis table was rebuilt after every scores partition and the models table were written,
-    and the report after them (each table is its own asset: one may have been rebuilt alone)."""
+def leaderboard_is_current(warehouse: Warehouse, registry_files: Sequence[Path] = ()) -> bool:
+    """Every analysis table was rebuilt after every scores partition, the models table and the editions
+    registry files (`registry_files`: its suites) were written, and the report after them (each table
+    is its own asset: one may have been rebuilt alone)."""
     if not all(_readable(warehouse, table, UNPARTITIONED) for table in ANALYSIS_TABLES):
         return False
     scores = list(warehouse.table_dir("scores").glob("*.parquet"))
     report = warehouse.root / "reports" / "leaderboard.html"
     tables = [warehouse.partition_path(table) for table in ANALYSIS_TABLES]
-    return all(_newer_or_equal(t, *scores, warehouse.partition_path("models")) for t in tables) and (
-        _newer_or_equal(report, *tables)
-    )
+    inputs = [*scores, warehouse.partition_path("models"), *registry_files]
+    return all(_newer_or_equal(t, *inputs) for t in tables) and _newer_or_equal(report, *tables)
 
 
 def models_table_is_current(warehouse: Warehouse, *registry_files: Path) -> bool:

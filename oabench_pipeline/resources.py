@@ -6,7 +6,7 @@ from pathlib import Path
 
 from dagster import ConfigurableResource
 
-from oabench_pipeline.core.editions import Edition, known_editions
+from oabench_pipeline.core.editions import Edition, Suite, known_editions, load_suites
 from oabench_pipeline.exams.downloads import DownloadPolicy, PdfDownloader
 from oabench_pipeline.exams.raw_store import RawStore
 from oabench_pipeline.warehouse import Warehouse
@@ -36,6 +36,12 @@ class ExamSourcesResource(ConfigurableResource):
     def editions(self) -> dict[str, Edition]:
         """The registry's editions, plus those the portal sensor discovered (a registry entry wins)."""
         return known_editions(
+            Path(self.editions_file), Path(self.discovered_file) if self.discovered_file else None
+        )
+
+    def suites(self) -> dict[str, Suite]:
+        """Every suite of the registry, then `all` (the registry's editions plus the discovered ones)."""
+        return load_suites(
             Path(self.editions_file), Path(self.discovered_file) if self.discovered_file else None
         )
 

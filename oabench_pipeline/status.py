@@ -30,7 +30,7 @@ from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter, par
 from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 
 from oabench_pipeline.automation.catalogue_watch import MonthBudget, month_budget
-from oabench_pipeline.core.editions import known_editions
+from oabench_pipeline.core.editions import Suite, known_editions
 from oabench_pipeline.core.models_registry import ModelConfig, automatic_models, known_models
 from oabench_pipeline.core.runs import live_run_id, with_logical_run_ids
 from oabench_pipeline.core.watch_policy import WatchPolicyError, load_watch_policy
@@ -123,6 +123,31 @@ class StatusReport:
         return line + (
             f"\ncatalogue watch: {month if isinstance(month, str) else month.line()}" if month else ""
         )
+
+    def complete_keys(self, suite: Suite) -> tuple[list[str], list[str]]:
+        """(keys complete on every edition of `suite`, every key listed): the first are ranked in the
+        suite once the leaderboard is rebuilt (what `oabench run` does after its cells)."""
+        editions: dict[str, set[str]] = {}
+        for cell in self.cells:
+            editions.setdefault(cell.model_key, set())
+            if cell.state == "complete":
+                editions[cell.model_key].add(cell.edition)
+        wanted = {str(e) for e in suite.editions}
+        return sorted(k for k, done in editions.items() if wanted <= done), sorted(editions)
+
+    def suite_summary(self, suite: Suite) -> str:
+        complete, keys = self.complete_keys(suite)
+        text = f"suite {suite.label}: {len(complete)} of {len(keys)} model key(s) complete on every edition"
+        return text + (f" ({', '.join(complete)})" if complete else "")
+
+    def suite_json(self, suite: Suite) -> dict:
+        complete, keys = self.complete_keys(suite)
+        return {
+            "name": suite.name,
+            "editions": list(suite.editions),
+            "complete_keys": complete,
+            "model_keys": keys,
+        }
 
     def as_json(self) -> dict:
         return {

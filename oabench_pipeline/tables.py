@@ -254,8 +254,16 @@ DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
         ("model_key", pl.String, "Model configuration key"),
         ("label", pl.String, "Display name"),
         ("provider", pl.String, "Who makes the model"),
-        ("official_score", pl.Int64, "Correct answers plus every annulled question, all editions"),
-        ("official_total", pl.Int64, "Questions in the editions (80 each)"),
+        (
+            "official_score",
+            pl.Int64,
+            "Correct answers plus every annulled question, over the suite's editions",
+        ),
+        (
+            "official_total",
+            pl.Int64,
+            "Questions in the suite's editions the key ran (80 each; 100 in the 1st-3rd)",
+        ),
         ("official_accuracy", pl.Float64, "official_score / official_total"),
         (
             "accuracy_ci_low",
@@ -278,8 +286,16 @@ DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
             "Best rank the tests allow: 1 + ranked keys significantly better (McNemar, Holm)",
         ),
         ("rank_high", pl.Int64, "Worst rank the tests allow: ranked keys − ranked keys significantly worse"),
-        ("editions_passed", pl.UInt32, "Editions of the registry passed (official score of at least 40/80)"),
-        ("editions_total", pl.Int64, "Editions of the registry that have questions (the ones required)"),
+        (
+            "editions_passed",
+            pl.UInt32,
+            "Editions of the suite passed (official score of at least half its questions: 40/80)",
+        ),
+        (
+            "editions_total",
+            pl.Int64,
+            "Editions of the suite that have questions in the warehouse (the ones required to be ranked)",
+        ),
         ("passed_all", pl.Boolean, "Passed every required edition"),
         (
             "p_pass",
@@ -312,8 +328,8 @@ DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
         (
             "complete",
             pl.Boolean,
-            "The canonical run of every edition is complete (every active question replied, no error "
-            "row; imported: listed by its summary). Only these are ranked",
+            "The canonical run of every edition of the suite is complete (every active question replied, "
+            "no error row; imported: listed by its summary). Only these are ranked",
         ),
         (
             "retired",
@@ -493,6 +509,44 @@ DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
 }
 
 
+DESCRIBED_TABLES["suites"] = _columns(
+    ("suite", pl.String, "Suite name (`--suite NAME`): a set of editions a leaderboard ranks over"),
+    ("description", pl.String, "What the suite is, from the editions registry"),
+    (
+        "is_default",
+        pl.Boolean,
+        "The suite `oabench leaderboard` and the tables without `_by_suite` rank (oabench-2026)",
+    ),
+    ("editions", pl.List(pl.Int32), "Every edition of the suite (`all`: every edition known)"),
+    (
+        "editions_ingested",
+        pl.List(pl.Int32),
+        "Its editions with questions in the warehouse: those a key must complete to be ranked",
+    ),
+    ("questions", pl.Int64, "Questions of those editions"),
+    ("model_keys", pl.Int64, "Model keys with a counted run in at least one of its editions"),
+    ("ranked_keys", pl.Int64, "Model keys ranked in it: complete on every one of its ingested editions"),
+)
+
+# Tables with a suite dimension: `<table>_by_suite` holds every suite's rows behind a leading `suite`
+# column; the plain table holds the default suite's (`leaderboard_by_area` excepted: it spans every edition).
+SUITE_COLUMN = Column("suite", pl.String, "Suite (`suites` table) the row is computed over")
+BY_SUITE: dict[str, str] = {
+    f"{table}_by_suite": table
+    for table in (
+        "leaderboard",
+        "leaderboard_by_area",
+        "pairwise_comparison",
+        "provider_summary",
+        "edition_deltas",
+        "pareto_frontier",
+        "latency_accuracy_correlation",
+        "run_variance",
+    )
+}
+DESCRIBED_TABLES.update({name: (SUITE_COLUMN, *DESCRIBED_TABLES[base]) for name, base in BY_SUITE.items()})
+
+
 def table_columns(table: str) -> tuple[Column, ...]:
     """The columns of a contracted table, or the described-only columns of a leaderboard table."""
     return TABLES[table] if table in TABLES else DESCRIBED_TABLES[table]
@@ -548,18 +602,23 @@ ANALYSIS_TABLES: tuple[str, ...] = (
     "contamination_by_cutoff",
     "runs",
     "run_variance",
+    "suites",
+    *BY_SUITE,
 )
 
 # What each analysis table holds, as its asset's description in the UI (first line: the summary).
 ANALYSIS_DESCRIPTIONS: dict[str, str] = {
     "leaderboard": "One row per model key: official and technical score with 95% Wilson intervals, rank "
     "and rank interval among complete keys, editions passed, p_pass, cost, latency and replicate spread.\n\n"
-    "Each cell counts through its canonical run: the newest complete run (completed before the end of "
-    "`as_of`, UTC, when set). Keys whose every edition has no complete run are shown, never ranked.",
+    "The default suite's ranking (oabench-2026, the 43rd-45th editions: `suites`; every suite's: "
+    "`leaderboard_by_suite`). Each cell counts through its canonical run: the newest complete run "
+    "(completed before the end of `as_of`, UTC, when set). Keys without a complete run of every edition "
+    "of the suite are shown, never ranked.",
     "leaderboard_by_edition": "One row per model key and edition: the canonical run's scores, whether it "
     "passed (40/80), p_pass, invalid and missing answers, tokens and cost; `run_id` says which run counted.",
     "leaderboard_by_area": "One row per model key and legal area: correct answers on active questions, the "
-    "area's active questions and the accuracy, in the booklet's area order.",
+    "area's active questions and the accuracy, in the booklet's area order, over every edition the key "
+    "ran (per suite: `leaderboard_by_area_by_suite`).",
     "pairwise_comparison": "One row per pair of ranked (complete) keys: their accuracies on the shared "
     "questions, the discordant counts, the exact McNemar p-value and its Holm-corrected value.",
     "item_analysis": "One row per question: how many keys got it right, its discrimination across keys, "
@@ -578,4 +637,21 @@ ANALYSIS_DESCRIPTIONS: dict[str, str] = {
     "which editions it completed, its replicate index, and whether it is complete.",
     "run_variance": "One row per key with complete replicates: how many, the mean, range and standard "
     "deviation of the official score, and how often an answer flips between replicates.",
+    "suites": "One row per suite (a named set of editions, from the editions registry): its editions, those "
+    "ingested, its questions, and how many model keys ran in it and are ranked in it.",
 }
+# The default suite's tables say so; each `_by_suite` twin holds every suite's rows.
+for _name in ("pairwise_comparison", "provider_summary", "edition_deltas", "pareto_frontier"):
+    ANALYSIS_DESCRIPTIONS[_name] += f" Over the default suite's editions (every suite: `{_name}_by_suite`)."
+for _name in ("latency_accuracy_correlation", "run_variance"):
+    ANALYSIS_DESCRIPTIONS[_name] += (
+        f"\n\nOver the default suite's editions (every suite: `{_name}_by_suite`)."
+    )
+ANALYSIS_DESCRIPTIONS.update(
+    {
+        name: f"Every suite's `{base}`: its rows for each suite (`suites`), behind a leading `suite` column."
+        + "\n\n"
+        + ANALYSIS_DESCRIPTIONS[base].partition("\n")[0]
+        for name, base in BY_SUITE.items()
+    }
+)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from oabench_pipeline.core.editions import EditionsRegistryError, Suite, load_suites, resolve_suite
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import Warehouse
@@ -25,6 +27,27 @@ table_format_option = click.option(
     default="table",
     show_default=True,
 )
+
+
+def suite_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--suite NAME`: a suite of the editions registry (`[suites]`, plus the built-in `all`)."""
+    return click.option("--suite", "suite", metavar="NAME", help=help_text)
+
+
+def load_registry_suites(settings: Settings) -> dict[str, Suite]:
+    """Every suite of the editions registry (and `all`); a bad registry is its one-line error."""
+    try:
+        return load_suites(settings.editions_file, settings.discovered_editions_file)
+    except EditionsRegistryError as error:
+        raise click.ClickException(str(error)) from None
+
+
+def choose_suite(suites: dict[str, Suite], name: str | None) -> Suite:
+    """The suite `--suite` names (None: the default one); an unknown name is a usage error listing them."""
+    try:
+        return resolve_suite(name, suites)
+    except EditionsRegistryError as error:
+        raise click.BadParameter(str(error), param_hint="'--suite'") from None
 
 
 def _split(value: str | None) -> list[str] | None:

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import click
 
+from oabench_pipeline.core.editions import EditionsRegistryError
 from oabench_pipeline.core.toml_errors import TomlFileError
 from oabench_pipeline.settings import Settings, SettingsError
 from oabench_pipeline.warehouse import Warehouse, WarehouseError
 
 
 class _OabenchGroup(click.Group):
-    """Warehouse problems (a damaged partition, a held lock, a full disk) end in their one-line message."""
+    """Warehouse problems (a damaged partition, a held lock, a full disk) and an editions registry that
+    cannot be used (`file: suite 'x': ...`) end in their one-line message."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except (WarehouseError, SettingsError, TomlFileError) as error:  # TomlFileError: file:line: field
+        # TomlFileError: the models registry or the watch policy, `file:line: field 'x': problem`.
+        except (WarehouseError, SettingsError, EditionsRegistryError, TomlFileError) as error:
             raise click.ClickException(str(error)) from None
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from datetime import datetime
 
 import click
+import polars as pl
 
-from oabench_pipeline.cli.common import table_format_option
+from oabench_pipeline.cli.common import choose_suite, load_registry_suites, suite_option, table_format_option
 from oabench_pipeline.cli.group import main
 from oabench_pipeline.cli.output import format_table, leaderboard_summary
 from oabench_pipeline.settings import Settings
@@ -25,27 +27,29 @@ from oabench_pipeline.warehouse import Warehouse
     type=click.DateTime(formats=["%Y-%m-%d"]),
     help="Count only runs completed before the end of this day (UTC), e.g. 2026-03-03.",
 )
-def leaderboard_cmd(by: str, fmt: str, wide: bool, as_of: datetime | None) -> None:
+@suite_option(
+    "Rank this suite of editions (default: oabench-2026, the study's 43rd-45th; `all`: every edition)."
+)
+def leaderboard_cmd(by: str, fmt: str, wide: bool, as_of: datetime | None, suite: str | None) -> None:
     """Print the leaderboard (or its per-edition / per-area breakdown) from the warehouse.
 
     The default table fits 120 columns; csv and json keep every column at full precision. With --as-of
-    the tables are computed for that day from the scored runs (nothing is written).
+    the tables are computed for that day from the scored runs (nothing is written). --suite ranks another
+    suite of editions (default: oabench-2026, the study's 43rd-45th).
     """
     settings = Settings.from_env()
     table = {"model": "leaderboard", "edition": "leaderboard_by_edition", "area": "leaderboard_by_area"}[by]
     warehouse = Warehouse(settings.warehouse_path)
-    if as_of is None:
-        frame = warehouse.read(table)
-        by_edition = warehouse.read("leaderboard_by_edition")
-    elif not warehouse.has_table("scores"):
+    if as_of is not None and not warehouse.has_table("scores"):
         raise click.ClickException("nothing is scored yet: run `oabench run` or `oabench import` first")
-    else:
-        from oabench_pipeline.core.leaderboard import build_leaderboard_tables
-
-        with warehouse.reader() as con:
-            tables = build_leaderboard_tables(con, as_of=as_of.date())
+    heading = None
+    if suite is None and as_of is None:  # the plain tables: the default suite's, as stored
+        tables = _default_suite_tables(warehouse, table)
         frame, by_edition = tables[table], tables["leaderboard_by_edition"]
-        if frame.is_empty():
+    else:
+        tables, heading = _suite_tables(settings, warehouse, suite, as_of.date() if as_of else None)
+        frame, by_edition = tables[table], tables["leaderboard_by_edition"]
+        if as_of is not None and frame.is_empty():
             raise click.ClickException(f"no run had started by the end of {as_of.date()} (UTC)")
     if frame.is_empty():
         raise click.ClickException(f"no {table} table yet: run `oabench run` or `oabench import` first")
@@ -57,6 +61,7 @@ def leaderboard_cmd(by: str, fmt: str, wide: bool, as_of: datetime | None) -> No
             frame, note = leaderboard_summary(
                 frame.sort("rank", "official_score", nulls_last=True, descending=[False, True]),
                 editions_covered(by_edition),
+                suite,
             )
         else:
             columns = {c: h for c, h in TERMINAL_COLUMNS[by].items() if c in frame.columns}
@@ -64,6 +69,8 @@ def leaderboard_cmd(by: str, fmt: str, wide: bool, as_of: datetime | None) -> No
     click.echo(format_table(frame, fmt))
     if note:
         click.echo(note)
+    if heading and suite is not None and fmt == "table":  # people asked for a suite: say what it covers
+        click.echo(heading)
 
 
 # What fits a terminal for the breakdowns (`--by model` has its own summary); `--wide` shows every column.
@@ -89,3 +96,52 @@ TERMINAL_COLUMNS = {
         "accuracy": "accuracy",
     },
 }
+
+
+def _default_suite_tables(warehouse: Warehouse, table: str) -> dict[str, pl.DataFrame]:
+    """`table` and the per-edition rows as the default suite sees them (`leaderboard` is its own; the
+    editions and areas are its editions'), from the stored tables; a warehouse built before suites: as is."""
+    from oabench_pipeline.core.leaderboard import suite_view
+
+    tables = {name: warehouse.read(name) for name in {table, "leaderboard_by_edition", "suites"}}
+    suites = tables["suites"]
+    default = suites.filter(pl.col("is_default")) if "is_default" in suites.columns else suites.clear()
+    if default.is_empty():
+        return tables
+    if table == "leaderboard_by_area":
+        tables["leaderboard_by_area_by_suite"] = warehouse.read("leaderboard_by_area_by_suite")
+    return suite_view(tables, default["suite"][0], default["editions"][0].to_list(), plain=True)
+
+
+def _suite_tables(
+    settings: Settings, warehouse: Warehouse, name: str | None, as_of: dt.date | None
+) -> tuple[dict[str, pl.DataFrame], str]:
+    """The tables as suite `name` (None: the default) sees them: the stored `_by_suite` rows, or with
+    `as_of` every suite computed for that day; and a line naming the suite and what it covers."""
+    from oabench_pipeline.core.leaderboard import build_leaderboard_tables, suite_view
+    from oabench_pipeline.core.reports import suite_heading
+
+    registry = load_registry_suites(settings)
+    suite = choose_suite(registry, name)
+    if as_of is not None:
+        with warehouse.reader() as con:
+            tables = build_leaderboard_tables(con, as_of=as_of, suites=list(registry.values()))
+    else:
+        tables = {t: warehouse.read(t) for t in ("suites", "leaderboard_by_edition", *SUITE_SOURCES)}
+    stored = (
+        tables["suites"].filter(pl.col("suite") == suite.name)
+        if "suite" in tables["suites"].columns
+        else None
+    )
+    if stored is None or stored.is_empty():
+        raise click.ClickException(
+            f"suite {suite.name} is not in the leaderboard tables yet (they were built before it was added, "
+            "or nothing is scored): `oabench run` rebuilds them"
+        )
+    row = stored.row(0, named=True)
+    heading = suite_heading(row) + f"; {row['ranked_keys']} of {row['model_keys']} model key(s) ranked"
+    return suite_view(tables, suite.name, row["editions"]), heading
+
+
+# What `--suite` reads besides `suites` and `leaderboard_by_edition`: the twins the three views show.
+SUITE_SOURCES = ("leaderboard_by_suite", "leaderboard_by_area_by_suite")

@@ -228,13 +228,14 @@ def _text_table(frame: pl.DataFrame, cells: list[list[str]], wrap: dict[str, int
 
 
 def leaderboard_summary(
-    board: pl.DataFrame, covered: dict[str, list[int]] | None = None
+    board: pl.DataFrame, covered: dict[str, list[int]] | None = None, suite: str | None = None
 ) -> tuple[pl.DataFrame, str | None]:
     """The leaderboard as it fits a 120-column terminal, and a footnote when some runs are incomplete.
 
     Rank, model, official score, official accuracy with its 95% interval, editions passed (of those run,
     when a key did not run every required edition: `0/1 of 3`), what the calls cost and the median
-    latency; `--wide` (or csv/json) shows every column. `covered`: model key → editions it ran.
+    latency; `--wide` (or csv/json) shows every column. `covered`: model key → editions it ran; `suite`:
+    the suite asked for by name (the footnote then says an edition of it may not have been run).
     """
 
     def passed(row: dict) -> str:
@@ -277,16 +278,14 @@ def leaderboard_summary(
         "cost $": pl.Float64,
         "p50 ms": pl.Float64,
     }
-    notes = [
-        *(
-            ["* incomplete: not every question of its editions answered, so unranked (`oabench status`)"]
-            if incomplete
-            else []
-        ),
-        *(
-            ["† retired: its expiration_date in the model catalogue has passed; kept, never requested again"]
-            if retired
-            else []
-        ),
-    ]
+    incomplete_note = (
+        "* incomplete: not every question of its editions answered, so unranked (`oabench status`)"
+        if suite is None
+        else f"* incomplete in suite {suite}: an edition of it not run, or not every question answered, so "
+        f"unranked (`oabench status --suite {suite}`)"
+    )
+    retired_note = (
+        "† retired: its expiration_date in the model catalogue has passed; kept, never requested again"
+    )
+    notes = [*([incomplete_note] if incomplete else []), *([retired_note] if retired else [])]
     return pl.DataFrame(rows, schema=schema), "\n".join(notes) or None

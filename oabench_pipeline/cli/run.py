@@ -17,11 +17,15 @@ from oabench_pipeline.cli.common import (
     _must,
     _set_aside_damaged,
     _split,
+    choose_suite,
     ensure_partitions,
+    load_registry_suites,
     run_assets,
+    suite_option,
 )
 from oabench_pipeline.cli.group import main
 from oabench_pipeline.cli.output import ProgressBar
+from oabench_pipeline.core.editions import Suite, default_suite, format_editions
 from oabench_pipeline.core.models_registry import ModelConfig, automatic_models, known_models
 from oabench_pipeline.core.runs import with_logical_run_ids
 from oabench_pipeline.core.watch_policy import load_watch_policy
@@ -58,6 +62,9 @@ if TYPE_CHECKING:
 @click.option(
     "--editions", "editions_opt", help="Comma-separated editions (default: every ingested edition)."
 )
+@suite_option(
+    "Every edition of this suite (e.g. all, oabench-2026), for every selected model; not with --editions."
+)
 @click.option(
     "--concurrency", type=click.IntRange(min=1), help="Requests in flight per model (overrides the registry)."
 )
@@ -76,6 +83,7 @@ if TYPE_CHECKING:
 def run(
     models_opt: str | None,
     editions_opt: str | None,
+    suite: str | None,
     concurrency: int | None,
     replicates: int,
     dry_run: bool,
@@ -87,10 +95,17 @@ def run(
     """
     settings = Settings.from_env()
     warehouse = Warehouse(settings.warehouse_path)
+    if suite is not None and editions_opt is not None:
+        raise click.UsageError(
+            "--suite and --editions both choose the editions: give one (--suite runs every edition of the suite)"
+        )
+    suites = load_registry_suites(settings)  # a bad registry stops the run before any cell, not after
+    chosen_suite = choose_suite(suites, suite) if suite is not None else None
     chosen = _choose_models(settings, warehouse, _split(models_opt))
-    editions = _choose_editions(warehouse, _split(editions_opt))
+    wanted = [str(e) for e in chosen_suite.editions] if chosen_suite else _split(editions_opt)
+    editions = _choose_editions(warehouse, wanted, chosen_suite)
     cells = [(model, edition) for model in chosen for edition in editions]
-    answer_cells(settings, warehouse, cells, concurrency, replicates, dry_run, force)
+    answer_cells(settings, warehouse, cells, concurrency, replicates, dry_run, force, chosen_suite)
 
 
 def answer_cells(
@@ -101,12 +116,13 @@ def answer_cells(
     replicates: int = 1,
     dry_run: bool = False,
     force: bool = False,
+    suite: Suite | None = None,
 ) -> None:
     """Answer `cells` (model, edition) as `oabench run` does, then exit with its exit code.
 
     Skips what is up to date, runs every cell at once with the progress bar, stops cleanly on Ctrl-C,
     rebuilds the leaderboard, and exits 0 only when every cell is complete (`oabench catalogue sync --run`
-    answers its cells through here too).
+    answers its cells through here too). `suite`: the suite that chose the editions, if one did.
     """
     chosen = list({model.key: model for model, _ in cells}.values())
     editions = sorted({edition for _, edition in cells}, key=int)
@@ -114,6 +130,8 @@ def answer_cells(
         for path in warehouse.damaged_partitions(table, editions):
             warehouse.raise_damaged(table, path)
     if dry_run:
+        if suite is not None:
+            click.echo(_suite_size(warehouse, settings, suite))
         _print_dry_run(warehouse, cells, replicates)
         return
     cells = _set_aside_damaged_cells(warehouse, cells)
@@ -124,24 +142,26 @@ def answer_cells(
         if table != "editions"
     )
     todo = cells if force else [(m, e) for m, e in cells if not _cell_is_current(warehouse, m, e, replicates)]
-    if not todo and not board_damaged and leaderboard_is_current(warehouse):
+    registry_files = [settings.editions_file, settings.discovered_editions_file]  # suites rebuild the tables
+    if not todo and not board_damaged and leaderboard_is_current(warehouse, registry_files):
         click.echo(
             f"up to date: {len(cells)} cell(s) answered and scored, leaderboard current (--force to redo)"
         )
         return
     defs, instance = _dagster(settings)
     interrupts.reset()
-    registry_files = (settings.models_file, settings.catalogue_models_file)
+    models_files = (settings.models_file, settings.catalogue_models_file)
 
     def work() -> int:
         """The Dagster part, on a worker thread: Ctrl-C stays ours (`interrupts.py`)."""
         ensure_partitions(instance, "editions", editions)
         ensure_partitions(instance, "model_keys", [m.key for m in chosen])
-        if force or not models_table_is_current(warehouse, *registry_files):
+        if force or not models_table_is_current(warehouse, *models_files):
             _must(run_assets(defs, instance, ["models"]), "models registry")
         failures = _run_cells(defs, instance, warehouse, todo, concurrency, replicates)
         if interrupts.requested():
-            return _report_interrupted(warehouse, chosen, editions, concurrency, replicates)
+            which = f"--suite {suite.name}" if suite is not None else f"--editions {','.join(editions)}"
+            return _report_interrupted(warehouse, chosen, which, concurrency, replicates)
         _must(run_assets(defs, instance, REPORT_ASSETS), "leaderboard")
         click.echo(
             f"leaderboard rebuilt: {len(chosen)} model key(s) × {len(editions)} edition(s), {len(todo)} cell(s) run; "
@@ -156,12 +176,13 @@ def answer_cells(
 def _report_interrupted(
     warehouse: Warehouse,
     chosen: list[ModelConfig],
-    editions: list[str],
+    which_editions: str,
     concurrency: int | None,
     replicates: int,
 ) -> int:
-    """What an interrupted run kept and how to resume it; the exit code (130 for SIGINT, 143 for SIGTERM)."""
-    resume = f"oabench run --models {','.join(m.key for m in chosen)} --editions {','.join(editions)}"
+    """What an interrupted run kept and how to resume it; the exit code (130 for SIGINT, 143 for SIGTERM).
+    `which_editions`: the option that chose them (`--editions 43,44` or `--suite all`)."""
+    resume = f"oabench run --models {','.join(m.key for m in chosen)} {which_editions}"
     resume += f" --concurrency {concurrency}" if concurrency else ""
     resume += f" --replicates {replicates}" if replicates != 1 else ""
     click.echo(
@@ -297,22 +318,39 @@ def _choose_models(settings: Settings, warehouse: Warehouse, keys: list[str] | N
     return chosen
 
 
-def _choose_editions(warehouse: Warehouse, wanted: list[str] | None) -> list[str]:
+def _choose_editions(warehouse: Warehouse, wanted: list[str] | None, suite: Suite | None = None) -> list[str]:
     ingested = warehouse.partitions("questions")
     if not ingested:
         raise click.UsageError("no edition is ingested yet: run `oabench ingest` first")
     if wanted:
         missing = [e for e in wanted if e not in ingested]
         if missing:
+            where = f"suite {suite.name}: " if suite else ""
             raise click.UsageError(
-                f"edition(s) {', '.join(missing)} not ingested; run `oabench ingest --editions {','.join(missing)}`"
+                f"{where}edition(s) {', '.join(missing)} not ingested; run `oabench ingest --editions {','.join(missing)}`"
             )
         return wanted
     return sorted(ingested, key=int)
 
 
+def _suite_size(warehouse: Warehouse, settings: Settings, suite: Suite) -> str:
+    """`suite all: 29 edition(s) (1-25,37,43-45), 2380 question(s), 9.9× oabench-2026's 240`: what a
+    suite weighs against the default one, before the calls it means."""
+    default = default_suite(load_registry_suites(settings))
+    counts = {e: warehouse.read("questions", str(e)).height for e in {*suite.editions, *default.editions}}
+    ingested = {e: n for e, n in counts.items() if n}
+    size = sum(ingested.get(e, 0) for e in suite.editions)
+    line = f"suite {suite.name}: {len(suite.editions)} edition(s) ({format_editions(suite.editions)}), {size} question(s)"
+    base = sum(ingested.get(e, 0) for e in default.editions)
+    if default.name != suite.name and base:
+        line += f", {size / base:.1f}× {default.name}'s {base}"
+    return line
+
+
 def _print_dry_run(warehouse: Warehouse, cells: list[tuple[ModelConfig, str]], replicates: int = 1) -> None:
+    """One line per cell, then per model key (when it has several editions), then the total."""
     total_calls, total_cost, unpriced = 0, 0.0, []
+    per_model: dict[str, list[tuple[int, float]]] = {}
     for model, edition in cells:
         questions = warehouse.read("questions", edition)
         existing = with_logical_run_ids(
@@ -330,7 +368,13 @@ def _print_dry_run(warehouse: Warehouse, cells: list[tuple[ModelConfig, str]], r
                 unpriced.append(model.key)
         total_calls += calls
         total_cost += cost
+        per_model.setdefault(model.key, []).append((calls, cost))
         click.echo(f"{model.key} × {edition}: {calls} call(s), est. prompt cost ${cost:.4f}")
+    for key, rows in per_model.items():
+        if len(rows) > 1:
+            calls, cost = sum(c for c, _ in rows), sum(c for _, c in rows)
+            priced = f"${cost:.4f}" if key not in unpriced else "unknown (no price snapshot)"
+            click.echo(f"{key}: {len(rows)} edition(s), {calls} call(s), est. prompt cost {priced}")
     click.echo(
         f"total: {total_calls} call(s), est. prompt cost ${total_cost:.4f} (prompt tokens × listed price)"
     )

@@ -10,6 +10,9 @@ import click
 from oabench_pipeline.cli.common import (
     _instance,
     _split,
+    choose_suite,
+    load_registry_suites,
+    suite_option,
 )
 from oabench_pipeline.cli.group import main
 from oabench_pipeline.cli.output import format_table
@@ -19,20 +22,28 @@ from oabench_pipeline.settings import Settings
 @main.command(name="status")
 @click.option("--models", "models_opt", help="Comma-separated model keys (default: all).")
 @click.option("--editions", "editions_opt", help="Comma-separated editions (default: all).")
+@suite_option("Only the editions of this suite, and which model keys are complete on all of them.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def status_cmd(models_opt: str | None, editions_opt: str | None, fmt: str) -> None:
+def status_cmd(models_opt: str | None, editions_opt: str | None, suite: str | None, fmt: str) -> None:
     """Each cell (edition × model key): complete, missing, failed, stale or running, and what completing costs.
 
     Exit code 0 only when every listed cell is complete.
     """
     settings = Settings.from_env()
+    if suite is not None and editions_opt is not None:
+        raise click.UsageError("--suite and --editions both choose the editions: give one")
+    chosen = choose_suite(load_registry_suites(settings), suite) if suite is not None else None
+    editions = [str(e) for e in chosen.editions] if chosen else _split(editions_opt)
     from oabench_pipeline.status import collect_status
 
-    report = collect_status(settings, _instance(settings), _split(editions_opt), _split(models_opt))
+    report = collect_status(settings, _instance(settings), editions, _split(models_opt))
     if fmt == "json":
-        click.echo(json.dumps(report.as_json(), ensure_ascii=False, indent=2))
+        document = report.as_json() | ({"suite": report.suite_json(chosen)} if chosen else {})
+        click.echo(json.dumps(document, ensure_ascii=False, indent=2))
     else:
         table = format_table(report.display_frame(), "table", wrap={"reason": 60})
         click.echo(table if report.cells else "no cells to show")
         click.echo(report.summary())
+        if chosen:
+            click.echo(report.suite_summary(chosen))
     sys.exit(0 if report.complete else 1)

@@ -6,27 +6,32 @@ the end of an `as_of` day (UTC). A cell with no complete run shows its newest st
 
 Definitions (they reproduce OABench's published summary.json):
 - official score = correct answers on active questions + every annulled question (the OAB
-  credits annulled questions to everyone); official total = questions in the edition (80);
+  credits annulled questions to everyone); official total = questions in the edition (80; 100 in the 1st-3rd);
 - technical score = correct answers on active questions; technical total = active questions;
 - invalid = active question with no extracted answer (error, empty or unparseable response);
 - strict compliance = strict-parsed answers / non-skipped calls;
 - average latency = total latency / non-skipped calls, rounded half up (JavaScript Math.round);
 - an edition is passed with official score >= half of its questions (40 of 80);
 - cost: see `analysis/aggregates.py` (reported where every call carries it, else estimated);
-- a key is `complete` when the canonical run of every edition listed in `editions` that has
-  questions is complete (`core/runs.py`) and has a row for every active question; incomplete keys
-  keep their numbers but get no rank, and take no part in the tests, provider means or deltas.
+- suites (`core/editions.py`): a key is `complete` in a suite when the canonical run of every edition
+  of the suite listed in `editions` that has questions is complete (`core/runs.py`) and has a row for
+  every active question; incomplete keys keep their numbers but get no rank, and take no part in the
+  tests, provider means or deltas. Sums, ranks and tests are per suite: `<table>_by_suite` holds every
+  suite's rows, the plain table the default suite's (`tables.BY_SUITE`).
 - intervals and p_pass: `analysis/intervals.py`; tests, rank intervals, tie_group: `analysis/pairwise.py`;
 - `retired`: the model catalogue's newest `expiration_date` for the model has come (`analysis/retirement.py`).
 
-Work is done in a few passes: one DuckDB GROUPING SETS aggregate over the canonical scores, one
-latency query, one extraction of a keys x questions matrix (pairwise McNemar, item analysis), and
-small polars/numpy steps over per-key rows.
+Work is done in a few passes shared by every suite: one DuckDB GROUPING SETS aggregate over the
+canonical scores, one key x edition x area count, one latency query per (suite, key), one extraction of
+a keys x questions matrix (pairwise McNemar on each suite's rows and columns, item analysis), and small
+polars/numpy steps over per-key rows, per suite.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import duckdb
 import numpy as np
@@ -42,16 +47,20 @@ from oabench_pipeline.core.analysis.latency import latency_accuracy_correlation
 from oabench_pipeline.core.analysis.pareto import pareto_frontier
 from oabench_pipeline.core.analysis.providers import provider_summary
 from oabench_pipeline.core.analysis.retirement import with_retirement
-from oabench_pipeline.core.analysis.run_variance import run_variance
+from oabench_pipeline.core.analysis.run_variance import ReplicateAnswers, replicate_answers, run_variance
+from oabench_pipeline.core.editions import ALL_SUITE, ALL_SUITE_DESCRIPTION, Suite, default_suite
 from oabench_pipeline.core.scoring import score_inferences
-from oabench_pipeline.tables import column_names
+from oabench_pipeline.tables import ANALYSIS_TABLES, BY_SUITE, column_names, column_schema
 
 # The analysis tables' code version: bump it with any change to how a table is computed, so that the
 # automation rebuilds them once (`automation/downstream.py`).
-ANALYSIS_VERSION = "analysis-2"  # 2: the leaderboard's `retired` column
+ANALYSIS_VERSION = (
+    "analysis-3"  # 2: suites (the `_by_suite` tables, `suites`); 3: the leaderboard's `retired`
+)
 
 _SCORES_TEMP = "_oabench_scores"
 _CANONICAL_TEMP = "_oabench_canonical"
+_SUITE_EDITIONS_TEMP = "_oabench_suite_editions"
 
 # The scores of the canonical run of each cell; `run_id` NULL matches NULL (rows written before runs).
 _CANONICAL_SCORES_SQL = """(
@@ -94,15 +103,9 @@ def _summary_prices(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     return frame.cast(schema)
 
 
-def _add_intervals(
-    keys_df: pl.DataFrame, by_edition: pl.DataFrame, required: set[int]
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Wilson intervals per key; exact pass probabilities per key × edition and across required editions."""
-    tech_low, tech_high = intervals.wilson_interval(keys_df["technical_score"], keys_df["technical_total"])
-    off_low, off_high = intervals.official_interval(
-        tech_low, tech_high, keys_df["technical_total"], keys_df["official_total"]
-    )
-    by_edition = by_edition.with_columns(
+def _with_pass_probability(by_edition: pl.DataFrame) -> pl.DataFrame:
+    """Each key × edition row's exact chance of passing again at its observed rate (suite-independent)."""
+    return by_edition.with_columns(
         p_pass=pl.Series(
             intervals.pass_probability(
                 by_edition["official_score"], by_edition["official_total"], by_edition["pass_threshold"]
@@ -110,12 +113,20 @@ def _add_intervals(
             dtype=pl.Float64,
         )
     )
+
+
+def _add_intervals(keys_df: pl.DataFrame, by_edition: pl.DataFrame, required: set[int]) -> pl.DataFrame:
+    """Wilson intervals per key; the exact pass probability across the required editions."""
+    tech_low, tech_high = intervals.wilson_interval(keys_df["technical_score"], keys_df["technical_total"])
+    off_low, off_high = intervals.official_interval(
+        tech_low, tech_high, keys_df["technical_total"], keys_df["official_total"]
+    )
     joint = (
         by_edition.filter(pl.col("edition").is_in(sorted(required)))
         .group_by("model_key")
         .agg(_p=pl.col("p_pass").sort_by("edition").product(), _sat=pl.len())
     )
-    keys_df = (
+    return (
         keys_df.with_columns(
             accuracy_ci_low=pl.Series(off_low),
             accuracy_ci_high=pl.Series(off_high),
@@ -136,7 +147,6 @@ def _add_intervals(
         )
         .drop("_p", "_sat")
     )
-    return keys_df, by_edition
 
 
 def _add_tests(keys_df: pl.DataFrame, mats: dict[str, np.ndarray]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -161,16 +171,32 @@ def _add_tests(keys_df: pl.DataFrame, mats: dict[str, np.ndarray]) -> tuple[pl.D
     return keys_df.join(tests, on="model_key", how="left", maintain_order="left"), table
 
 
-def build_leaderboard_tables(
-    con: duckdb.DuckDBPyConnection, *, as_of: dt.date | None = None
-) -> dict[str, pl.DataFrame]:
-    """All leaderboard and analysis tables, keyed by table name (see module docstring).
+@dataclass(frozen=True)
+class _Shared:
+    """What every suite's tables are computed from: built once per call, whatever the suites."""
 
-    `con` must expose `inferences`, `questions`, `answer_keys`, `editions`, `models` and
-    `model_pricing`; `scores` and `published_run_summaries` are used when present (scores are
-    computed otherwise). `as_of`: count only runs completed before the end of that day (UTC).
-    Deterministic: no random numbers anywhere.
-    """
+    by_edition: pl.DataFrame  # key × edition rows of every canonical cell, with p_pass
+    areas: pl.DataFrame  # key × edition × area counts (a suite sums its editions')
+    all_areas: pl.DataFrame  # key × area counts over every edition
+    latency: pl.DataFrame  # p50/p95 per suite and key
+    meta: pl.DataFrame
+    questions: pl.DataFrame
+    keys: pl.Series  # every key with a canonical cell, sorted: the rows of `mats`
+    mats: dict[str, np.ndarray]
+    answers: ReplicateAnswers  # every complete run cell's answers and score (run_variance)
+    cells: pl.DataFrame
+    required: set[int]  # editions with questions (and in `editions`)
+
+
+def _suites_frame(suites: Sequence[Suite]) -> pl.DataFrame:
+    return pl.DataFrame(
+        [(s.name, e) for s in suites for e in s.editions],
+        schema={"suite": pl.String, "edition": pl.Int32},
+        orient="row",
+    )
+
+
+def _shared(con: duckdb.DuckDBPyConnection, as_of: dt.date | None, suites: Sequence[Suite]) -> _Shared:
     scores_name, computed = _scores_name(con)
     temp = {_SCORES_TEMP: computed} if computed is not None else {}
     with registered(con, temp):
@@ -178,27 +204,81 @@ def build_leaderboard_tables(
         canonical = runs_core.canonical_run_cells(cells, as_of).join(
             _summary_prices(con), on="run_id", how="left"
         )
-        with registered(con, {_CANONICAL_TEMP: canonical.select("model_key", "edition", "run_id")}):
+        helpers = {
+            _CANONICAL_TEMP: canonical.select("model_key", "edition", "run_id"),
+            _SUITE_EDITIONS_TEMP: _suites_frame(suites),
+        }
+        with registered(con, helpers):
             canonical_scores = _CANONICAL_SCORES_SQL.format(scores=scores_name, canonical=_CANONICAL_TEMP)
             ed_totals = con.sql(aggregates.EDITION_TOTALS_SQL).pl()
-            edition_dates = con.sql("SELECT edition::INTEGER AS edition, exam_date FROM editions").pl()
+            registered_editions = con.sql("SELECT edition::INTEGER AS edition FROM editions").pl()
             questions = con.sql(aggregates.QUESTIONS_SQL).pl()
             meta = with_retirement(con, con.sql(aggregates.KEY_META_SQL).pl(), as_of or _today())
             agg = con.sql(aggregates.AGG_SQL.format(scores=canonical_scores)).pl()
-            latency = con.sql(aggregates.LATENCY_SQL.format(scores=canonical_scores)).pl()
-            required = set(edition_dates["edition"].to_list()) & set(ed_totals["edition"].to_list())
+            areas = con.sql(aggregates.AREA_SQL.format(scores=canonical_scores)).pl()
+            latency = con.sql(
+                aggregates.LATENCY_SQL.format(scores=canonical_scores, suite_editions=_SUITE_EDITIONS_TEMP)
+            ).pl()
+            required = set(registered_editions["edition"].to_list()) & set(ed_totals["edition"].to_list())
             by_edition = aggregates.by_edition_rows(agg, ed_totals, required, canonical)
-            keys_df = aggregates.per_key_rows(by_edition, latency, meta, len(required))
-            mats = pairwise.matrices(con, canonical_scores, keys_df["model_key"], questions)
-        variance = run_variance(con, scores_name, cells, sorted(required))
+            keys = by_edition["model_key"].unique().sort()
+            mats = pairwise.matrices(con, canonical_scores, keys, questions)
+        answers = replicate_answers(con, scores_name, cells)
+    by_edition = _with_pass_probability(
+        by_edition.join(
+            canonical.select("model_key", "edition", "run_id"),
+            on=["model_key", "edition"],
+            how="left",
+            maintain_order="left",  # the order per-key float sums add up in, as before suites
+        )
+    )
+    all_areas = agg.filter(~pl.col("by_edition")).select(
+        "model_key", "area", "technical_score", "active_rows"
+    )
+    return _Shared(
+        by_edition, areas, all_areas, latency, meta, questions, keys, mats, answers, cells, required
+    )
 
-    keys_df, by_edition = _add_intervals(keys_df, by_edition, required)
+
+def _by_area(areas: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
+    """Key × area over the given rows: correct answers, active questions, accuracy, in booklet order."""
+    area_order = questions.group_by("area").agg(area_order=pl.col("number").min())
+    return (
+        areas.group_by("model_key", "area")
+        .agg(correct=pl.col("technical_score").sum(), total=pl.col("active_rows").sum())
+        .join(area_order, on="area", how="left")
+        .select(
+            "model_key",
+            "area",
+            "area_order",
+            "correct",
+            "total",
+            accuracy=pl.when(pl.col("total") > 0).then(pl.col("correct") / pl.col("total")),
+        )
+        .sort("model_key", "area_order", "area")
+    )
+
+
+def _suite_tables(shared: _Shared, suite: Suite) -> tuple[dict[str, pl.DataFrame], dict[str, object]]:
+    """The suite-scoped tables of one suite (`tables.BY_SUITE`), and its row of `suites`."""
+    editions = sorted(suite.editions)
+    required = shared.required & set(editions)
+    by_edition = shared.by_edition.filter(pl.col("edition").is_in(editions)).with_columns(
+        required=pl.col("edition").is_in(sorted(required))
+    )
+    latency = shared.latency.filter(pl.col("suite") == suite.name).drop("suite")
+    keys_df = aggregates.per_key_rows(by_edition, latency, shared.meta, len(required))
+    keys_df = _add_intervals(keys_df, by_edition, required)
     # Rank among complete keys only: rank the complete subset and join back (others stay NULL).
     ranks = keys_df.filter(pl.col("complete")).select(
         "model_key", rank=pl.col("official_score").rank("dense", descending=True).cast(pl.Int64)
     )
     keys_df = keys_df.join(ranks, on="model_key", how="left", maintain_order="left")
+    rows = np.searchsorted(shared.keys.to_numpy(), keys_df["model_key"].to_numpy())
+    columns = shared.questions["edition"].is_in(editions).to_numpy()
+    mats = {name: matrix[rows][:, columns] for name, matrix in shared.mats.items()}
     keys_df, pairwise_table = _add_tests(keys_df, mats)
+    variance = run_variance(shared.answers, shared.cells, sorted(required))
     keys_df = keys_df.join(
         variance.select(
             "model_key",
@@ -209,43 +289,100 @@ def build_leaderboard_tables(
         how="left",
         maintain_order="left",
     ).with_columns(pl.col("replicates").fill_null(0))
-
-    key_accuracy = mats["C"].sum(axis=1) / np.maximum(mats["E"].sum(axis=1), 1)
     leaderboard = keys_df.select(LEADERBOARD_COLUMNS).sort(
         ["rank", "official_score", "model_key"], descending=[False, True, False], nulls_last=True
     )
-    by_edition = by_edition.join(
-        canonical.select("model_key", "edition", "run_id"), on=["model_key", "edition"], how="left"
-    )
-    by_edition_out = by_edition.select(BY_EDITION_COLUMNS).sort("model_key", "edition")
-    area_order = questions.group_by("area").agg(area_order=pl.col("number").min())
-    by_area_out = (
-        agg.filter(~pl.col("by_edition"))
-        .join(area_order, on="area", how="left")
-        .select(
-            "model_key",
-            "area",
-            "area_order",
-            correct=pl.col("technical_score"),
-            total=pl.col("active_rows"),
-            accuracy=pl.when(pl.col("active_rows") > 0).then(
-                pl.col("technical_score") / pl.col("active_rows")
-            ),
-        )
-        .sort("model_key", "area_order")
-    )
     complete_keys = keys_df.filter(pl.col("complete"))["model_key"]
-    return {
+    tables = {
         "leaderboard": leaderboard,
-        "leaderboard_by_edition": by_edition_out,
-        "leaderboard_by_area": by_area_out,
+        "leaderboard_by_area": _by_area(
+            shared.areas.filter(pl.col("edition").is_in(editions)),
+            shared.questions.filter(pl.col("edition").is_in(editions)),
+        ),
         "pairwise_comparison": pairwise_table,
-        "item_analysis": item_analysis(questions, mats, key_accuracy),
         "provider_summary": provider_summary(keys_df),
         "edition_deltas": edition_deltas(by_edition, complete_keys),
         "pareto_frontier": pareto_frontier(keys_df),
         "latency_accuracy_correlation": latency_accuracy_correlation(keys_df),
-        "contamination_by_cutoff": contamination_by_cutoff(by_edition, keys_df, edition_dates),
-        "runs": runs_core.runs_table(cells),
         "run_variance": variance,
     }
+    summary = {
+        "suite": suite.name,
+        "description": suite.description,
+        "editions": editions,
+        "editions_ingested": sorted(required),
+        "questions": int(shared.questions["edition"].is_in(sorted(required)).sum()),
+        "model_keys": keys_df.height,
+        "ranked_keys": complete_keys.len(),
+    }
+    return tables, summary
+
+
+def _with_suite(name: str, frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.select(pl.lit(name, pl.String).alias("suite"), pl.all())
+
+
+def build_leaderboard_tables(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    as_of: dt.date | None = None,
+    suites: Sequence[Suite] | None = None,
+) -> dict[str, pl.DataFrame]:
+    """All leaderboard and analysis tables, keyed by table name (see module docstring).
+
+    `con` must expose `inferences`, `questions`, `answer_keys`, `editions`, `models` and
+    `model_pricing`; `scores` and `published_run_summaries` are used when present (scores are
+    computed otherwise). `as_of`: count only runs completed before the end of that day (UTC).
+    `suites`: the suites to rank (`load_suites`); default: `all`, every edition of `editions`. The plain
+    suite-scoped tables are the default suite's (`default_suite`), their `_by_suite` twins every suite's.
+    Deterministic: no random numbers anywhere.
+    """
+    if suites is None:
+        editions = con.sql("SELECT DISTINCT edition::INTEGER AS e FROM editions ORDER BY e").pl()["e"]
+        suites = [
+            Suite(name=ALL_SUITE, editions=tuple(editions.to_list()), description=ALL_SUITE_DESCRIPTION)
+        ]
+    default = default_suite({s.name: s for s in suites}).name
+    shared = _shared(con, as_of, suites)
+    per_suite = {suite.name: _suite_tables(shared, suite) for suite in suites}
+    tables: dict[str, pl.DataFrame] = dict(per_suite[default][0])
+    for name, base in BY_SUITE.items():
+        tables[name] = pl.concat(
+            [_with_suite(suite, frames[base]) for suite, (frames, _) in per_suite.items()],
+            how="vertical_relaxed",
+        )
+    tables["suites"] = pl.DataFrame(
+        [{**summary, "is_default": suite == default} for suite, (_, summary) in per_suite.items()],
+        schema=column_schema("suites"),
+    ).select(column_names("suites"))
+    key_accuracy = shared.mats["C"].sum(axis=1) / np.maximum(shared.mats["E"].sum(axis=1), 1)
+    cutoffs = shared.meta.select("model_key", "knowledge_cutoff")
+    edition_dates = con.sql("SELECT edition::INTEGER AS edition, exam_date FROM editions").pl()
+    tables |= {
+        "leaderboard_by_edition": shared.by_edition.select(BY_EDITION_COLUMNS).sort("model_key", "edition"),
+        # Descriptive, per key over every edition it ran (per suite: leaderboard_by_area_by_suite).
+        "leaderboard_by_area": _by_area(shared.all_areas, shared.questions),
+        "item_analysis": item_analysis(shared.questions, shared.mats, key_accuracy),
+        # Exam dates on both sides of a cutoff need every edition, not one suite's few months.
+        "contamination_by_cutoff": contamination_by_cutoff(shared.by_edition, cutoffs, edition_dates),
+        "runs": runs_core.runs_table(shared.cells),
+    }
+    return {name: tables[name] for name in ANALYSIS_TABLES}
+
+
+def suite_view(
+    tables: Mapping[str, pl.DataFrame], suite: str, editions: Sequence[int], *, plain: bool = False
+) -> dict[str, pl.DataFrame]:
+    """The analysis tables as one suite sees them: each suite-scoped table its rows of `<table>_by_suite`
+    (`leaderboard_by_area` included), `leaderboard_by_edition` the suite's editions, the rest as they are.
+    What the report, `oabench leaderboard --suite` and the per-suite checks read. `plain`: for the default
+    suite, keep the plain tables (its rows) but `leaderboard_by_area` (every edition's) and `_by_edition`."""
+    view = dict(tables)
+    for name, base in BY_SUITE.items():
+        if name in tables and (not plain or base == "leaderboard_by_area"):
+            view[base] = tables[name].filter(pl.col("suite") == suite).drop("suite")
+    if "leaderboard_by_edition" in tables:
+        view["leaderboard_by_edition"] = tables["leaderboard_by_edition"].filter(
+            pl.col("edition").is_in(list(editions))
+        )
+    return view

@@ -10,18 +10,21 @@ import base64
 import datetime as dt
 import html
 import io
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
+from oabench_pipeline.core.editions import format_editions
 from oabench_pipeline.core.files import write_atomically
+from oabench_pipeline.core.leaderboard import suite_view
 from oabench_pipeline.core.markdown import markdown_table
 
 # `leaderboard_report`'s code version: bump it when the report's files change, to have it rebuilt.
-REPORT_VERSION = "report-1"
+REPORT_VERSION = "report-2"  # 2: the suite it ranks heads the report
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -78,12 +81,23 @@ class ReportContext:
     generated_at: dt.datetime
     data_as_of: dt.datetime | None
     """The newest answer (inference row) the tables were built from."""
+    suite: str | None = None
+    """Which suite the ranking is over (`suite_heading`)."""
 
     def lines(self) -> list[str]:
         as_of = (
             "no answers yet" if self.data_as_of is None else _fmt_time(self.data_as_of) + " (newest answer)"
         )
-        return [f"Generated {_fmt_time(self.generated_at)}", f"Data as of {as_of}"]
+        lines = [f"Generated {_fmt_time(self.generated_at)}", f"Data as of {as_of}"]
+        return [*lines, self.suite] if self.suite else lines
+
+
+def suite_heading(suite: Mapping[str, Any]) -> str:
+    """`Suite oabench-2026: editions 43-45, 240 questions` from the suite's row of the `suites` table,
+    saying which of its editions are not ingested (a key is ranked over the others)."""
+    text = f"Suite {suite['suite']}: editions {format_editions(suite['editions_ingested'])}, {suite['questions']} questions"
+    missing = sorted(set(suite["editions"]) - set(suite["editions_ingested"]))
+    return text + (f" (not ingested: {format_editions(missing)})" if missing else "")
 
 
 def _fmt_time(moment: dt.datetime) -> str:
@@ -400,21 +414,34 @@ def write_reports(
     out_dir: Path,
     data_as_of: dt.datetime | None = None,
     generated_at: dt.datetime | None = None,
+    suite: str | None = None,
 ) -> ReportFiles:
     """Write leaderboard.md/.html, both PNG plots and CSV + Parquet of every table into `out_dir`.
 
-    `data_as_of` is the newest answer behind the tables; both times head the Markdown and HTML.
+    `data_as_of` is the newest answer behind the tables; both times head the Markdown and HTML. `suite`:
+    the suite to rank (default: the `suites` table's default one), named under them; the CSV and
+    Parquet exports hold every table as given, every suite's rows included.
     """
     out_dir = Path(out_dir)
-    context = ReportContext(generated_at or dt.datetime.now(dt.UTC), data_as_of)
+    exports = tables
+    heading = None
+    if "suites" in tables and not tables["suites"].is_empty():
+        rows = tables["suites"].filter(pl.col("suite") == suite if suite else pl.col("is_default"))
+        if rows.is_empty():
+            raise ValueError(f"suite {suite!r} is not in the suites table")
+        row = rows.row(0, named=True)
+        heading = suite_heading(row)
+        # The default suite's tables are the plain ones; another suite's are its rows of the `_by_suite` twins.
+        tables = suite_view(tables, row["suite"], row["editions"], plain=row["is_default"])
+    context = ReportContext(generated_at or dt.datetime.now(dt.UTC), data_as_of, heading)
     cost_png, caption = _plot_cost_vs_accuracy(tables["pareto_frontier"])
     area_png = _plot_area_heatmap(tables["leaderboard_by_area"], tables["leaderboard"])
     csv = {
-        name: write_atomically(out_dir / f"{name}.csv", _frame_bytes(f, "csv")) for name, f in tables.items()
+        name: write_atomically(out_dir / f"{name}.csv", _frame_bytes(f, "csv")) for name, f in exports.items()
     }
     parquet = {
         name: write_atomically(out_dir / f"{name}.parquet", _frame_bytes(f, "parquet"))
-        for name, f in tables.items()
+        for name, f in exports.items()
     }
     markdown = leaderboard_markdown(tables, context) + (f"\n{caption}\n" if caption else "")
     page = _html_page(tables, {COST_PLOT: cost_png, AREA_PLOT: area_png}, caption, context)

@@ -30,14 +30,15 @@ from oabench_pipeline.automation.downstream import (
 )
 from oabench_pipeline.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.core.analysis.table_checks import TABLE_CHECKS, table_problems
-from oabench_pipeline.core.leaderboard import ANALYSIS_VERSION, build_leaderboard_tables
+from oabench_pipeline.core.editions import EditionsRegistryError, Suite, default_suite
+from oabench_pipeline.core.leaderboard import ANALYSIS_VERSION, build_leaderboard_tables, suite_view
 from oabench_pipeline.core.reports import REPORT_VERSION, write_reports
 from oabench_pipeline.core.scoring import SCORING_VERSION, score_inferences
 from oabench_pipeline.core.versions import frame_version
 from oabench_pipeline.inference.assets import cell_keys
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import model_edition_partitions
-from oabench_pipeline.resources import WarehouseResource
+from oabench_pipeline.resources import ExamSourcesResource, WarehouseResource
 from oabench_pipeline.tables import ANALYSIS_DESCRIPTIONS, ANALYSIS_TABLES
 
 LEADERBOARD_TABLES = ANALYSIS_TABLES  # every table the `leaderboard` step builds, one asset each
@@ -48,14 +49,19 @@ LEADERBOARD_CHECKS = {
     "official_at_least_technical": "No model key's official score is below its technical score (annulled "
     "questions only add official credit); blocking.",
     "accuracies_within_0_1": "Every accuracy column lies in [0, 1]; blocking.",
-    "complete_keys_have_80_rows_per_edition": "A model key marked complete has 80 scored rows in each "
-    "edition; blocking.",
+    "complete_keys_have_80_rows_per_edition": "A model key marked complete has one scored row per question "
+    "in each edition (80; 100 in the 1st-3rd); blocking.",
     "pricing_snapshot_not_older_than_runs": "Warning only: estimated costs use a price snapshot taken at "
     "most a day before the calls they price.",
 }
 BLOCKING_LEADERBOARD_CHECKS = [n for n in LEADERBOARD_CHECKS if n != "pricing_snapshot_not_older_than_runs"]
-# The checks of every analysis table: the leaderboard's own above, the others' in core/analysis.
-CHECKS_BY_TABLE: dict[str, dict[str, str]] = {"leaderboard": LEADERBOARD_CHECKS, **TABLE_CHECKS}
+# The checks of every analysis table: the leaderboard's own above (run on each suite's rows of
+# `leaderboard_by_suite` too), the others' in core/analysis.
+CHECKS_BY_TABLE: dict[str, dict[str, str]] = {
+    "leaderboard": LEADERBOARD_CHECKS,
+    "leaderboard_by_suite": {name: f"In each suite: {text}" for name, text in LEADERBOARD_CHECKS.items()},
+    **TABLE_CHECKS,
+}
 BLOCKING_CHECKS = {
     AssetCheckKey(AssetKey(table), name)
     for table, checks in CHECKS_BY_TABLE.items()
@@ -119,7 +125,8 @@ def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> Mate
 
 
 class LeaderboardConfig(Config):
-    """Shared by `leaderboard` and `leaderboard_report`: which runs count."""
+    """Shared by `leaderboard` and `leaderboard_report`: which runs count. (Every suite is built in every
+    run: the default suite's tables never depend on run config.)"""
 
     as_of: str | None = None
     """YYYY-MM-DD: count only runs completed before the end of that day (UTC); default: the newest."""
@@ -133,11 +140,19 @@ class LeaderboardConfig(Config):
             raise Failure(description=f"as_of {self.as_of!r}: not a date (YYYY-MM-DD)") from None
 
 
+class ReportConfig(LeaderboardConfig):
+    """`leaderboard_report`'s settings: which runs count, and which suite it ranks."""
+
+    suite: str | None = None
+    """A suite of the editions registry (`suites` table); default: the default suite (oabench-2026),
+    written to `reports/`. Another suite's report goes to `reports/suites/<name>/`."""
+
+
 def _analysis_spec(table: str) -> AssetSpec:
     description = ANALYSIS_DESCRIPTIONS[table]
     return AssetSpec(
         table,
-        # A group of their own: twelve siblings make a tall column that the lineage page cannot fit on
+        # A group of their own: 21 siblings make a tall column that the lineage page cannot fit on
         # screen beside the rest; collapsed, the group is one box between `scores` and the report.
         group_name="analysis",
         deps=ANALYSIS_DEPS,
@@ -163,21 +178,26 @@ def _analysis_spec(table: str) -> AssetSpec:
     can_subset=True,
 )
 def leaderboard(
-    context: AssetExecutionContext, config: LeaderboardConfig, warehouse: WarehouseResource
+    context: AssetExecutionContext,
+    config: LeaderboardConfig,
+    warehouse: WarehouseResource,
+    exam_sources: ExamSourcesResource,
 ) -> Iterator[MaterializeResult | AssetCheckResult]:
     """Every leaderboard and analysis table from all scored cells: one pass, each table its own asset.
 
     The shared work (canonical runs, the DuckDB aggregate, the keys × questions matrices) is done once per
-    step, whatever is selected; only the selected tables are written and only their checks evaluated.
-    A selected blocking check that fails stops the step before any table is written.
+    step, whatever is selected, and every suite of the editions registry is ranked from it; only the
+    selected tables are written and only their checks evaluated. A selected blocking check that fails
+    stops the step before any table is written.
     """
     store = warehouse.warehouse()
     if not store.has_table("scores"):
         raise Failure(description="nothing is scored yet: materialize inferences and scores first")
     as_of = config.as_of_date()
+    suites = _suites(exam_sources)
     selected = [t for t in ANALYSIS_TABLES if AssetKey(t) in context.selected_asset_keys]
     with store.reader() as con:
-        tables = build_leaderboard_tables(con, as_of=as_of)
+        tables = build_leaderboard_tables(con, as_of=as_of, suites=list(suites.values()))
         row_counts = con.sql("select model_key, edition, run_id, count(*) as n from scores group by all").pl()
         answered_at = con.sql(
             "select model_key, min(created_at) as first_answer from inferences where source = 'live' group by all"
@@ -195,7 +215,13 @@ def leaderboard(
     for name in selected:
         metadata: dict[str, Any] = {"rows": tables[name].height, "as_of": as_of_text}
         if name == "leaderboard":
-            metadata |= {"model_keys": tables[name].height, "complete": int(tables[name]["complete"].sum())}
+            metadata |= {
+                "suite": default_suite(suites).label,
+                "model_keys": tables[name].height,
+                "complete": int(tables[name]["complete"].sum()),
+            }
+        elif name == "suites":
+            metadata |= {"suites": MetadataValue.text(", ".join(s.label for s in suites.values()))}
         yield MaterializeResult(
             asset_key=name,
             metadata=metadata,
@@ -204,15 +230,27 @@ def leaderboard(
         )
 
 
+def _suites(exam_sources: ExamSourcesResource) -> dict[str, Suite]:
+    try:
+        return exam_sources.suites()
+    except EditionsRegistryError as error:
+        raise Failure(description=str(error)) from None
+
+
 def analysis_checks(
     tables: dict[str, pl.DataFrame], row_counts: pl.DataFrame, answered_at: pl.DataFrame
 ) -> list[AssetCheckResult]:
     """Every check of every analysis table, each result naming its asset (check names repeat across them)."""
-    board_checks = [
-        *leaderboard_checks(tables, row_counts),
-        pricing_age_check(tables["leaderboard"], answered_at),
+    default = tables["suites"].filter(pl.col("is_default")).row(0, named=True)
+    # The plain leaderboard is the default suite's: its sums are over that suite's editions.
+    plain = {**tables, **suite_view(tables, default["suite"], default["editions"], plain=True)}
+    results = [
+        r._replace(asset_key=AssetKey("leaderboard")) for r in _board_checks(plain, row_counts, answered_at)
     ]
-    results = [r._replace(asset_key=AssetKey("leaderboard")) for r in board_checks]
+    results += [
+        r._replace(asset_key=AssetKey("leaderboard_by_suite"))
+        for r in suite_board_checks(tables, row_counts, answered_at)
+    ]
     for table in TABLE_CHECKS:
         for name, problems in table_problems(table, tables[table]).items():
             results.append(problems_result(name, problems)._replace(asset_key=AssetKey(table)))
@@ -248,6 +286,46 @@ def pricing_age_check(board: pl.DataFrame, answered_at: pl.DataFrame) -> AssetCh
     )
 
 
+def _board_checks(
+    tables: dict[str, pl.DataFrame], row_counts: pl.DataFrame, answered_at: pl.DataFrame
+) -> list[AssetCheckResult]:
+    return [*leaderboard_checks(tables, row_counts), pricing_age_check(tables["leaderboard"], answered_at)]
+
+
+def suite_board_checks(
+    tables: dict[str, pl.DataFrame], row_counts: pl.DataFrame, answered_at: pl.DataFrame
+) -> list[AssetCheckResult]:
+    """The leaderboard's checks on each suite's rows of `leaderboard_by_suite` (against the suite's editions
+    of `leaderboard_by_edition`); a failure names the suite."""
+    per_check: dict[str, list[AssetCheckResult]] = {}
+    for suite in tables["suites"].iter_rows(named=True):
+        view = suite_view(tables, suite["suite"], suite["editions"])
+        for result in _board_checks(view, row_counts, answered_at):
+            per_check.setdefault(str(result.check_name), []).append(
+                result._replace(
+                    metadata={
+                        "problem": MetadataValue.text(
+                            f"suite {suite['suite']}: {result.metadata['problem'].value}"
+                        )
+                    }
+                )
+            )
+    return [
+        AssetCheckResult(
+            check_name=name,
+            passed=all(r.passed for r in results),
+            severity=results[0].severity,
+            metadata={
+                "problem": MetadataValue.text(
+                    "; ".join(str(r.metadata["problem"].value) for r in results if not r.passed)[:2000]
+                    or "none"
+                )
+            },
+        )
+        for name, results in per_check.items()
+    ]
+
+
 def leaderboard_checks(tables: dict[str, pl.DataFrame], row_counts: pl.DataFrame) -> list[AssetCheckResult]:
     board, by_edition = tables["leaderboard"], tables["leaderboard_by_edition"]
     sums = by_edition.group_by("model_key").agg(
@@ -270,11 +348,11 @@ def leaderboard_checks(tables: dict[str, pl.DataFrame], row_counts: pl.DataFrame
     )
     short = (
         row_counts.join(
-            canonical.select("model_key", "edition", "run_id"),
+            canonical.select("model_key", "edition", "run_id", "official_total"),
             on=["model_key", "edition", "run_id"],
-            how="semi",
+            how="inner",
             nulls_equal=True,
-        ).filter(pl.col("n") != 80)
+        ).filter(pl.col("n") != pl.col("official_total"))
         if not row_counts.is_empty()
         else row_counts
     )
@@ -303,7 +381,9 @@ def _check(name: str, problems: list[str]) -> AssetCheckResult:
     automation_condition=REPORT_CONDITION,
     metadata={"dagster/column_schema": table_schema("leaderboard").value},  # leaderboard.csv / .parquet
 )
-def leaderboard_report(config: LeaderboardConfig, warehouse: WarehouseResource) -> MaterializeResult:
+def leaderboard_report(
+    config: ReportConfig, warehouse: WarehouseResource, exam_sources: ExamSourcesResource
+) -> MaterializeResult:
     """The leaderboard for people: HTML, Markdown, CSV/Parquet exports and two charts in `warehouse/reports/`.
 
     Headed by when it was generated and the newest answer it covers. `cost_vs_accuracy.png` puts cost
@@ -311,6 +391,7 @@ def leaderboard_report(config: LeaderboardConfig, warehouse: WarehouseResource) 
     `summary` shows inline here; the full table and each chart open from their "[Show Markdown]" (the UI
     shows a Markdown value inline only under 1,000 characters, and an embedded PNG is far longer).
     With `as_of` set, the tables are rebuilt in memory for that day (the stored ones are left as they are).
+    The suite it ranks heads it (`suite`: the default one, else `reports/suites/<name>/`).
     """
     store = warehouse.warehouse()
     as_of = config.as_of_date()
@@ -318,15 +399,34 @@ def leaderboard_report(config: LeaderboardConfig, warehouse: WarehouseResource) 
         tables = {name: store.read(name) for name in LEADERBOARD_TABLES}
     else:
         with store.reader() as con:
-            tables = build_leaderboard_tables(con, as_of=as_of)
-    if tables["leaderboard"].is_empty():
-        raise Failure(description="the leaderboard is empty: score some inferences first")
+            tables = build_leaderboard_tables(con, as_of=as_of, suites=list(_suites(exam_sources).values()))
+    suites = tables["suites"]
+    if "suite" not in suites.columns:
+        raise Failure(
+            description="the analysis tables predate suites (no `suites` table): rebuild them first"
+        )
+    default = suites.filter(pl.col("is_default"))["suite"].to_list()
+    suite = config.suite or (default[0] if default else None)
+    if config.suite is not None and config.suite not in suites["suite"].to_list():
+        raise Failure(
+            description=f"suite {config.suite!r} is not in the analysis tables (they have "
+            f"{', '.join(suites['suite'].to_list()) or 'none'}): add it to the editions registry, then "
+            "rebuild them (`oabench run`)"
+        )
+    board = (
+        tables["leaderboard_by_suite"].filter(pl.col("suite") == suite) if suite else tables["leaderboard"]
+    )
+    if board.is_empty():
+        raise Failure(description=f"the leaderboard of suite {suite} is empty: score some inferences first")
+    out_dir = store.root / "reports"
+    if suite is not None and suite not in default:
+        out_dir = out_dir / "suites" / suite
     newest = "select max(created_at) as newest from inferences"
     if as_of is not None:  # the newest answer the as-of tables can count
         newest += f" where created_at < timestamptz '{as_of + dt.timedelta(days=1)} 00:00:00+00'"
     data_as_of = store.query(newest)["newest"][0]
     generated_at = dt.datetime.now(dt.UTC)
-    files = write_reports(tables, store.root / "reports", data_as_of=data_as_of, generated_at=generated_at)
+    files = write_reports(tables, out_dir, data_as_of=data_as_of, generated_at=generated_at, suite=suite)
     caption = f"\n\n{files.cost_plot_caption}" if files.cost_plot_caption else ""
     return MaterializeResult(
         metadata={
@@ -339,6 +439,7 @@ def leaderboard_report(config: LeaderboardConfig, warehouse: WarehouseResource) 
             "cost_vs_accuracy": MetadataValue.md(_inline_png(files.cost_plot, "cost vs accuracy") + caption),
             "accuracy_by_area": MetadataValue.md(_inline_png(files.area_plot, "accuracy by area")),
             "as_of": as_of.isoformat() if as_of else "newest",
+            "suite": suite or "none",
             "html": MetadataValue.path(str(files.html)),
             "folder": MetadataValue.path(str(files.html.parent)),
         }

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
+import duckdb
+import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from oabench_pipeline.core.editions import (
     ALL_SUITE,
     DEFAULT_EDITIONS_FILE,
     DEFAULT_SUITE,
     EditionsRegistryError,
+    Suite,
     default_suite,
     format_editions,
     load_editions,
@@ -20,6 +25,13 @@ from oabench_pipeline.core.editions import (
     parse_suites,
     resolve_suite,
     suite_editions,
+)
+from oabench_pipeline.core.leaderboard import build_leaderboard_tables
+from oabench_pipeline.core.reports import suite_heading, write_reports
+from oabench_pipeline_tests.core.synthetic_results import (
+    SyntheticWarehouse,
+    make_synthetic_warehouse,
+    register,
 )
 
 KNOWN = [1, 2, 3, 4, 5, 37, 43, 44, 45]
@@ -125,11 +137,22 @@ def test_discovered_editions_join_all_and_a_registry_without_the_study_suite_def
     assert resolve_suite(None, suites).name == ALL_SUITE
 
 
-def test_unknown_suite_lists_the_known_ones() -> None:
+def test_unknown_suite_lists_the_known_ones(tmp_path: Path) -> None:
+    path = tmp_path / "editions.toml"
+    path.write_text(_registry_with("[suites.test-only]\neditions = [43]\n"), encoding="utf-8")
+    suites = load_suites(path)
+    assert list(suites)[-2:] == ["test-only", ALL_SUITE]  # file order, then the built-in
     with pytest.raises(
-        EditionsRegistryError, match=r"^unknown suite 'fgv'; the registry has: oabench-2026, all$"
+        EditionsRegistryError, match=rf"^unknown suite 'fgv'; the registry has: {', '.join(suites)}$"
     ):
-        resolve_suite("fgv", load_suites())
+        resolve_suite("fgv", suites)
+
+
+def _registry_with(suites: str) -> str:
+    """The packaged registry with `suites` (TOML) added to its own."""
+    packaged = DEFAULT_EDITIONS_FILE.read_text(encoding="utf-8")
+    start = packaged.index("[area_schemes]")
+    return packaged[:start] + suites + "\n" + packaged[start:]
 
 
 def test_edition_spec_round_trip() -> None:
@@ -138,3 +161,127 @@ def test_edition_spec_round_trip() -> None:
     assert parse_edition_spec(format_editions(range(1, 26))) == list(range(1, 26))
     with pytest.raises(ValueError, match="names no edition"):
         parse_edition_spec(" , ")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Ranking in a suite (core/leaderboard.py)
+# ---------------------------------------------------------------------------------------------------------
+
+STUDY = Suite(name=DEFAULT_SUITE, editions=(43, 44, 45))
+EVERY = Suite(name=ALL_SUITE, editions=(42, 43, 44, 45))
+LATE = Suite(name="late", editions=(44, 45))
+
+
+def _without(warehouse: SyntheticWarehouse, keep: pl.Expr, *tables: str) -> SyntheticWarehouse:
+    """The warehouse with only the rows of `tables` where `keep` holds."""
+    kept = {name: pl.from_arrow(warehouse.tables[name]).filter(keep).to_arrow() for name in tables}
+    return replace(warehouse, tables={**warehouse.tables, **kept})
+
+
+@pytest.fixture(scope="module")
+def one_key_skipped_42() -> tuple[SyntheticWarehouse, str, dict[str, pl.DataFrame]]:
+    """Four keys on editions 42-45, all complete, except that one never ran edition 42."""
+    warehouse = make_synthetic_warehouse(
+        n_models=4, n_editions=4, first_edition=42, seed=2, plant_anomalies=False
+    )
+    skipper = warehouse.model_keys[1]
+    warehouse = _without(
+        warehouse, ~((pl.col("model_key") == skipper) & (pl.col("edition") == 42)), "inferences"
+    )
+    tables = build_leaderboard_tables(register(duckdb.connect(), warehouse), suites=[STUDY, LATE, EVERY])
+    return warehouse, skipper, tables
+
+
+def _suite_rows(tables: dict[str, pl.DataFrame], table: str, suite: str) -> pl.DataFrame:
+    return tables[f"{table}_by_suite"].filter(pl.col("suite") == suite).drop("suite")
+
+
+def test_complete_on_the_study_editions_ranks_there_and_not_in_all(
+    one_key_skipped_42: tuple[SyntheticWarehouse, str, dict[str, pl.DataFrame]],
+) -> None:
+    _, skipper, tables = one_key_skipped_42
+    study, every = (_suite_rows(tables, "leaderboard", s) for s in (DEFAULT_SUITE, ALL_SUITE))
+    row = {
+        s: b.filter(pl.col("model_key") == skipper).row(0, named=True)
+        for s, b in (("study", study), ("all", every))
+    }
+    assert row["study"]["complete"] and row["study"]["rank"] is not None
+    assert (row["study"]["official_total"], row["study"]["editions_total"]) == (240, 3)
+    assert not row["all"]["complete"] and row["all"]["rank"] is None
+    assert (row["all"]["official_total"], row["all"]["editions_total"]) == (240, 4)  # what it ran, of 4
+    assert study["rank"].null_count() == 0 and every["rank"].null_count() == 1
+    assert set(every.filter(pl.col("rank").is_not_null())["official_total"]) == {320}
+    # The plain tables are the default suite's rows; the tests and summaries follow each suite's ranked keys.
+    assert_frame_equal(tables["leaderboard"], study)
+    for table in ("pairwise_comparison", "provider_summary", "edition_deltas", "run_variance"):
+        assert_frame_equal(tables[table], _suite_rows(tables, table, DEFAULT_SUITE), check_exact=True)
+    pairs = {s: _suite_rows(tables, "pairwise_comparison", s).height for s in (DEFAULT_SUITE, ALL_SUITE)}
+    assert pairs == {DEFAULT_SUITE: 6, ALL_SUITE: 3}  # 4 ranked keys, then 3
+    assert skipper not in _suite_rows(tables, "edition_deltas", ALL_SUITE)["model_key"].to_list()
+    assert tables["suites"].select(
+        "suite", "is_default", "editions_ingested", "questions", "model_keys", "ranked_keys"
+    ).rows() == [
+        (DEFAULT_SUITE, True, [43, 44, 45], 240, 4, 4),
+        ("late", False, [44, 45], 160, 4, 4),
+        (ALL_SUITE, False, [42, 43, 44, 45], 320, 4, 3),
+    ]
+
+
+def test_areas_per_suite_and_over_every_edition(
+    one_key_skipped_42: tuple[SyntheticWarehouse, str, dict[str, pl.DataFrame]],
+) -> None:
+    warehouse, skipper, tables = one_key_skipped_42
+    questions = pl.from_arrow(warehouse.tables["questions"])
+    active = questions.filter(pl.col("status") == "active")
+    totals = {
+        s: _suite_rows(tables, "leaderboard_by_area", s).group_by("model_key").agg(pl.col("total").sum())
+        for s in (DEFAULT_SUITE, "late")
+    }
+    for suite, editions in ((DEFAULT_SUITE, [43, 44, 45]), ("late", [44, 45])):
+        expected = active.filter(pl.col("edition").is_in(editions)).height
+        assert set(totals[suite]["total"]) == {expected}, suite
+    # The plain by-area table spans every edition a key ran: the skipper answered 42 nowhere.
+    plain = tables["leaderboard_by_area"].group_by("model_key").agg(pl.col("total").sum())
+    by_key = dict(plain.rows())
+    assert by_key[skipper] == active.filter(pl.col("edition") != 42).height
+    assert {v for k, v in by_key.items() if k != skipper} == {active.height}
+
+
+def test_an_edition_outside_the_default_suite_moves_none_of_its_tables() -> None:
+    """Adding edition 42 (and runs on it) to a warehouse leaves every default-suite table as it was."""
+    full = make_synthetic_warehouse(n_models=5, n_editions=4, first_edition=42, seed=4)
+    study_only = pl.col("edition") != 42
+    before = _without(full, study_only, "inferences", "questions", "answer_keys", "editions")
+    old = build_leaderboard_tables(register(duckdb.connect(), before))  # no suites: `all` = 43-45
+    new = build_leaderboard_tables(register(duckdb.connect(), full), suites=[STUDY, EVERY])
+    for table in (
+        "leaderboard",
+        "pairwise_comparison",
+        "provider_summary",
+        "edition_deltas",
+        "pareto_frontier",
+        "latency_accuracy_correlation",
+        "run_variance",
+    ):
+        assert_frame_equal(old[table], new[table], check_exact=True)
+    assert new["leaderboard_by_edition"]["edition"].unique().sort().to_list() == [42, 43, 44, 45]
+
+
+def test_the_report_names_the_suite_it_ranks_and_exports_every_suite(
+    one_key_skipped_42: tuple[SyntheticWarehouse, str, dict[str, pl.DataFrame]], tmp_path: Path
+) -> None:
+    _, skipper, tables = one_key_skipped_42
+    study = tables["suites"].row(0, named=True)
+    assert study["is_default"] and suite_heading(study) == "Suite oabench-2026: editions 43-45, 240 questions"
+    missing = {**study, "editions": [41, 42, 43, 44, 45]}  # as when the registry has editions not ingested
+    assert suite_heading(missing) == "Suite oabench-2026: editions 43-45, 240 questions (not ingested: 41-42)"
+    every = write_reports(tables, tmp_path / "all", suite=ALL_SUITE)
+    text = every.markdown.read_text(encoding="utf-8")
+    assert text.splitlines()[0].endswith(" · Suite all: editions 42-45, 320 questions")
+    row = next(line for line in text.splitlines() if f"| {skipper} |" in line)
+    assert row.startswith("| – (incomplete) |") and "run (43, 44, 45) of 4" in row
+    assert "| Edition 42 | Edition 43 |" in text  # the suite's editions, per edition
+    exported = pl.read_parquet(every.parquet["leaderboard_by_suite"])
+    assert exported["suite"].unique().sort().to_list() == [ALL_SUITE, "late", DEFAULT_SUITE]
+    with pytest.raises(ValueError, match="suite 'nope' is not in the suites table"):
+        write_reports(tables, tmp_path / "nope", suite="nope")

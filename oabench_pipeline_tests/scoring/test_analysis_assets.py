@@ -10,6 +10,7 @@ from dagster import AssetCheckKey, AssetKey
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 from dagster._core.storage.defs_state.base import set_defs_state_storage
 
+from oabench_pipeline.core.editions import load_suites
 from oabench_pipeline.definitions import build_definitions
 from oabench_pipeline.partitions import cell_partition_key
 from oabench_pipeline.runner import instance_for, run_assets
@@ -134,3 +135,25 @@ def test_one_as_of_setting_serves_every_selected_table(scored_env: PipelineEnv) 
         assert event is not None and event.run_id == outcome.run_id, name
         assert event.asset_materialization.metadata["as_of"].value == "2000-01-01", name
     assert store.partition_path("leaderboard").stat().st_mtime_ns == board_before  # not selected
+
+
+def test_the_report_of_another_suite_goes_beside_the_default_one(scored_env: PipelineEnv) -> None:
+    """`leaderboard_report`'s `suite` setting: that suite's report under reports/suites/<name>/, headed by
+    it; the default report (what `oabench run` keeps current) is left alone; an unknown suite fails, naming it."""
+    reports = scored_env.settings.warehouse_path.parent / "reports"
+    default = (reports / "leaderboard.md").read_text(encoding="utf-8")
+    assert "· Suite oabench-2026: editions 43-45, 240 questions" in default.splitlines()[0]
+    settings = scored_env.settings
+    config = {"ops": {"leaderboard_report": {"config": {"suite": "all"}}}}
+    with instance_for(settings) as instance:
+        defs = build_definitions(settings)
+        outcome = run_assets(defs, instance, ["leaderboard_report"], run_config=config)
+        unknown = {"ops": {"leaderboard_report": {"config": {"suite": "nope"}}}}
+        failed = run_assets(defs, instance, ["leaderboard_report"], run_config=unknown)
+    assert outcome.success, outcome.errors
+    other = (reports / "suites" / "all" / "leaderboard.md").read_text(encoding="utf-8")
+    assert "· Suite all: editions 43-45, 240 questions" in other.splitlines()[0]
+    assert (reports / "leaderboard.md").read_text(encoding="utf-8") == default
+    assert not failed.success
+    known = ", ".join(load_suites())  # the packaged registry's suites, then all
+    assert f"suite 'nope' is not in the analysis tables (they have {known})" in "\n".join(failed.errors)

@@ -87,6 +87,40 @@ def test_leaderboard_tables_reproduce_every_published_summary(
             assert row["cost_usd"] == pytest.approx(cost["actualCostUsd"], rel=1e-9)
 
 
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def without_retired(csv: str) -> str:
+    """The CSV without its last column, `retired` (added since: the model catalogue's mark; none is here)."""
+    lines = csv.splitlines(keepends=True)
+    assert lines[0].rstrip("\n").endswith(",retired") and all(
+        line.rstrip("\n").endswith(",false") for line in lines[1:] if line.strip()
+    )
+    return "".join(line.rsplit(",", 1)[0] + "\n" if line.strip() else line for line in lines)
+
+
+def test_leaderboard_prints_the_study_table_exactly_as_before_suites(imported: PipelineEnv) -> None:
+    """`oabench leaderboard` with no flag prints what the pipeline printed before suites existed (the
+    files were written by that version, commit c086885, on the same runs): the table, and every column
+    at full precision. `--suite oabench-2026` prints the same rows, naming the suite under them."""
+    table = (GOLDEN / "leaderboard_published_runs.txt").read_text(encoding="utf-8")
+    csv = (GOLDEN / "leaderboard_published_runs.csv").read_text(encoding="utf-8")
+    assert imported.cli("leaderboard").stdout == table
+    assert without_retired(imported.cli("leaderboard", "--format", "csv").stdout) == csv
+    assert (
+        without_retired(imported.cli("leaderboard", "--suite", "oabench-2026", "--format", "csv").stdout)
+        == csv
+    )
+    named = imported.cli("leaderboard", "--suite", "oabench-2026").stdout.splitlines()
+    rows = [line for line in table.splitlines() if not line.startswith("*")]
+    assert named[: len(rows)] == rows
+    assert named[len(rows) :] == [
+        "* incomplete in suite oabench-2026: an edition of it not run, or not every question answered, so "
+        "unranked (`oabench status --suite oabench-2026`)",
+        "Suite oabench-2026: editions 43-45, 240 questions; 4 of 5 model key(s) ranked",
+    ]
+
+
 def test_oabench_summary_shape_reproduced(imported: PipelineEnv, shared_oab: Path) -> None:
     with imported.warehouse.reader() as con:
         for model, summary in finished_runs(shared_oab):

@@ -54,7 +54,10 @@ LEFT JOIN price AS p ON p.model = coalesce(m.model, k.model)
 
 
 # One scan for both key x edition and key x area counts (GROUPING SETS); latency quantiles are a
-# separate, cheaper query (inside the grouping sets they cost 5x more).
+# separate, cheaper query (inside the grouping sets they cost 5x more), per suite: quantiles do not add
+# up across editions. A suite's key x area counts sum AREA_SQL's rows of its editions (integers: exact);
+# a third grouping set here would reorder the float sums of the first two, moving today's costs in
+# their last digits.
 AGG_SQL = """
 SELECT model_key, edition, area, GROUPING(area) = 1 AS by_edition,
        count(*) FILTER (WHERE status = 'active' AND NOT skipped) AS covered_active,
@@ -74,12 +77,23 @@ GROUP BY GROUPING SETS ((model_key, edition), (model_key, area))
 """
 
 
-LATENCY_SQL = """
-SELECT model_key,
-       quantile_cont(latency_ms, 0.5) FILTER (WHERE NOT skipped) AS p50_latency_ms,
-       quantile_cont(latency_ms, 0.95) FILTER (WHERE NOT skipped) AS p95_latency_ms
+AREA_SQL = """
+SELECT model_key, edition, area,
+       count(*) FILTER (WHERE is_correct_technical) AS technical_score,
+       count(*) FILTER (WHERE status = 'active') AS active_rows
 FROM {scores}
-GROUP BY model_key
+GROUP BY model_key, edition, area
+"""
+
+
+# Per suite and key; `{suite_editions}` maps each suite to its editions (suite, edition).
+LATENCY_SQL = """
+SELECT se.suite, s.model_key,
+       quantile_cont(s.latency_ms, 0.5) FILTER (WHERE NOT s.skipped) AS p50_latency_ms,
+       quantile_cont(s.latency_ms, 0.95) FILTER (WHERE NOT s.skipped) AS p95_latency_ms
+FROM {scores} AS s
+JOIN {suite_editions} AS se ON se.edition = s.edition
+GROUP BY se.suite, s.model_key
 """
 
 

@@ -6,6 +6,8 @@ A key's replicate k is complete when every required edition has a k-th complete 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import duckdb
 import polars as pl
 
@@ -40,25 +42,60 @@ def complete_replicates(cells: pl.DataFrame, required: list[int]) -> pl.DataFram
     )
 
 
-def run_variance(
-    con: duckdb.DuckDBPyConnection, scores: str, cells: pl.DataFrame, required: list[int]
-) -> pl.DataFrame:
-    """Per key with ≥ 1 complete replicate: `runs`, score mean/min/max/sd (sd NULL with one run) and
-    `flip_rate`, the share of active questions whose answer differs between replicates (NULL with one)."""
+ANSWERS_SCHEMA = {
+    "model_key": pl.String(),
+    "edition": pl.Int32(),
+    "replicate": pl.Int64(),
+    "qid": pl.String(),
+    "status": pl.String(),
+    "is_correct_official": pl.Boolean(),
+    "answer": pl.String(),
+}
+
+
+@dataclass(frozen=True)
+class ReplicateAnswers:
+    """Every complete run cell's answers, and its official score: read once for every suite."""
+
+    answers: pl.DataFrame
+    scores: pl.DataFrame  # model_key, edition, replicate, score
+
+
+def replicate_answers(con: duckdb.DuckDBPyConnection, scores: str, cells: pl.DataFrame) -> ReplicateAnswers:
+    """The answers of every complete run cell with its replicate index, and each cell's score: each
+    suite's `run_variance` then takes the editions it requires."""
+    replicates = cells.filter(pl.col("complete")).select("model_key", "edition", "run_id", "replicate")
+    if replicates.is_empty():
+        answers = pl.DataFrame(schema=ANSWERS_SCHEMA)
+    else:
+        with registered(con, {_REPLICATES_TEMP: replicates}):
+            answers = con.sql(_REPLICATE_ANSWERS_SQL.format(scores=scores, replicates=_REPLICATES_TEMP)).pl()
+        answers = answers.cast(ANSWERS_SCHEMA)
+    cell_scores = answers.group_by("model_key", "edition", "replicate").agg(
+        score=pl.col("is_correct_official").sum().cast(pl.Int64)
+    )
+    return ReplicateAnswers(answers, cell_scores)
+
+
+def run_variance(replicates: ReplicateAnswers, cells: pl.DataFrame, required: list[int]) -> pl.DataFrame:
+    """Per key with ≥ 1 complete replicate over the `required` editions: `runs`, score mean/min/max/sd
+    (sd NULL with one run) and `flip_rate`, the share of active questions whose answer differs between
+    replicates (NULL with one)."""
     keys = complete_replicates(cells, required)
     if keys.is_empty() or not required:
         return pl.DataFrame(schema=RUN_VARIANCE_SCHEMA)
-    replicates = (
-        cells.filter(pl.col("complete") & pl.col("edition").is_in(required))
-        .join(keys, on="model_key")
-        .filter(pl.col("replicate") <= pl.col("runs"))
-        .select("model_key", "edition", "run_id", "replicate")
-    )
-    with registered(con, {_REPLICATES_TEMP: replicates}):
-        answers = con.sql(_REPLICATE_ANSWERS_SQL.format(scores=scores, replicates=_REPLICATES_TEMP)).pl()
+
+    def counted(frame: pl.DataFrame) -> pl.DataFrame:  # the required editions' first `runs` replicates
+        return (
+            frame.filter(pl.col("edition").is_in(required))
+            .join(keys, on="model_key")
+            .filter(pl.col("replicate") <= pl.col("runs"))
+        )
+
     totals = (
-        answers.group_by("model_key", "replicate")
-        .agg(score=pl.col("is_correct_official").sum().cast(pl.Int64))
+        counted(replicates.scores)
+        .group_by("model_key", "replicate")
+        .agg(score=pl.col("score").sum())
         .group_by("model_key")
         .agg(
             score_mean=pl.col("score").mean(),
@@ -67,8 +104,11 @@ def run_variance(
             score_sd=pl.col("score").std(ddof=1),
         )
     )
+    # Answers flip only between replicates: the keys with one alone (most) need no pass over their answers.
+    several = keys.filter(pl.col("runs") >= 2)["model_key"]
     flips = (
-        answers.filter(pl.col("status") == "active")
+        counted(replicates.answers.filter(pl.col("model_key").is_in(several.implode())))
+        .filter(pl.col("status") == "active")
         .group_by("model_key", "qid")
         .agg(flipped=pl.col("answer").n_unique() > 1)
         .group_by("model_key")

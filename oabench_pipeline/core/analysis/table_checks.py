@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
+from oabench_pipeline.tables import BY_SUITE
+
 # Holm's step-up and float sums may land a hair outside [0, 1]; anything past this is a real error.
 _TOLERANCE = 1e-9
 
@@ -227,6 +229,50 @@ _CHECKS: dict[str, dict[str, tuple[str, Check]]] = {
         ),
     },
 }
+
+_CHECKS["suites"] = {
+    "one_row_per_suite": (
+        "Each suite appears once, and exactly one is the default; blocking.",
+        lambda f: (
+            duplicated(f, ["suite"])
+            + (
+                []
+                if f.is_empty() or f["is_default"].sum() == 1
+                else [f"{f['is_default'].sum()} default suites"]
+            )
+        ),
+    ),
+    "counts_consistent": (
+        "A suite's ingested editions are among its editions, and its ranked keys among its keys; blocking.",
+        lambda f: (
+            violating(
+                f,
+                ["suite"],
+                pl.col("editions_ingested").list.set_difference("editions").list.len() == 0,
+                "an ingested edition outside the suite",
+            )
+            + _within_totals(f, ["suite"], [("ranked_keys", "model_keys")])
+        ),
+    ),
+}
+
+
+def _in_each_suite(check: Check) -> Check:
+    """A table's check run on each suite's rows of its `_by_suite` twin, each problem naming the suite."""
+
+    def run(frame: pl.DataFrame) -> list[str]:
+        parts = frame.partition_by("suite", maintain_order=True, include_key=False, as_dict=True)
+        return [f"suite {suite}: {problem}" for (suite,), rows in parts.items() for problem in check(rows)]
+
+    return run
+
+
+for _table, _base in BY_SUITE.items():
+    if _base in _CHECKS:
+        _CHECKS[_table] = {
+            name: (f"In each suite: {description}", _in_each_suite(check))
+            for name, (description, check) in _CHECKS[_base].items()
+        }
 
 TABLE_CHECKS: dict[str, dict[str, str]] = {
     table: {name: description for name, (description, _) in checks.items()}
