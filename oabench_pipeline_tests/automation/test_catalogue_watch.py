@@ -231,7 +231,8 @@ def test_one_sensor_tick_registers_and_runs_exactly_the_fitting_models_cells_the
 
         board = env.warehouse.read("leaderboard").filter(pl.col("model_key") == FIT)
         assert board["complete"].item() and board["rank"].item() == 1 and not board["retired"].item()
-        assert "acme/fit" in env.cli("leaderboard").output
+        ranked = env.cli("leaderboard", "--suite", "oabench-2026", "--format", "csv").output
+        assert [row for row in ranked.splitlines() if ",acme/fit," in row][0].startswith("1,")
 
         ticks = Ticks(defs, instance)
         assert ticks.tick() == {}  # everything was just built
@@ -289,7 +290,9 @@ def test_sync_run_answers_the_fitting_model_like_oabench_run_then_a_later_listin
     board = env.warehouse.read("leaderboard").filter(pl.col("model_key") == FIT)
     assert board["retired"].item() and board["rank"].item() == 1  # kept and ranked, marked
     assert board["estimated_cost_usd"].item() > estimated_before
-    assert "acme/fit †" in env.cli("leaderboard").output
+    assert "acme/fit †" in env.cli("leaderboard", "--suite", "oabench-2026").output
+    by_suite = env.warehouse.read("leaderboard_by_suite").filter(pl.col("model_key") == FIT)
+    assert by_suite.filter(pl.col("suite") == "oabench-2026")["retired"].item()
     refused = env.cli("run", "--models", FIT)
     assert refused.exit_code == 2 and "retired" in refused.output
     assert replay.stats.total_requests == 80
