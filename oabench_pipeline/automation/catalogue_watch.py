@@ -51,7 +51,7 @@ from oabench_pipeline.inference.catalogue_snapshots import (
     stored_snapshots,
     take_snapshot,
 )
-from oabench_pipeline.inference.catalogue_store import Price, catalogue_prices, prices_of, retired_models
+from oabench_pipeline.inference.catalogue_store import Price, catalogue_prices, retired_models
 from oabench_pipeline.inference.cell import build_requests
 from oabench_pipeline.inference.cost import cost_at
 from oabench_pipeline.inference.spend import Spend, keys_spend, month_of
@@ -298,8 +298,7 @@ def _tick(setup: WatchSetup, now: dt.datetime, write: bool, stored: bool = False
     ingested = set(store.partitions("questions"))
     editions = [str(e) for e in suite.editions if str(e) in ingested]
     automatic = automatic_models(setup.models_file, setup.catalogue_file)
-    prices = {**catalogue_prices(store), **({} if write else prices_of(snapshot.frame))}
-    budget = month_budget(store, automatic, policy, prices, now)
+    budget = month_budget(store, automatic, policy, catalogue_prices(store), now)
     outcome = TickOutcome(
         snapshot=snapshot,
         previous=before[0] if before else None,

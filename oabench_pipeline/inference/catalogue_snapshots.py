@@ -72,23 +72,31 @@ def snapshot_changes(previous: pl.DataFrame | None, current: pl.DataFrame) -> pl
     now = current.select(columns)
     if previous is None or previous.is_empty():
         return now.with_columns(change=pl.lit("new"), before=pl.lit(None, pl.String))
-    joined = now.join(previous.select(columns), on="model", how="full", suffix="_before", coalesce=True)
+    joined = now.with_columns(_listed=pl.lit(True)).join(
+        previous.select(columns).with_columns(_listed=pl.lit(True)),
+        on="model",
+        how="full",
+        suffix="_before",
+        coalesce=True,
+    )
     prices = ["prompt_usd_per_mtok", "completion_usd_per_mtok"]
     price_changed = pl.any_horizontal([pl.col(c).ne_missing(pl.col(f"{c}_before")) for c in prices])
     return (
         joined.with_columns(
-            change=pl.when(pl.col("name").is_null() & pl.col("name_before").is_not_null())
+            change=pl.when(pl.col("_listed").is_null())
             .then(pl.lit("gone"))
-            .when(pl.col("name_before").is_null() & pl.col("name").is_not_null())
+            .when(pl.col("_listed_before").is_null())
             .then(pl.lit("new"))
             .when(price_changed)
             .then(pl.lit("price"))
             .when(pl.col("expiration_date").ne_missing(pl.col("expiration_date_before")))
             .then(pl.lit("expiration")),
-            before=pl.format(
-                "${}/${} per Mtok, expires {}",
-                *[pl.col(f"{c}_before").cast(pl.String).fill_null("—") for c in prices],
-                pl.col("expiration_date_before").cast(pl.String).fill_null("never"),
+            before=pl.when(pl.col("_listed_before")).then(
+                pl.format(
+                    "${}/${} per Mtok, expires {}",
+                    *[pl.col(f"{c}_before").cast(pl.String).fill_null("—") for c in prices],
+                    pl.col("expiration_date_before").cast(pl.String).fill_null("never"),
+                )
             ),
         )
         .filter(pl.col("change").is_not_null())

@@ -232,7 +232,7 @@ def test_one_sensor_tick_registers_and_runs_exactly_the_fitting_models_cells_the
         board = env.warehouse.read("leaderboard").filter(pl.col("model_key") == FIT)
         assert board["complete"].item() and board["rank"].item() == 1 and not board["retired"].item()
         ranked = env.cli("leaderboard", "--suite", "oabench-2026", "--format", "csv").output
-        assert [row for row in ranked.splitlines() if ",acme/fit," in row][0].startswith("1,")
+        assert next(row for row in ranked.splitlines() if ",acme/fit," in row).startswith("1,")
 
         ticks = Ticks(defs, instance)
         assert ticks.tick() == {}  # everything was just built

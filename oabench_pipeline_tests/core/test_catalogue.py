@@ -96,13 +96,13 @@ def test_what_changed_between_two_snapshots() -> None:
         return snapshot_of(Listing(CREATED, "http://catalogue", rows, 0)).frame
 
     before = snapshot(
-        catalogue_model("acme/same", CREATED),
+        catalogue_model("acme/same", CREATED, name=""),
         catalogue_model("acme/repriced", CREATED, prompt="0.000001"),
         catalogue_model("acme/retiring", CREATED),
         catalogue_model("acme/gone", CREATED),
     )
     after = snapshot(
-        catalogue_model("acme/same", CREATED),
+        catalogue_model("acme/same", CREATED, name=""),
         catalogue_model("acme/repriced", CREATED, prompt="0.000002"),
         catalogue_model("acme/retiring", CREATED, expiration_date="2026-07-01"),
         catalogue_model("acme/new", CREATED),
@@ -117,4 +117,5 @@ def test_what_changed_between_two_snapshots() -> None:
     assert (
         changes.filter(pl.col("model") == "acme/repriced")["before"].item().startswith("$1.0/$2.0 per Mtok")
     )
+    assert changes.filter(pl.col("model") == "acme/new")["before"].item() is None
     assert snapshot_changes(None, after)["change"].to_list() == ["new"] * 4
