@@ -26,11 +26,11 @@ from dagster import (
 )
 
 from oabench_pipeline.automation.catalogue_sensor import CATALOGUE_SENSOR_NAME, model_catalogue_sensor
-from oabench_pipeline.cli.common import REPORT_ASSETS
 from oabench_pipeline.core.models_registry import load_models_registry
 from oabench_pipeline.definitions import build_definitions, build_resources
 from oabench_pipeline.partitions import cell_partition_key
 from oabench_pipeline.runner import instance_for, run_assets
+from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline_tests.automation.ticks import REPORT, TABLES, Ticks
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV, question_texts
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
@@ -164,6 +164,7 @@ EXPECTED_DECISIONS = {
 def test_one_sensor_tick_registers_and_runs_exactly_the_fitting_models_cells_then_a_second_does_nothing(
     env: PipelineEnv, replay: ReplayServer, catalogue: CatalogueServer
 ) -> None:
+    only_edition_45(env)
     settings = env.settings
     models_before = (env.root / "models.toml").read_text()
     with instance_for(settings) as instance:
@@ -182,7 +183,7 @@ def test_one_sensor_tick_registers_and_runs_exactly_the_fitting_models_cells_the
             for r in result.run_requests or []
             if r.job_name == "run_inference_cell"
         }
-        assert set(cells) == {("43", FIT), ("44", FIT), ("45", FIT)}  # the suite's editions, nothing else
+        assert set(cells) == {("45", FIT)}  # the suite's ingested editions, nothing else
         assert all(r.tags["oabench/endpoint"] == replay.base_url.split("/")[2] for r in cells.values())
         assert "refresh_models_table" in {r.job_name for r in result.run_requests or []}
         added = {
@@ -190,11 +191,7 @@ def test_one_sensor_tick_registers_and_runs_exactly_the_fitting_models_cells_the
             for r in result.dynamic_partitions_requests or []
             if isinstance(r, AddDynamicPartitionsRequest)
         }
-        assert added["model_keys"] == [FIT] and added.get("editions", ["43", "44", "45"]) == [
-            "43",
-            "44",
-            "45",
-        ]
+        assert added["model_keys"] == [FIT] and added.get("editions", ["45"]) == ["45"]
         assert {e.asset_key.to_user_string() for e in result.asset_events} == {
             "model_catalogue",
             "catalogue_decisions",
@@ -225,8 +222,8 @@ def test_one_sensor_tick_registers_and_runs_exactly_the_fitting_models_cells_the
                 tags=request.tags,
             )
             assert outcome.success, outcome.errors
-        assert run_assets(defs, instance, ["models", *REPORT_ASSETS]).success
-        assert replay.stats.total_requests == 238 and max(replay.stats.requests_per_prompt.values()) == 1
+        assert run_assets(defs, instance, ["models", *ANALYSIS_TABLES]).success
+        assert replay.stats.total_requests == 80 and max(replay.stats.requests_per_prompt.values()) == 1
         assert {model for model, _ in replay.stats.requests_per_prompt} == {FIT}
 
         board = env.warehouse.read("leaderboard").filter(pl.col("model_key") == FIT)
@@ -239,7 +236,7 @@ def test_one_sensor_tick_registers_and_runs_exactly_the_fitting_models_cells_the
 
         second = sensor_tick(env, instance, defs)
         assert "0 decision(s), registered: none" in skip_text(second)
-        assert replay.stats.total_requests == 238 and decisions(env) == EXPECTED_DECISIONS
+        assert replay.stats.total_requests == 80 and decisions(env) == EXPECTED_DECISIONS
         assert len(env.warehouse.partitions("catalogue_decisions")) == 1
         for event in second.asset_events:
             instance.report_runless_asset_event(event)
@@ -251,9 +248,9 @@ def test_one_sensor_tick_registers_and_runs_exactly_the_fitting_models_cells_the
         for event in third.asset_events:
             instance.report_runless_asset_event(event)
         assert ticks.tick() == {**{table: {None} for table in TABLES}, REPORT: {None}}
-        assert run_assets(defs, instance, REPORT_ASSETS).success
+        assert run_assets(defs, instance, list(ANALYSIS_TABLES)).success
         assert env.warehouse.read("leaderboard").filter(pl.col("model_key") == FIT)["retired"].item()
-        assert replay.stats.total_requests == 238
+        assert replay.stats.total_requests == 80
 
 
 def test_sync_run_answers_the_fitting_model_like_oabench_run_then_a_later_listing_retires_it(
@@ -382,7 +379,6 @@ def test_reported_spend_passing_the_ceiling_stops_the_automatic_run(
 
 
 def test_the_preview_and_adding_a_skipped_model_by_hand(env: PipelineEnv, catalogue: CatalogueServer) -> None:
-    only_edition_45(env)
     preview = env.cli("catalogue")
     assert preview.exit_code == 0, preview.output
     assert "would register 1:" in preview.output and "acme/fit" in preview.output
@@ -395,6 +391,8 @@ def test_the_preview_and_adding_a_skipped_model_by_hand(env: PipelineEnv, catalo
     assert not env.warehouse.has_table("model_catalogue")  # the preview writes nothing
 
     assert env.cli("catalogue", "sync").exit_code == 0
+    [row] = env.warehouse.read("catalogue_decisions").filter(pl.col("model") == FIT).to_dicts()
+    assert row["model_keys"] == [FIT] and row["editions"] == [43, 44, 45]  # its cells: the whole suite
     added = env.cli("catalogue", "add", PRICEY, "--protocol", "deliberativo")
     assert added.exit_code == 0, added.output
     assert f"added {PRICEY}:deliberativo to" in added.output
