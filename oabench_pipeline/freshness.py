@@ -1,7 +1,7 @@
 """Is a partition up to date? File times of the warehouse answer it without starting a Dagster run.
 
 The one answer to "is this cell done": `oabench run` skips a cell when `inferences_are_current` and
-`scores_are_current` hold and exits 0 only when they hold for every requested cell; `oabench status`
+`scores_are_current` hold (a response log with damaged lines is not current: the run sets them aside) and exits 0 only when they hold for every requested cell; `oabench status`
 calls a cell `complete` only under the same two conditions (else `stale`, `failed` or `missing`, with
 why). A partition whose file is unreadable (a damaged footer) is never up to date.
 
@@ -29,6 +29,7 @@ from oabench_pipeline.inference.cell import (
     complete_imported_runs,
     replicate_plans,
 )
+from oabench_pipeline.inference.log_records import inspect_log
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
 from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse
@@ -98,7 +99,15 @@ def inferences_are_current(
         return False
     if model.kind == "baseline":
         return existing.filter(pl.col("error").is_not_null()).is_empty()
+    if damaged_log_lines(warehouse, model.key, edition):
+        return False  # a run of the cell sets them aside (and asks again what they lost)
     return not planned_replicates(warehouse, model, edition, questions, existing, replicates)
+
+
+def damaged_log_lines(warehouse: Warehouse, model_key: str, edition: str) -> list[str]:
+    """`file:line: why; ...` for each damaged line of the cell's response log (`log_records.py`)."""
+    path = cell_log_path(warehouse.root / "responses", model_key, edition)
+    return [line.describe(path) for line in inspect_log(path).damaged]
 
 
 def planned_replicates(

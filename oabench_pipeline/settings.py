@@ -15,7 +15,7 @@
 | OABENCH_MODEL_TIMEOUT_S  | 120                                       | overall deadline of one model request  |
 | OABENCH_DOWNLOAD_TIMEOUT_S | 300                                     | overall deadline of one PDF download   |
 | OABENCH_MODEL_BACKOFF_S  | 0.5                                       | first retry's backoff ceiling (doubles) |
-| OABENCH_LOG_LEVEL        | WARNING                                   | Dagster console log level of the CLI   |
+| OABENCH_LOG_LEVEL        | CRITICAL (step logs in the instance only) | Dagster console log level of the CLI   |
 | DAGSTER_HOME             | <warehouse folder>/dagster_home           | the Dagster instance (runner.py)       |
 
 An empty variable counts as unset. A value that cannot be used (`OABENCH_MODEL_TIMEOUT_S=abc`) raises
@@ -71,7 +71,9 @@ class _Environment(BaseSettings):
     )
     model_backoff_s: float = Field(0.5, ge=0, allow_inf_nan=False, validation_alias="OABENCH_MODEL_BACKOFF_S")
     automation: str = Field("on", validation_alias="OABENCH_AUTOMATION")
-    log_level: str = Field("WARNING", validation_alias="OABENCH_LOG_LEVEL")
+    # Dagster's step logs (stack traces included) stay in the instance: the CLI prints its own one-line
+    # messages. DEBUG, INFO or WARNING also print them on stderr.
+    log_level: str = Field("CRITICAL", validation_alias="OABENCH_LOG_LEVEL")
     dagster_home: str | None = Field(None, validation_alias="DAGSTER_HOME")
 
 
@@ -93,7 +95,7 @@ class Settings:
     # False (`OABENCH_AUTOMATION=off`): the downstream_automation sensor starts STOPPED (automation/downstream.py).
     automation: bool = True
     # Dagster's console log level in `oabench` runs (runner.run_assets).
-    log_level: str = "WARNING"
+    log_level: str = "CRITICAL"
     # `$DAGSTER_HOME` as set (None: `<warehouse folder>/dagster_home`, runner.instance_for decides).
     dagster_home: str | None = None
     # The model catalogue the `model_catalogue` asset snapshots and its sensor watches (OpenRouter's).

@@ -11,7 +11,8 @@ Read-only. The state of a cell comes from three places:
   (a failed run leaves the partition's last good rows in place, so the rows alone cannot tell).
 
 States: `complete`; `missing` (no rows yet, or the edition is not ingested); `failed` (last run failed,
-or error or unanswered rows); `stale` (complete, but built before its inputs changed); `running`.
+or error or unanswered rows); `stale` (complete, but built before its inputs changed, or its response log
+has damaged lines, each named `file:line: why`); `running`.
 Cells are the registry's models × the editions of the registry (plus discovered ones), and the existing
 cells of keys no longer in the registry (their history; they cannot be run again, so only cells that
 exist are listed).
@@ -34,7 +35,13 @@ from oabench_pipeline.core.editions import Suite, known_editions
 from oabench_pipeline.core.models_registry import ModelConfig, automatic_models, known_models
 from oabench_pipeline.core.runs import live_run_id, with_logical_run_ids
 from oabench_pipeline.core.watch_policy import WatchPolicyError, load_watch_policy
-from oabench_pipeline.freshness import planned_replicates, scores_are_current, stale_reasons, summary_editions
+from oabench_pipeline.freshness import (
+    damaged_log_lines,
+    planned_replicates,
+    scores_are_current,
+    stale_reasons,
+    summary_editions,
+)
 from oabench_pipeline.inference.cell import ANSWERED, CellPlan
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
 from oabench_pipeline.inference.cost import estimated_prompt_cost
@@ -333,11 +340,14 @@ def cell_status(
 ) -> tuple[CellStatus, bool]:
     """The status of one cell of an ingested edition, and whether its cost is unknown for want of a price."""
     cell_key = str(cell_partition_key(model_key, edition))
+    # While a run appends to the log, its last line may be half-written for an instant: not damage.
+    damaged_log = None if run_state == "running" else _damaged_log_note(store, model_key, edition)
     try:
         rows = with_logical_run_ids(store.read("inferences", cell_key), model_key)
     except DamagedPartitionError as error:
         # Status reports, it does not repair: `oabench run` sets the file aside and rebuilds it.
-        return CellStatus(edition, model_key, "failed", None, None, None, None, None, str(error)), False
+        reason = "; ".join(filter(None, [str(error), damaged_log]))
+        return CellStatus(edition, model_key, "failed", None, None, None, None, None, reason), False
     plans = (
         _plans(store, model, edition, questions, rows)
         if model is not None and model.kind != "baseline"
@@ -347,10 +357,22 @@ def cell_status(
     answered, errors, missing = _counts(questions, current)
     to_send, cost, unpriced = _to_complete(store, model, plans)
     state, reason = _state(store, edition, cell_key, rows, model, questions, run_state, errors, missing)
+    if damaged_log:
+        state = "stale" if state == "complete" else state
+        reason = "; ".join(filter(None, [reason, damaged_log]))
     if model is None:
         reason = "; ".join(filter(None, [reason, "key not in the models registry (history)"]))
     status = CellStatus(edition, model_key, state, answered, errors, missing, to_send, cost, reason)
     return status, unpriced
+
+
+def _damaged_log_note(store: Warehouse, model_key: str, edition: str) -> str | None:
+    """What the status says of a response log with damaged lines: the first, and how many more."""
+    damaged = damaged_log_lines(store, model_key, edition)
+    if not damaged:
+        return None
+    more = f" (and {len(damaged) - 1} more damaged line(s))" if len(damaged) > 1 else ""
+    return f"damaged response log: {damaged[0]}{more}; `oabench run` sets them aside"
 
 
 def _state(

@@ -26,7 +26,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -201,23 +201,31 @@ class Warehouse:
         """Raise the one-line `DamagedPartitionError` for a file `damaged_partitions` returned."""
         raise DamagedPartitionError(self, table, path, _unreadable(path) or "unreadable")
 
-    def _raise_if_damaged(self, tables: Iterable[str]) -> None:
+    def _raise_if_damaged(
+        self, tables: Iterable[str], leave_out: Mapping[str, Collection[str]] | None = None
+    ) -> None:
         for table in tables:
+            skipped = {partition_file_name(key) for key in (leave_out or {}).get(table, ())}
             for path in sorted(self.table_dir(table).glob("*.parquet")):
+                if path.name in skipped:
+                    continue
                 if (problem := _unreadable(path)) is not None:
                     raise DamagedPartitionError(self, table, path, problem)
 
     @contextmanager
-    def reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def reader(
+        self, leave_out: Mapping[str, Collection[str]] | None = None
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
         """An in-memory DuckDB with every table as a view: no lock on the warehouse file.
 
         A contracted table with no file yet appears empty (with its columns), so queries need not care
         whether, say, a price snapshot was ever taken. A query that fails on a damaged partition raises
-        `DamagedPartitionError` naming it instead of DuckDB's message.
+        `DamagedPartitionError` naming it instead of DuckDB's message. `leave_out`: table → partition keys
+        whose files the views skip (a reader over the healthy part of a table; see `scoring/inputs.py`).
         """
         con = duckdb.connect()
         try:
-            statements = self._view_statements(guarded=False)
+            statements = self._view_statements(guarded=False, leave_out=leave_out or {})
             try:
                 for statement in statements.values():
                     con.execute(statement)
@@ -225,7 +233,7 @@ class Warehouse:
                     con.register(table, empty_frame(table))
                 yield con
             except duckdb.Error:
-                self._raise_if_damaged(statements)
+                self._raise_if_damaged(statements, leave_out or {})
                 raise
         finally:
             con.close()
@@ -247,16 +255,30 @@ class Warehouse:
             return []
         return sorted(p.name for p in self.tables_dir.iterdir() if p.is_dir() and any(p.glob("*.parquet")))
 
-    def _view_statements(self, guarded: bool = True) -> dict[str, str]:
-        """`CREATE VIEW` per table; `guarded` views fail in a copy of the catalogue (see `_place_guard`)."""
+    def _view_statements(
+        self, guarded: bool = True, leave_out: Mapping[str, Collection[str]] | None = None
+    ) -> dict[str, str]:
+        """`CREATE VIEW` per table; `guarded` views fail in a copy of the catalogue (see `_place_guard`).
+
+        A table with partitions in `leave_out` reads the list of its other files instead of its glob
+        (and gets no view when none is left: the reader then registers it empty).
+        """
         guard = f" WHERE {self._place_guard()}" if guarded else ""
-        return {
-            table: (
+        statements = {}
+        for table in self.tables():
+            skipped = {partition_file_name(key) for key in (leave_out or {}).get(table, ())}
+            if skipped:
+                files = sorted(p for p in self.table_dir(table).glob("*.parquet") if p.name not in skipped)
+                if not files:
+                    continue
+                source = "[" + ", ".join(_sql_literal(str(f)) for f in files) + "]"
+            else:
+                source = _sql_literal(str(self.table_dir(table) / "*.parquet"))
+            statements[table] = (
                 f'CREATE OR REPLACE VIEW "{table}" AS SELECT * FROM read_parquet('
-                f"{_sql_literal(str(self.table_dir(table) / '*.parquet'))}, union_by_name = true){guard}"
+                f"{source}, union_by_name = true){guard}"
             )
-            for table in self.tables()
-        }
+        return statements
 
     def _place_guard(self) -> str:
         """A condition true only when the catalogue this view lives in is the file it was built as.

@@ -32,6 +32,7 @@ SLOW_FILES_FIRST = (
     "automation/test_catalogue_watch.py",
     "test_damaged_partitions.py",
     "inference/test_real_endpoints.py",
+    "test_failing_cells.py",
     "inference/test_concurrent_backfill.py",
     "inference/test_client.py",
     "test_webserver.py",

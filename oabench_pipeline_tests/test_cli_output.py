@@ -131,11 +131,72 @@ def test_sql_is_read_only_and_errors_are_one_line(small_warehouse: Warehouse, tm
     refused = CliRunner().invoke(main, ["sql", f"copy (select * from leaderboard) to '{target}'"])
     assert refused.exit_code == 1 and not target.exists()
     assert refused.output.strip() == (
-        "Error: query failed: read-only: only SELECT/SHOW/DESCRIBE/EXPLAIN queries run here, not COPY"
+        "Error: query failed: read-only: only SELECT/SHOW/DESCRIBE/EXPLAIN queries run here, not COPY; "
+        "anything else: the duckdb command line on the warehouse's oabench.duckdb (README, Query the warehouse)"
     )
     missing = CliRunner().invoke(main, ["sql", "select * from no_such_table"])
     assert missing.exit_code == 1 and len(missing.output.strip().splitlines()) == 1
     assert "no_such_table does not exist" in missing.output
+
+
+def test_sql_is_sandboxed_by_duckdb_and_refuses_every_statement_that_writes(
+    small_warehouse: Warehouse, tmp_path: Path
+) -> None:
+    """DuckDB's own sandbox (files only under the warehouse folder, then locked) refuses reading or
+    writing anything outside; DuckDB's parser classifies each statement, so a COPY inside the warehouse,
+    an EXPLAIN ANALYZE of one (which executes it) and every other statement that is not a query are
+    refused before they run. Every error is one line; queries over the views still work."""
+    table_file = small_warehouse.partition_path("leaderboard")
+    before = table_file.read_bytes()
+    outside = tmp_path / "outside.csv"
+
+    def sql(query: str) -> tuple[int, str]:
+        result = CliRunner().invoke(main, ["sql", query])
+        assert len(result.output.strip().splitlines()) == 1 or result.exit_code == 0, result.output
+        return result.exit_code, result.output.strip()
+
+    for query in (
+        "select * from read_csv('/etc/passwd')",
+        "select * from read_text('/etc/hostname')",
+        "select * from glob('/root/*')",
+        f"select * from read_parquet('{small_warehouse.root}/../outside.parquet')",
+    ):
+        code, output = sql(query)
+        assert code == 1 and output.startswith("Error: query failed: Permission Error: Cannot access"), query
+    writes = {
+        f"copy (select 42) to '{outside}'": "COPY",
+        f"copy (select 42) to '{small_warehouse.root}/inside.csv'": "COPY",
+        "explain analyze copy (select 42) to '../outside.csv'": "EXPLAIN of COPY",
+        f"/* a comment */ EXPLAIN  ANALYZE copy (select * replace (80 as official_score) from leaderboard) "
+        f"to '{table_file}' (format parquet)": "EXPLAIN of COPY",
+        "explain analyze insert into leaderboard select * from leaderboard": "EXPLAIN of INSERT",
+        f"export database '{small_warehouse.root}/dump'": "EXPORT",
+        f"attach '{small_warehouse.root}/x.db'": "ATTACH",
+        "install httpfs": "LOAD",
+        "load httpfs": "LOAD",
+        "set enable_external_access = true": "SET",
+        "pragma version": "PRAGMA",
+        "checkpoint": "CALL",
+        "create table t as select 1": "CREATE",
+    }
+    for query, kind in writes.items():
+        code, output = sql(query)
+        assert code == 1, query
+        assert output.startswith(
+            f"Error: query failed: read-only: only SELECT/SHOW/DESCRIBE/EXPLAIN queries run here, not {kind}; "
+            "anything else: the duckdb command line"
+        ), (query, output)
+    assert table_file.read_bytes() == before and not outside.exists()
+    assert sorted(p.name for p in small_warehouse.root.iterdir()) == [
+        "oabench.duckdb",
+        "oabench.duckdb.lock",
+        "tables",
+    ]
+
+    assert sql("select count(*) as n from read_parquet('" + str(table_file) + "')")[1].endswith("2")
+    assert sql("explain analyze select count(*) from leaderboard")[0] == 0
+    assert sql("summarize leaderboard")[0] == 0
+    assert sql("select current_setting('lock_configuration') as locked")[1].endswith("yes")
 
 
 def _progress_console(terminal: bool) -> tuple[Console, io.StringIO]:

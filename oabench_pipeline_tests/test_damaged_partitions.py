@@ -1,17 +1,20 @@
 """Damaged partition files in a real warehouse: named in one line, and rebuilt by the command that owns them.
 
 `oabench run` rebuilds an unreadable `inferences` partition from the response log (no request; a baseline
-cell is recomputed), `oabench ingest` an unreadable `questions`/`answer_keys` partition from the stored
+cell is recomputed; damaged lines of the log are set aside and only what they lost is asked again), `oabench ingest` an unreadable `questions`/`answer_keys` partition from the stored
 PDFs (no download); `oabench status` reports the damage instead of crashing.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import duckdb
 
+from oabench_pipeline.inference.log_records import inspect_log
+from oabench_pipeline.inference.response_log import cell_log_path, read_log
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
 from oabench_pipeline_tests.saved_envs import fresh_env_with_instance_per_module
@@ -46,7 +49,25 @@ def count_through_duckdb(env: PipelineEnv, table: str) -> int:
         return con.execute(f"select count(*) from {table}").fetchone()[0]
 
 
-def test_unreadable_inference_cells_are_rebuilt_from_the_log_with_no_request(fresh_env: PipelineEnv) -> None:
+def damage_log(log: Path) -> dict[str, str]:
+    """The response log damaged three ways (issue 23): a field of the wrong type whose reply survives, an
+    answer of the wrong type, a half-written last line. Returns what each damaged line answered."""
+    lines = log.read_text(encoding="utf-8").splitlines()
+    qids = {name: json.loads(lines[number - 1])["qid"] for name, number in (("latency", 3), ("answer", 7))}
+    qids["torn"] = json.loads(lines[-1])["qid"]
+    lines[2] = re.sub(r'"latency_ms": \d+', '"latency_ms": "abc"', lines[2])
+    lines[6] = re.sub(r'"raw_response": "[^"]*"', '"raw_response": {"x": 1}', lines[6])
+    log.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2], encoding="utf-8")
+    return qids
+
+
+def test_unreadable_cells_are_rebuilt_from_the_log_and_damaged_log_lines_set_aside(
+    fresh_env: PipelineEnv,
+) -> None:
+    """Unreadable partitions are rebuilt from the response log with no request; damaged lines of that log
+    are named (`file:line: why`), set aside in its `.damaged` sidecar, and never fatal: a reply whose text
+    survived keeps it (its bad `latency_ms` NULL), an unusable one is asked again, once, and the next
+    run finds nothing left to repair."""
     with ReplayServer(api_key=TEST_KEY) as server:
         use_models(fresh_env, server.base_url)
         first = fresh_env.cli("run", "--models", f"{MODEL},{BASELINE}", "--editions", EDITION)
@@ -58,6 +79,8 @@ def test_unreadable_inference_cells_are_rebuilt_from_the_log_with_no_request(fre
         for path in (api_cell, baseline_cell, store.partition_path("scores", f"{EDITION}|{MODEL}")):
             truncate(path)
         truncate(store.partition_path("leaderboard_by_area"))
+        log = cell_log_path(store.root / "responses", MODEL, EDITION)
+        damaged = damage_log(log)
 
         status = fresh_env.cli("status", "--models", MODEL, "--editions", EDITION, "--format", "json")
         assert status.exit_code == 1, status.output
@@ -68,15 +91,44 @@ def test_unreadable_inference_cells_are_rebuilt_from_the_log_with_no_request(fre
             f"table inferences, partition {EDITION}|{MODEL}: {api_cell} is unreadable"
         )
         assert f"`oabench run --models {MODEL} --editions {EDITION}` rebuilds it" in cell["reason"]
+        assert (
+            f"damaged response log: {log}:3: field 'latency_ms': Input should be a valid integer (got 'abc')"
+            in cell["reason"]
+        )
+        assert "(and 2 more damaged line(s)); `oabench run` sets them aside" in cell["reason"]
 
         rerun = fresh_env.cli("run", "--models", f"{MODEL},{BASELINE}", "--editions", EDITION)
         assert rerun.exit_code == 0, rerun.output
-        assert server.stats.total_requests == 80, "rebuilt from the response log: no request"
+        asked = server.stats.requests_per_prompt
+        assert server.stats.total_requests == 82, "only the two answers the log lost are asked again"
+        assert sorted(n for n in asked.values() if n > 1) == [2, 2]
         assert (
             f"table inferences, file {api_cell}: unreadable, set aside as .{api_cell.name}.damaged"
             in rerun.output
         )
         assert f"table inferences, file {baseline_cell}: unreadable" in rerun.output
+        sidecar = log.with_name("45.jsonl.damaged")
+        for line in (
+            f"{log}:3: field 'latency_ms': Input should be a valid integer (got 'abc'); the reply is kept, "
+            f"with latency_ms NULL (set aside in {sidecar.name})",
+            f"{log}:7: field 'raw_response': Input should be a valid string (got {{'x': 1}}); the answer is "
+            f"unusable: counted as not answered, asked again once (set aside in {sidecar.name})",
+            f"{log}:80: half-written last line (the process was killed while writing it?); the answer is "
+            "unusable",
+        ):
+            assert line in rerun.output, rerun.output
+        assert "Traceback" not in rerun.output
+        rows = {r["qid"]: r for r in store.read("inferences", f"{EDITION}|{MODEL}").iter_rows(named=True)}
+        assert rows[damaged["latency"]]["latency_ms"] is None and rows[damaged["latency"]]["raw_response"]
+        assert all(rows[damaged[k]]["raw_response"] and rows[damaged[k]]["error"] is None for k in damaged)
+        aside = [json.loads(line) for line in sidecar.read_text(encoding="utf-8").splitlines()]
+        assert [(a["line"], a["salvaged"]) for a in aside] == [(3, True), (7, False), (80, False)]
+        assert '"raw_response": {"x": 1}' in aside[1]["text"]
+        assert len(read_log(log)) == 80 and not inspect_log(log).damaged  # 78 kept in place, 2 appended
+
+        again = fresh_env.cli("run", "--models", f"{MODEL},{BASELINE}", "--editions", EDITION)
+        assert again.exit_code == 0 and "up to date" in again.output, again.output
+        assert server.stats.total_requests == 82 and "damaged" not in again.output
 
     assert store.read("inferences", f"{EDITION}|{MODEL}").height == 80
     assert store.read("inferences", f"{EDITION}|{BASELINE}").height == 80

@@ -169,6 +169,26 @@ def test_a_failed_run_and_a_key_that_left_the_registry(status_env: StatusEnv) ->
     assert history["to_send"] is None and ("44", BASELINE) not in cells
 
 
+def test_a_bad_registry_is_the_registry_s_one_line(status_env: StatusEnv) -> None:
+    """`oabench status` (like `oabench run`) says what is wrong with the registry in one line, no traceback:
+    here the cloud metadata address, which a registry entry may use only with `allow_private_network`."""
+    env = status_env.env
+    status_env.registry(base_url="http://169.254.169.254/latest")
+    registry = env.root / "models.toml"
+    for command in (("status",), ("run", "--editions", "43")):
+        result = env.cli(*command)
+        assert result.exit_code == 1
+        assert result.output.splitlines() == [
+            f"Error: {registry}:8: field 'base_url': 'http://169.254.169.254/latest' is 169.254.169.254, a "
+            "link-local address (169.254.0.0/16, where cloud instance metadata services listen); refused "
+            "unless `allow_private_network = true` is set on this entry"
+        ], command
+    registry.write_text(registry.read_text().replace('id = "test', "id = test"))  # a TOML syntax error
+    result = env.cli("status")
+    assert result.exit_code == 1 and len(result.output.splitlines()) == 1 and "Traceback" not in result.output
+    assert result.output.startswith(f"Error: {registry}:6: field 'id': TOML syntax error")
+
+
 def test_select_cells_crosses_the_registry_and_keeps_only_existing_history() -> None:
     cells = select_cells(
         editions=["43", "44"],

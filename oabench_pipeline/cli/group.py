@@ -11,13 +11,14 @@ from oabench_pipeline.warehouse import Warehouse, WarehouseError
 
 
 class _OabenchGroup(click.Group):
-    """Warehouse problems (a damaged partition, a held lock, a full disk) and an editions registry that
-    cannot be used (`file: suite 'x': ...`) end in their one-line message."""
+    """Warehouse problems (a damaged partition, a held lock, a full disk), an unusable setting, an editions
+    registry that cannot be used (`file: suite 'x': ...`) and a mistake in the models registry or the watch
+    policy (`file:line: field 'x': ...`) end in their one-line message."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        # TomlFileError: the models registry or the watch policy, `file:line: field 'x': problem`.
+        # TomlFileError: the models registry (ModelsRegistryError) or the watch policy (WatchPolicyError).
         except (WarehouseError, SettingsError, EditionsRegistryError, TomlFileError) as error:
             raise click.ClickException(str(error)) from None
 

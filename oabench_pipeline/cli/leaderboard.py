@@ -124,7 +124,9 @@ def _suite_tables(
     registry = load_registry_suites(settings)
     suite = choose_suite(registry, name)
     if as_of is not None:
-        with warehouse.reader() as con:
+        from oabench_pipeline.scoring.inputs import healthy_reader
+
+        with healthy_reader(warehouse) as (con, _):  # the cells the stored tables are built from
             tables = build_leaderboard_tables(con, as_of=as_of, suites=list(registry.values()))
     else:
         tables = {t: warehouse.read(t) for t in ("suites", "leaderboard_by_edition", *SUITE_SOURCES)}

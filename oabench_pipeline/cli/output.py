@@ -9,6 +9,7 @@ from types import TracebackType
 
 import polars as pl
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
 from oabench_pipeline.core.markdown import markdown_table
@@ -46,7 +47,7 @@ class ProgressBar:
             disable=not self.live,
         )
         self._total = self._progress.add_task("total", total=None, errors=0, cost=0.0, eta="")
-        self._listening = listening(self._update)
+        self._listening = listening(self._update, self.notice)
 
     def __enter__(self) -> ProgressBar:
         self._progress.__enter__()
@@ -124,10 +125,15 @@ class ProgressBar:
                 )
             else:
                 self._finished[name] = CellProgress(cell=name, total=0, already_done=0)
-                what = quiet_note
+                what = quiet_note if success else "no model call"
             status = "" if success else " [red]FAILED[/red]"
-            self.console.print(f"{name}: {what}{status} [{elapsed:.1f}s]", highlight=False)
+            self.console.print(f"{escape(name)}: {what}{status} [{elapsed:.1f}s]", highlight=False)
             self._refresh_total()
+
+    def notice(self, text: str) -> None:
+        """A line a step wants the user to read (a damaged response-log line set aside), above the bar."""
+        with self._lock:
+            self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 def totals(

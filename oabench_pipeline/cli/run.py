@@ -162,13 +162,18 @@ def answer_cells(
         if interrupts.requested():
             which = f"--suite {suite.name}" if suite is not None else f"--editions {','.join(editions)}"
             return _report_interrupted(warehouse, chosen, which, concurrency, replicates)
-        _must(run_assets(defs, instance, REPORT_ASSETS), "leaderboard")
-        click.echo(
-            f"leaderboard rebuilt: {len(chosen)} model key(s) × {len(editions)} edition(s), {len(todo)} cell(s) run; "
-            "`oabench leaderboard` prints it"
-        )
+        # Built from the healthy cells whatever failed (scoring/inputs.py); with none, it keeps its tables.
+        board = run_assets(defs, instance, REPORT_ASSETS)
+        if board.success:
+            click.echo(
+                f"leaderboard rebuilt: {len(chosen)} model key(s) × {len(editions)} edition(s), {len(todo)} "
+                "cell(s) run; `oabench leaderboard` prints it"
+            )
+        else:
+            click.echo(f"leaderboard not rebuilt: {one_line(board.errors)}", err=True)
         incomplete = _report_incomplete(warehouse, cells, replicates, failures)
-        return interrupts.exit_code() or incomplete  # a signal during the leaderboard: it finished anyway
+        # A signal during the leaderboard: it finished anyway.
+        return interrupts.exit_code() or incomplete or (0 if board.success else 1)
 
     sys.exit(interrupts.run_stoppably(work, announce=interrupts.echo_err))
 
@@ -195,23 +200,36 @@ def _report_interrupted(
 
 
 def _report_incomplete(
-    warehouse: Warehouse, cells: list[tuple[ModelConfig, str]], replicates: int, failures: list[str]
+    warehouse: Warehouse,
+    cells: list[tuple[ModelConfig, str]],
+    replicates: int,
+    failures: dict[str, str],
 ) -> int:
-    """Exit code 0 only when every requested cell is complete; else name each cell that is not, and why."""
+    """Exit code 0 only when every requested cell is complete; else the last lines name each cell that is
+    not, and why (a failed run: its failure, in one line)."""
     incomplete = []
     for model, edition in cells:
         name = cell_name(model.key, edition)
         if _cell_is_current(warehouse, model, edition, replicates):
             continue
-        why = "its run failed (see above)" if name in failures else _why_incomplete(warehouse, model, edition)
+        why = failures.get(name) or _why_incomplete(warehouse, model, edition)
         incomplete.append(f"  {model.key} × {edition}: {why}")
     if not incomplete:
         return 0
-    click.echo(f"{len(incomplete)} of {len(cells)} cell(s) not complete:", err=True)
+    click.echo(
+        f"{len(incomplete)} of {len(cells)} cell(s) not complete (rerun `oabench run` to ask again what "
+        "failed; answers kept are not asked again):",
+        err=True,
+    )
     for line in incomplete:
         click.echo(line, err=True)
-    click.echo("rerun `oabench run` to ask again what failed (answers kept are not asked again)", err=True)
     return 1
+
+
+def one_line(messages: list[str], limit: int = 400) -> str:
+    """Failure messages as one line: whitespace collapsed, `; `-joined, cut at `limit` characters."""
+    text = "; ".join(" ".join(message.split()) for message in messages) or "failed"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _why_incomplete(warehouse: Warehouse, model: ModelConfig, edition: str) -> str:
@@ -391,11 +409,12 @@ def _run_cells(
     cells: list[tuple[ModelConfig, str]],
     concurrency: int | None,
     replicates: int = 1,
-) -> list[str]:
+) -> dict[str, str]:
     """Every cell at once, each its own in-process Dagster run (own checks, own state in the UI), in a
     thread of this process: the requests of a model key's cells share its `concurrency` (and its host's
     `endpoint_concurrency`) through `inference/capacity.py`, so the model's pool stays full across its
-    editions, and each run's Dagster bookkeeping overlaps other cells' model calls."""
+    editions, and each run's Dagster bookkeeping overlaps other cells' model calls. Returns cell → why,
+    in one line, for each cell whose run failed."""
     from oabench_pipeline.partitions import cell_partition_key
 
     def one_cell(model: ModelConfig, edition: str) -> tuple[RunOutcome, str] | None:
@@ -430,7 +449,7 @@ def _run_cells(
         )
         return outcome, quiet
 
-    failures = []
+    failures: dict[str, str] = {}
     with ProgressBar() as bar, _cell_pool(len(cells)) as pool:
         # Edition-major order: when there are more cells than threads, every model starts at once.
         ordered = sorted(cells, key=lambda cell: (int(cell[1]), cells.index(cell)))
@@ -444,10 +463,10 @@ def _run_cells(
             bar.finish_cell(f"{model.key} × {edition}", outcome.success, quiet)
             for check in outcome.failed_checks:
                 bar.console.print(f"[yellow]{model.key} × {edition}: check failed: {check}[/yellow]")
-            if not outcome.success:
-                failures.append(str(cell_partition_key(model.key, int(edition))))
-                for message in outcome.errors:
-                    bar.console.print(f"[red]{model.key} × {edition}: {message}[/red]")
+            if not outcome.success:  # why: in the last lines (`_report_incomplete`), once
+                named = (f"{model.key} × edition {edition}: ", f"{model.key} × {edition}: ")
+                why = [next((m[len(n) :] for n in named if m.startswith(n)), m) for m in outcome.errors]
+                failures[cell_name(model.key, edition)] = one_line(why)
     return failures
 
 

@@ -7,7 +7,9 @@ exact line and field, so every error names the file, the line and the field.
 
 from __future__ import annotations
 
+import ipaddress
 import re
+import socket
 import tomllib
 from collections.abc import Mapping
 from datetime import date
@@ -154,6 +156,74 @@ def base_url_problem(url: str) -> str | None:
     return None
 
 
+# Addresses a model endpoint has no business at, refused by default: link-local networks, where every cloud
+# puts its instance metadata service (credentials for the taking: 169.254.169.254), and the metadata
+# addresses outside them. Loopback and private LANs (Ollama on 127.0.0.1, vLLM on 192.168.x) stay allowed.
+LINK_LOCAL_NETWORKS = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
+METADATA_ADDRESSES = {
+    ipaddress.ip_address("fd00:ec2::254"): "the AWS instance metadata service over IPv6",
+    ipaddress.ip_address("100.100.100.200"): "the Alibaba Cloud metadata service",
+    ipaddress.ip_address("168.63.129.16"): "the Azure host platform (WireServer)",
+}
+METADATA_HOST_NAMES = frozenset(
+    {"metadata", "metadata.google.internal", "metadata.goog", "instance-data", "instance-data.ec2.internal"}
+)
+# IPv6 prefixes that carry an IPv4 address in their last 32 bits (NAT64's well-known and local-use ones).
+_NAT64_PREFIXES = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+
+
+def host_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The IP address a URL host names literally, as the resolver would read it: `2852039166`,
+    `0xa9fea9fe`, `0251.0376.0251.0376` and `169.254.43518` are all 169.254.169.254 to getaddrinfo
+    (inet_aton), and a trailing dot or an IPv6 zone (`%eth0`, `%25eth0`) changes nothing."""
+    host = host.strip("[]").rstrip(".").split("%", 1)[0]
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(host))
+    except OSError:
+        return None
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one stands for: IPv4-mapped (`::ffff:a.b.c.d`), IPv4-compatible
+    (`::a.b.c.d`), 6to4 (`2002:AABB:CCDD::`) and NAT64 (`64:ff9b::a.b.c.d`) reach it."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    low32 = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if int(address) >> 32 == 0 and int(address) > 1:  # IPv4-compatible (::1 is loopback, :: is unspecified)
+        return low32
+    if any(address in prefix for prefix in _NAT64_PREFIXES):
+        return low32
+    return None
+
+
+def link_local_problem(host: str) -> str | None:
+    """Why `host` is a link-local or cloud metadata endpoint (refused by default), or None."""
+    if host.rstrip(".").lower() in METADATA_HOST_NAMES:
+        return "names a cloud instance metadata service"
+    address = host_address(host)
+    if address is None:
+        return None
+    candidates: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = [address]
+    if isinstance(address, ipaddress.IPv6Address) and (embedded := _embedded_ipv4(address)) is not None:
+        candidates.append(embedded)
+    for candidate in candidates:
+        shown = f"{address} (that is {candidate})" if candidate != address else str(address)
+        if candidate in METADATA_ADDRESSES:
+            return f"is {shown}, {METADATA_ADDRESSES[candidate]}"
+        network = next((n for n in LINK_LOCAL_NETWORKS if candidate in n), None)
+        if network is not None:
+            return (
+                f"is {shown}, a link-local address ({network}, where cloud instance metadata services listen)"
+            )
+    return None
+
+
 def header_name_problem(name: str) -> str | None:
     if not _HTTP_TOKEN.match(name):
         return f"{name!r} is not a valid HTTP header name"
@@ -200,6 +270,10 @@ class ModelConfig(BaseModel):
     protocol: Protocol = "direto"
     reasoning_effort: ReasoningEffort | None = None
     web_search: bool = False
+    # Before `base_url`: its validator reads it.
+    allow_private_network: bool = Field(
+        False, description="Allow a link-local or cloud metadata base_url (169.254.0.0/16, fe80::/10, ...)"
+    )
     base_url: str | None = Field(None, description="OpenAI-compatible endpoint; None for baselines")
     api_key_env: str | None = Field(None, description="Env var holding the API key; None: send no key")
     api_key_header: str = Field(
@@ -263,8 +337,12 @@ class ModelConfig(BaseModel):
 
     @field_validator("base_url")
     @classmethod
-    def _base_url_is_usable(cls, url: str | None) -> str | None:
+    def _base_url_is_usable(cls, url: str | None, info: ValidationInfo) -> str | None:
         problem = None if url is None else base_url_problem(url)
+        if problem is None and url is not None and not info.data.get("allow_private_network", False):
+            host = urlsplit(url).hostname or ""
+            if why := link_local_problem(host):
+                problem = f"{url!r} {why}; refused unless `allow_private_network = true` is set on this entry"
         if problem:
             raise ValueError(problem)
         return url

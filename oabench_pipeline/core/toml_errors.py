@@ -73,4 +73,5 @@ def validation_error(
     field = str(first["loc"][0]) if first["loc"] else None
     others = len(errors) - 1
     more = f" (and {others} more problem{'s' if others > 1 else ''} in this {table})" if others else ""
-    return error_type(path, field_line(lines, span, field), field, f"{first['msg']}{more}")
+    message = str(first["msg"]).removeprefix("Value error, ")  # pydantic's prefix for our own checks
+    return error_type(path, field_line(lines, span, field), field, f"{message}{more}")

@@ -30,6 +30,7 @@ import tomllib
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -38,6 +39,7 @@ from oabench_pipeline.core.models_registry import (
     DEFAULT_BASE_URL,
     DEFAULT_CONCURRENCY,
     base_url_problem,
+    link_local_problem,
     safe_name_problem,
 )
 from oabench_pipeline.core.prompts import Protocol
@@ -106,7 +108,10 @@ class WatchPolicy(BaseModel):
     @field_validator("base_url")
     @classmethod
     def _base_url_is_usable(cls, url: str) -> str:
-        if problem := base_url_problem(url):
+        problem = base_url_problem(url)
+        if problem is None and (why := link_local_problem(urlsplit(url).hostname or "")):
+            problem = f"{url!r} {why}; the entries it makes could not call it"
+        if problem:
             raise ValueError(problem)
         return url
 

@@ -50,7 +50,7 @@ from oabench_pipeline.inference.cell_lock import CellLock, LockHolder, LockWaitS
 from oabench_pipeline.inference.client import run_blocking, run_chat_requests
 from oabench_pipeline.inference.cost import estimated_prompt_cost
 from oabench_pipeline.inference.endpoints import cell_capacity
-from oabench_pipeline.inference.progress import CellProgress, publish
+from oabench_pipeline.inference.progress import CellProgress, notify, publish
 from oabench_pipeline.inference.resources import (
     MissingApiKeyError,
     ModelClientResource,
@@ -63,6 +63,7 @@ from oabench_pipeline.inference.response_log import (
     cell_log_path,
     latest_by_hash,
     read_log,
+    repair,
 )
 from oabench_pipeline.inference.spend import AutomaticBudget
 from oabench_pipeline.inference.types import ChatRequest, ChatResult, FatalEndpointError
@@ -230,6 +231,9 @@ def _run_api_cell(
 ) -> tuple[list[dict], list[str], int]:
     """Resume (or start) the live replicates the cell needs; returns their rows, run ids and requests sent."""
     log_path = cell_log_path(store.root / "responses", model.key, edition)
+    for line in repair(log_path):  # under the cell lock: the only writer of the log (log_records.py)
+        context.log.warning(line)
+        notify(line)
     logged = latest_by_hash(read_log(log_path))
     summaries = summary_editions(store, existing)
     elsewhere = complete_imported_runs(existing, int(edition), summaries)

@@ -52,8 +52,8 @@ import httpx
 from oabench_pipeline.core.http_status import TRANSIENT_STATUSES
 from oabench_pipeline.core.provenance import Provenance
 from oabench_pipeline.inference.capacity import Capacity, all_slots
+from oabench_pipeline.inference.redaction import redact
 from oabench_pipeline.inference.types import (
-    REDACTED,
     ChatRequest,
     ChatResult,
     EndpointConfig,
@@ -80,7 +80,8 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-ERROR_TEXT_LIMIT = 500
+ERROR_TEXT_LIMIT = 300  # an error body is kept as a short excerpt, never whole
+BODY_EXCERPT_LIMIT = 200  # what a malformed 200 body shows of itself
 CHAT_PATH = "/chat/completions"
 KEEPALIVE_EXPIRY_S = 5.0  # httpx's default: an idle connection older than this is not reused
 USER_AGENT = "oabench-pipeline"
@@ -113,19 +114,10 @@ RetryCause = Literal["429", "5xx", "timeout", "connection", "refused", "malforme
 # ------------------------------------------------------------------------------------------ helpers
 
 
-def redact(text: str, secrets: Iterable[str | None]) -> str:
-    """Replace every secret (and `Bearer <secret>`) in `text` with `***`.
-
-    Longest secrets first, so a secret that contains another is removed whole.
-    """
-    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
-        text = text.replace(f"Bearer {secret}", REDACTED).replace(secret, REDACTED)
-    return text
-
-
 def clean_error_text(text: str, secrets: Iterable[str | None], limit: int = ERROR_TEXT_LIMIT) -> str:
-    """Redact, then truncate. In that order: cutting first could leave a key prefix behind."""
-    redacted = redact(text, secrets)
+    """A short, one-line, redacted excerpt: redact, collapse whitespace, then truncate. In that order:
+    cutting first could leave part of a key (or of its base64) behind, unrecognisable to `redact`."""
+    redacted = " ".join(redact(text, secrets).split())
     if len(redacted) <= limit:
         return redacted
     return redacted[:limit] + f"... [{len(redacted) - limit} more chars]"
@@ -233,7 +225,12 @@ class _Parsed:
 
 
 class _MalformedBody(Exception):
-    """A 200 whose body is not a usable chat completion."""
+    """A 200 whose body is not a usable chat completion. `show_body`: the message is worth an excerpt of
+    the body (added, redacted, by the caller: the parser does not know the secrets)."""
+
+    def __init__(self, message: str, show_body: bool = False) -> None:
+        super().__init__(message)
+        self.show_body = show_body
 
 
 class _InBodyTransientError(Exception):
@@ -249,9 +246,9 @@ def parse_completion(payload: bytes) -> _Parsed:
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
-        raise _MalformedBody(f"body is not JSON: {text[:200]!r}") from None
+        raise _MalformedBody("body is not JSON", show_body=True) from None
     if not isinstance(data, dict):
-        raise _MalformedBody(f"body is JSON but not an object: {text[:200]!r}")
+        raise _MalformedBody("body is JSON but not an object", show_body=True)
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices:
         error = data.get("error")
@@ -259,7 +256,7 @@ def parse_completion(payload: bytes) -> _Parsed:
             code = _int_or_none(error.get("code"))
             if code is not None and code in TRANSIENT_STATUSES:
                 raise _InBodyTransientError(f"in-body error {code}: {error.get('message')}")
-        raise _MalformedBody(f"no choices in body: {text[:200]!r}")
+        raise _MalformedBody("no choices in body", show_body=True)
     first = choices[0]
     message = first.get("message") if isinstance(first, dict) else None
     if not isinstance(message, dict):
@@ -467,25 +464,37 @@ class _Attempts:
 
 
 def _result(
-    request: ChatRequest, attempts: _Attempts, *, text: str | None = None, error: str | None = None
+    request: ChatRequest,
+    attempts: _Attempts,
+    secrets: Sequence[str],
+    *,
+    text: str | None = None,
+    error: str | None = None,
 ) -> ChatResult:
+    """The final result of a request; every text in it redacted (an answer, a reasoning, a provider name
+    or a reported cost can echo the key as well as an error body can)."""
     parsed = attempts.last_parsed
+
+    def clean(value: str | None) -> str | None:
+        return redact(value, secrets) if value else value
+
+    provenance = parsed.provenance if parsed else Provenance()
     return ChatResult(
         qid=request.qid,
         request_hash=request.request_hash,
-        raw_response=text,
-        reasoning=parsed.reasoning if parsed else None,
+        raw_response=clean(text),
+        reasoning=clean(parsed.reasoning) if parsed else None,
         latency_ms=round(attempts.last_latency_s * 1000),
         prompt_tokens=parsed.prompt_tokens if parsed else None,
         completion_tokens=parsed.completion_tokens if parsed else None,
         reasoning_tokens=parsed.reasoning_tokens if parsed else None,
         cost_usd=attempts.last_cost,
-        error=error,
+        error=clean(error),
         attempts=attempts.total,
         finished_at=datetime.now(UTC),
         total_cost_usd=attempts.paid_cost,
-        provenance=parsed.provenance if parsed else Provenance(),
-        cost_note="; ".join(dict.fromkeys(attempts.cost_notes)) or None,
+        provenance=Provenance(**{k: clean(v) for k, v in provenance.columns().items()}),
+        cost_note=clean("; ".join(dict.fromkeys(attempts.cost_notes)) or None),
     )
 
 
@@ -526,6 +535,7 @@ def _interpret(
         return _result(
             request,
             attempts,
+            secrets,
             error=f"response body exceeded {endpoint.max_response_bytes} bytes (HTTP {reply.status}); "
             "not stored",
         )
@@ -538,7 +548,7 @@ def _interpret(
             cause: RetryCause = "429" if reply.status == 429 else "5xx"
             raise _Retry(cause, detail, parse_retry_after(reply.headers.get("retry-after")))
         # Another 4xx (e.g. context too long): a problem with this prompt only, asking again won't help.
-        return _result(request, attempts, error=detail)
+        return _result(request, attempts, secrets, error=detail)
     try:
         parsed = parse_completion(reply.body)
     except _InBodyTransientError as exc:
@@ -547,12 +557,15 @@ def _interpret(
     except _MalformedBody as exc:
         # Unusable, but maybe billed: whatever cost the body or a gateway header reports still counts.
         attempts.add_cost(*trusted_cost(_usage_cost_of(reply.body), reply.headers))
-        raise _Retry("malformed", clean_error_text(str(exc), secrets)) from None
+        detail = str(exc)
+        if exc.show_body:
+            detail += f": {clean_error_text(body_text, secrets, limit=BODY_EXCERPT_LIMIT)!r}"
+        raise _Retry("malformed", clean_error_text(detail, secrets)) from None
     attempts.last_parsed = parsed
     attempts.add_cost(*trusted_cost(parsed.reported_cost, reply.headers))
     if parsed.text is None or not parsed.text.strip():
         raise _Retry("empty", "empty answer text")
-    return _result(request, attempts, text=parsed.text)
+    return _result(request, attempts, secrets, text=parsed.text)
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:
@@ -590,6 +603,17 @@ def _fatal_transport_problem(exc: BaseException, url: httpx.URL) -> str | None:
     if any(isinstance(c, socket.gaierror) for c in causes):
         return f"the host name {host!r} does not resolve (DNS lookup failed): check the model's base_url"
     return None
+
+
+def _transport_detail(exc: Exception, cause: RetryCause, endpoint: EndpointConfig) -> str:
+    """What went wrong with one attempt, in words: a timeout names the deadline and where it is set."""
+    if cause == "timeout":
+        if isinstance(exc, httpx.ConnectTimeout):
+            return f"no connection within the connect timeout of {endpoint.connect_timeout_s:g} s"
+        return (
+            f"deadline OABENCH_MODEL_TIMEOUT_S={endpoint.timeout_s:g} s passed before the reply was complete"
+        )
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _is_refused(exc: BaseException) -> bool:
@@ -648,6 +672,7 @@ async def _ask(
     while True:
         attempts.total += 1
         tally.mark_sent()
+        started = time.perf_counter()
         try:
             reply = await _post(client, url, content, endpoint)
             tally.mark_response()
@@ -660,11 +685,11 @@ async def _ask(
             if cause is None:
                 raise
             tally.mark_response()
+            attempts.last_latency_s = time.perf_counter() - started  # a timed-out attempt took this long
             problem = _fatal_transport_problem(exc, url)
             if problem is not None:
                 raise FatalEndpointError(clean_error_text(f"POST {url}: {problem}", secrets)) from None
-            detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            failure = _Retry(cause, clean_error_text(detail, secrets))
+            failure = _Retry(cause, clean_error_text(_transport_detail(exc, cause, endpoint), secrets))
         used, allowed = _budget(endpoint, attempts, failure.cause)
         if used >= allowed:
             if failure.cause == "refused":
@@ -676,7 +701,7 @@ async def _ask(
                     )
                 )
             return _result(
-                request, attempts, error=f"gave up after {attempts.total} attempts: {failure.detail}"
+                request, attempts, secrets, error=f"gave up after {attempts.total} attempts: {failure.detail}"
             )
         _spend(attempts, failure.cause)
         tally.retries[failure.cause] += 1

@@ -1,4 +1,9 @@
-"""Progress of model calls, reported to whoever listens: the CLI's progress bar, or the run log."""
+"""Progress of model calls, reported to whoever listens: the CLI's progress bar, or the run log.
+
+Besides the counts, a step can `notify` one-line notices a person running the command must see (a
+damaged response-log line set aside): the CLI prints them above its bar; with nobody listening (a UI
+run) they are only in the run's log, where the step also writes them.
+"""
 
 from __future__ import annotations
 
@@ -33,19 +38,31 @@ class CellProgress:
 
 
 Listener = Callable[[CellProgress], None]
+NoticeListener = Callable[[str], None]
 _listeners: list[Listener] = []
+_notice_listeners: list[NoticeListener] = []
 
 
 @contextmanager
-def listening(listener: Listener) -> Iterator[None]:
-    """Receive every progress update while the block runs (the CLI draws its bar with this)."""
+def listening(listener: Listener, on_notice: NoticeListener | None = None) -> Iterator[None]:
+    """Receive every progress update (and notice) while the block runs (the CLI draws its bar with this)."""
     _listeners.append(listener)
+    if on_notice is not None:
+        _notice_listeners.append(on_notice)
     try:
         yield
     finally:
         _listeners.remove(listener)
+        if on_notice is not None:
+            _notice_listeners.remove(on_notice)
 
 
 def publish(progress: CellProgress) -> None:
     for listener in list(_listeners):
         listener(progress)
+
+
+def notify(text: str) -> None:
+    """A one-line notice for the person running the command (see the module docstring)."""
+    for listener in list(_notice_listeners):
+        listener(text)

@@ -3,8 +3,9 @@
 Each result is written to the file (the kernel's page cache: it survives a SIGKILL) the moment it
 arrives, on the caller's thread; a syncing thread then fsyncs it (results that arrived meanwhile share
 one fsync) and only then reports it as received (`on_durable`). The event loop never waits on the disk,
-so an fsync per answer costs the model client nothing. A torn last line (a crash mid-write) is ignored
-on reading. A rerun reads the log and sends only requests whose
+so an fsync per answer costs the model client nothing. Every line is validated on reading
+(`log_records.py`): a torn last line (a crash mid-write) or a damaged one is named and set aside by the
+next run of the cell, never fatal. A rerun reads the log and sends only requests whose
 `request_hash` has no successful answer yet: the paid work is never repeated.
 
 Disk full: each cell reserves room for the answers in flight (a preallocated `.reserve` file beside the
@@ -21,13 +22,12 @@ import os
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, fields
-from datetime import datetime
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from oabench_pipeline.core.provenance import Provenance
+from oabench_pipeline.inference.log_records import inspect_log, repair_log
 from oabench_pipeline.inference.types import ChatResult
 
 # Room kept for the answers in flight when the disk fills up (a reply is a few KB; 64 in flight at most).
@@ -42,30 +42,19 @@ def _encode(result: ChatResult) -> str:
     # Flat, one key per provenance column: the log's lines keep the shape they had before `Provenance`.
     record: dict[str, Any] = {**asdict(result), **result.provenance.columns()}
     del record["provenance"]
-    record["finished_at"] = result.finished_at.isoformat()
+    record["finished_at"] = result.finished_at.isoformat() if result.finished_at is not None else None
     return json.dumps(record, ensure_ascii=False)
 
 
-_FIELDS = frozenset(f.name for f in fields(ChatResult))
-
-
-def _decode(line: str) -> ChatResult | None:
-    """A log line as a result; lines written before a field existed read with its default."""
-    try:
-        record = json.loads(line)
-        record["finished_at"] = datetime.fromisoformat(record["finished_at"])
-        record["provenance"] = Provenance.from_columns(record)
-        return ChatResult(**{name: value for name, value in record.items() if name in _FIELDS})
-    except (ValueError, TypeError, KeyError):
-        return None
-
-
 def read_log(path: Path) -> list[ChatResult]:
-    """Every intact record in the log, in arrival order."""
-    if not path.is_file():
-        return []
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        return [result for line in handle if (result := _decode(line)) is not None]
+    """Every usable record in the log, in arrival order; damaged lines are validated away
+    (`log_records.py`: a reply whose text survived is kept with its broken fields NULL)."""
+    return inspect_log(path).results
+
+
+def repair(path: Path) -> list[str]:
+    """Set the log's damaged lines aside (`log_records.repair_log`); one line per damaged line."""
+    return repair_log(path, _encode)
 
 
 def latest_by_hash(results: list[ChatResult]) -> dict[str, ChatResult]:

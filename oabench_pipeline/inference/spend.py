@@ -3,7 +3,8 @@
 The record of what was paid is the response log: every line is a reply that was received, and so paid for,
 whatever became of it. A line's cost is what the endpoint reported (`total_cost_usd`: every attempt), else
 its reported tokens × the model's newest catalogue price, else nothing (a reply with neither has cost the
-provider nothing it told us about). Months are calendar months in UTC, by when the reply arrived.
+provider nothing it told us about). Months are calendar months in UTC, by when the reply arrived (a damaged line
+that lost its time counts in every month asked).
 
 `AutomaticBudget` holds one automatic cell run to the watch policy while it sends: the model's spend over
 all its cells (every protocol) against `max_run_cost_usd`, and the month's spend of every automatic model
@@ -79,7 +80,8 @@ def logged_spend(
     spend = spend if spend is not None else Spend()
     for path in logs:
         for result in read_log(path):
-            if month is None or month_of(result.finished_at) == month:
+            # A damaged line that lost its time counts in every month asked: a budget errs towards stopping.
+            if month is None or result.finished_at is None or month_of(result.finished_at) == month:
                 spend.add(*answer_cost(result, price))
     return spend
 

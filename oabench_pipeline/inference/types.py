@@ -76,21 +76,21 @@ class ChatResult:
     describe the final attempt (the one the answer came from); `total_cost_usd` adds up the cost
     reported by every attempt, including discarded empty or malformed answers, because those were paid
     for too and budgets must count them. `cost_note` says why a reported cost was not trusted (negative,
-    not finite). Fields after `finished_at` have defaults so that older response-log lines still read.
+    not finite). `latency_ms` is the wall time of the final attempt, a timed-out one included.
     """
 
     qid: str
     request_hash: str
     raw_response: str | None
     reasoning: str | None
-    latency_ms: int
+    latency_ms: int | None  # None only when a damaged log line lost it (`log_records.py`)
     prompt_tokens: int | None
     completion_tokens: int | None
     reasoning_tokens: int | None
     cost_usd: float | None
     error: str | None
-    attempts: int
-    finished_at: datetime
+    attempts: int | None  # None, like `finished_at`, only when a damaged log line lost it
+    finished_at: datetime | None
     total_cost_usd: float | None = None
     provenance: Provenance = field(default_factory=Provenance)
     cost_note: str | None = None

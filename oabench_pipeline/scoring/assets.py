@@ -39,6 +39,7 @@ from oabench_pipeline.inference.assets import cell_keys
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import model_edition_partitions
 from oabench_pipeline.resources import ExamSourcesResource, WarehouseResource
+from oabench_pipeline.scoring.inputs import healthy_reader
 from oabench_pipeline.tables import ANALYSIS_DESCRIPTIONS, ANALYSIS_TABLES
 
 LEADERBOARD_TABLES = ANALYSIS_TABLES  # every table the `leaderboard` step builds, one asset each
@@ -183,7 +184,10 @@ def leaderboard(
     warehouse: WarehouseResource,
     exam_sources: ExamSourcesResource,
 ) -> Iterator[MaterializeResult | AssetCheckResult]:
-    """Every leaderboard and analysis table from all scored cells: one pass, each table its own asset.
+    """Every leaderboard and analysis table from the healthy scored cells: one pass, each table its own asset.
+
+    A cell whose partitions are unreadable or whose scores do not cover its answers is left out, with a
+    warning naming it (`scoring/inputs.py`); with no healthy cell the step fails and writes nothing.
 
     The shared work (canonical runs, the DuckDB aggregate, the keys × questions matrices) is done once per
     step, whatever is selected, and every suite of the editions registry is ranked from it; only the
@@ -196,7 +200,19 @@ def leaderboard(
     as_of = config.as_of_date()
     suites = _suites(exam_sources)
     selected = [t for t in ANALYSIS_TABLES if AssetKey(t) in context.selected_asset_keys]
-    with store.reader() as con:
+    with healthy_reader(store) as (con, inputs):  # one bad cell takes nothing down (scoring/inputs.py)
+        for line in inputs.lines():
+            context.log.warning(line)
+        if not inputs.healthy:
+            left_out = (
+                f"{len(inputs.left_out)} cell(s) left out, the first: {inputs.lines()[0]}"
+                if inputs.left_out
+                else "no cell has answers"
+            )
+            raise Failure(
+                description=f"no healthy scored cell to build the analysis tables from ({left_out}); "
+                "they keep their previous rows"
+            )
         tables = build_leaderboard_tables(con, as_of=as_of, suites=list(suites.values()))
         row_counts = con.sql("select model_key, edition, run_id, count(*) as n from scores group by all").pl()
         answered_at = con.sql(
@@ -398,7 +414,7 @@ def leaderboard_report(
     if as_of is None:
         tables = {name: store.read(name) for name in LEADERBOARD_TABLES}
     else:
-        with store.reader() as con:
+        with healthy_reader(store) as (con, _):
             tables = build_leaderboard_tables(con, as_of=as_of, suites=list(_suites(exam_sources).values()))
     suites = tables["suites"]
     if "suite" not in suites.columns:

@@ -213,3 +213,42 @@ def test_bad_endpoint_fields_name_file_line_and_field(
         load_models_registry(path)
     assert (caught.value.line, caught.value.field) == (3, field)
     assert f"{path}:3: field '{field}':" in str(caught.value) and words in str(caught.value)
+
+
+LINK_LOCAL_URLS = [
+    "http://169.254.169.254/latest",  # the cloud metadata service
+    "http://169.254.170.2/v2/credentials",  # ECS task credentials
+    "http://2852039166/latest",  # the same address as one number, which getaddrinfo accepts
+    "http://0xa9fea9fe/latest",
+    "http://169.254.169.254./latest",
+    "http://[fe80::1%25eth0]:8080/v1",
+    "http://[fd00:ec2::254]/latest",  # AWS's metadata over IPv6 (not link-local: named)
+    "http://[::ffff:169.254.169.254]/latest",  # IPv4-mapped
+    "http://[::ffff:a9fe:a9fe]/latest",
+    "http://[64:ff9b::a9fe:a9fe]/latest",  # NAT64
+    "http://metadata.google.internal/computeMetadata/v1",
+]
+
+
+@pytest.mark.parametrize("url", LINK_LOCAL_URLS)
+def test_link_local_and_metadata_base_urls_are_refused_unless_allowed(tmp_path: Path, url: str) -> None:
+    path = _registry(tmp_path, f'[[models]]\nid = "a/b"\nbase_url = "{url}"\napi_key_env = ""\n')
+    with pytest.raises(ModelsRegistryError) as caught:
+        load_models_registry(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:3: field 'base_url': {url!r} ")
+    assert message.endswith("refused unless `allow_private_network = true` is set on this entry")
+    allowed = _registry(
+        tmp_path, f'[[models]]\nid = "a/b"\nallow_private_network = true\nbase_url = "{url}"\n'
+    )
+    assert load_models_registry(allowed)[0].base_url == url
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1:11434/v1", "http://[::1]:8000/v1", "http://192.168.1.20:8000/v1", "http://10.0.0.5/v1",
+     "http://localhost:1234/v1", "https://openrouter.ai/api/v1", "http://host.docker.internal:11434/v1"],
+)  # fmt: skip
+def test_loopback_and_lan_endpoints_stay_allowed(tmp_path: Path, url: str) -> None:
+    path = _registry(tmp_path, f'[[models]]\nid = "a/b"\nbase_url = "{url}"\napi_key_env = ""\n')
+    assert load_models_registry(path)[0].base_url == url

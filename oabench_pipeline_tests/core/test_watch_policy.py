@@ -71,6 +71,7 @@ def test_the_decision_fingerprint_ignores_the_budget_and_the_endpoint() -> None:
         (GOOD.replace('"direto", "deliberativo"', '"chatty"'), 7, "protocols", "'direto' or 'deliberativo'"),
         (GOOD.replace("concurrency = 8", "concurrency = 0"), 11, "concurrency", "greater than or equal to 1"),
         (GOOD + 'base_url = "ftp://x"\n', 12, "base_url", "http:// or https://"),
+        (GOOD + 'base_url = "http://169.254.169.254/v1"\n', 12, "base_url", "link-local"),
         (GOOD.replace("created_after = 2026-01-01", 'created_after = "2026"'), 5, "created_after", "date"),
         (
             GOOD.replace('suite = "oabench-2026"', 'suite = "oabench-2099"'),

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -334,6 +336,45 @@ def test_redact_and_truncate() -> None:
     cleaned = clean_error_text(long, [KEY], limit=500)
     assert "sk-or" not in cleaned and len(cleaned) < 560 and "more chars" in cleaned
     assert KEY not in repr(EndpointConfig("http://h/v1", api_key=KEY))
+
+
+def test_redact_finds_the_key_in_every_common_form() -> None:
+    raw, b64 = KEY.encode(), base64.b64encode
+    forms = [
+        KEY.upper(),
+        f"bearer  {KEY.lower()}",
+        "".join(f"%{byte:02X}" for byte in raw),
+        KEY[:5] + "%2d" + KEY[6:] if KEY[5] == "-" else KEY.replace("-", "%2D"),
+        "".join(f"\\u{ord(c):04x}" for c in KEY),
+        "".join(f"\\\\u{ord(c):04x}" for c in KEY),  # JSON inside a JSON string
+        "".join(f"&#{ord(c)};" for c in KEY),
+        b64(raw).decode(),
+        b64(b"Bearer " + raw).decode(),
+        b64(b"me:" + raw).decode(),  # Basic auth
+        b64(b"x" + raw + b"tail").decode(),  # inside longer base64, at the other two alignments
+        b64(b"xy" + raw).decode().rstrip("="),
+        base64.urlsafe_b64encode(b"\xfb\xff" + raw).decode(),
+        quote(b64(b"Bearer " + raw).decode(), safe=""),  # base64, then percent-encoded
+    ]
+    for form in forms:
+        assert redact(f"<{form}>", [KEY]) == "<***>", form
+    assert redact(f"token {b64(raw).decode().rstrip('=')}Rest-of_token, next", [KEY]) == "token ***, next"
+    unrelated = f"{b64(b'sk-or-v1-OTHER').decode()} %41 \\u0041 &#65; {KEY[:8]}"
+    assert redact(unrelated, [KEY]) == unrelated
+
+
+def test_a_malformed_body_echoing_the_key_is_redacted_before_it_is_cut() -> None:
+    """The excerpt of a malformed 200 (its first 200 characters) is cut after redaction: the key sits
+    across the cut, so cutting first would have kept a piece of it that no redaction recognises."""
+    body = ("x" * 190 + f"Bearer {KEY} " + base64.b64encode(KEY.encode()).decode() + "y" * 300).encode()
+    reply = RecordedReply("", raw_body=body, content_type="text/plain")
+    with ReplayServer(replies={(MODEL, prompt(0)): reply}) as srv:
+        (result,), _ = run(fast_endpoint(srv.base_url), requests(1))
+    assert result.error is not None and result.error.startswith(
+        "gave up after 3 attempts: body is not JSON: "
+    )
+    assert "***" in result.error and "SECRET" not in result.error and "sk-or" not in result.error
+    assert "U0VDUkVU" not in result.error  # no piece of the key's base64 either
 
 
 # ------------------------------------------------------------------------------- stopping and size

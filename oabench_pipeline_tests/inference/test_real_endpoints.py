@@ -15,6 +15,7 @@ import pytest
 
 from oabench_pipeline.inference.response_log import cell_log_path, read_log
 from oabench_pipeline.partitions import cell_partition_key
+from oabench_pipeline.runner import instance_for
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
 from oabench_pipeline_tests.inference.test_client import _self_signed_localhost
 from oabench_pipeline_tests.pipeline_env import PipelineEnv
@@ -201,7 +202,10 @@ def test_llmock_an_azure_shaped_ipv6_gzip_gateway_and_odd_costs_answer_every_que
     answered = assert_all_answered(fresh_env, NEGATIVE_NAN)
     trusted = answered["cost_usd"].drop_nulls()
     assert 0 < trusted.len() < ACTIVE and trusted.min() >= 0 and not trusted.is_nan().any()
-    assert "usage.cost" in result.output  # the warning reached the run's log
+    # The warning reached the run's log, in the instance (the terminal shows no Dagster log by default).
+    with instance_for(fresh_env.settings) as instance:
+        logged = [e.user_message for run in instance.get_runs() for e in instance.all_logs(run.run_id)]
+    assert any("usage.cost" in message and "cost stored as NULL" in message for message in logged)
     everywhere = fresh_env.warehouse.query(
         "select count(*) from inferences where cost_usd < 0 or isnan(cost_usd)"
     ).item()

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from oabench_pipeline.core.provenance import PROVENANCE_COLUMNS, Provenance
-from oabench_pipeline.inference.response_log import ResponseLog, cell_log_path, latest_by_hash, read_log
+from oabench_pipeline.inference.log_records import inspect_log
+from oabench_pipeline.inference.response_log import (
+    ResponseLog,
+    cell_log_path,
+    latest_by_hash,
+    read_log,
+    repair,
+)
 from oabench_pipeline.inference.types import ChatResult
 
 T0 = dt.datetime(2026, 3, 3, 12, 0, tzinfo=dt.UTC)
@@ -154,3 +161,59 @@ def test_each_result_counts_as_received_only_once_fsynced(
         assert synced >= sum(len(line) for line in lines[: index + 1]), "reported before its fsync"
     assert log.written == 50 and log.failure is None
     assert not log.reserve_path.exists()
+
+
+def logged_lines(path: Path, count: int) -> list[str]:
+    """A log of `count` answers (h1, h2, ...) written by `ResponseLog`; its lines, to damage."""
+    with ResponseLog(path) as log:
+        for n in range(1, count + 1):
+            log.append(result(f"h{n}"))
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def test_every_line_is_validated_a_surviving_reply_is_kept_and_the_rest_counts_as_not_answered(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "45.jsonl"
+    lines = logged_lines(path, 6)
+    lines[1] = lines[1].replace('"latency_ms": 120', '"latency_ms": "abc"')
+    lines[1] = lines[1].replace('"attempts": 1', '"attempts": -1')
+    lines[2] = lines[2].replace('"raw_response": "B"', '"raw_response": {"x": 1}')
+    lines[3] = "not json at all"
+    lines[4] = "[1, 2]"
+    path.write_text("\n".join(lines) + "\n" + lines[5][:30], encoding="utf-8")  # and a torn copy of the last
+
+    contents = inspect_log(path)
+    assert [r.request_hash for r in contents.results] == ["h1", "h2", "h6"]
+    kept = contents.results[1]
+    assert (kept.raw_response, kept.latency_ms, kept.attempts, kept.prompt_tokens) == ("B", None, None, 900)
+    described = [line.describe(path) for line in contents.damaged]
+    assert described[0] == (
+        f"{path}:2: field 'latency_ms': Input should be a valid integer (got 'abc'); field 'attempts': Input "
+        "should be greater than or equal to 0 (got -1); the reply is kept, with attempts, latency_ms NULL"
+    )
+    assert [d.split(": ", 1)[1].split(";")[0] for d in described[1:]] == [
+        "field 'raw_response': Input should be a valid string (got {'x': 1})",
+        "not valid JSON (Expecting value)", "not a JSON object (a list)",
+        "half-written last line (the process was killed while writing it?)",
+    ]  # fmt: skip
+    assert all(d.endswith("counted as not answered, asked again once") for d in described[1:])
+
+
+def test_repair_sets_damaged_lines_aside_once_and_keeps_the_salvaged_reply(tmp_path: Path) -> None:
+    path = tmp_path / "45.jsonl"
+    lines = logged_lines(path, 3)
+    lines[0] = lines[0].replace('"latency_ms": 120', '"latency_ms": "abc"')
+    lines[1] = lines[1][:-5]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    messages = repair(path)
+    assert [m.split(": ")[0] for m in messages] == [f"{path}:1", f"{path}:2"]
+    assert all(m.endswith("(set aside in 45.jsonl.damaged)") for m in messages)
+    assert [(r.request_hash, r.latency_ms) for r in read_log(path)] == [("h1", None), ("h3", 120)]
+    aside = [json.loads(line) for line in (tmp_path / "45.jsonl.damaged").read_text().splitlines()]
+    assert [(a["line"], a["salvaged"], a["text"]) for a in aside] == [
+        (1, True, lines[0]),
+        (2, False, lines[1]),
+    ]
+    assert repair(path) == [] and len(aside) == 2  # nothing left to set aside the second time

@@ -88,12 +88,14 @@ def scored_env(two_baselines_run: SavedEnv, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_a_failed_blocking_check_is_recorded_and_no_table_is_written(scored_env: PipelineEnv) -> None:
-    """A scores partition with a duplicated row: the leaderboard's blocking check fails as an evaluation
-    on its Checks tab, the step fails naming it, and every analysis table keeps its last good file."""
+    """A cell whose answers and scores both hold a duplicated row (they agree, so the cell is not left out
+    as unhealthy): the leaderboard's blocking check fails as an evaluation on its Checks tab, the step
+    fails naming it, and every analysis table keeps its last good file."""
     store = scored_env.warehouse
     cell = str(cell_partition_key("baseline/random", 43))
-    scores = store.read("scores", cell)
-    store.write_partition("scores", pl.concat([scores, scores.head(1)]), cell)  # 81 rows for one run
+    for table in ("inferences", "scores"):
+        rows = store.read(table, cell)
+        store.write_partition(table, pl.concat([rows, rows.head(1)]), cell)  # 81 rows for one run
     files = {table: store.partition_path(table) for table in ANALYSIS_TABLES}
     before = {table: path.stat().st_mtime_ns for table, path in files.items()}
 
@@ -157,3 +159,56 @@ def test_the_report_of_another_suite_goes_beside_the_default_one(scored_env: Pip
     assert not failed.success
     known = ", ".join(load_suites())  # the packaged registry's suites, then all
     assert f"suite 'nope' is not in the analysis tables (they have {known})" in "\n".join(failed.errors)
+
+
+def test_cells_that_are_not_healthy_are_left_out_and_the_others_still_build_every_table(
+    scored_env: PipelineEnv,
+) -> None:
+    """One cell whose scores no longer cover its answers (a row short) and one whose scores file is
+    unreadable: the step leaves exactly those two cells out of every table, says why in the run's log,
+    and builds from the four healthy ones; each key then misses an edition, so it is shown unranked."""
+    store = scored_env.warehouse
+    short = str(cell_partition_key("baseline/random", 43))
+    store.write_partition("scores", store.read("scores", short).head(79), short)
+    damaged = store.partition_path("scores", str(cell_partition_key("baseline/longest-choice", 45)))
+    damaged.write_bytes(damaged.read_bytes()[:200])  # a truncated file: its footer is gone
+
+    settings = scored_env.settings
+    with instance_for(settings) as instance:
+        outcome = run_assets(build_definitions(settings), instance, list(ANALYSIS_TABLES))
+        warnings = [e.user_message for e in instance.all_logs(outcome.run_id) if e.level >= 30]
+
+    assert outcome.success, outcome.errors
+    by_edition = store.read("leaderboard_by_edition")
+    assert sorted(by_edition.select("model_key", "edition").iter_rows()) == [
+        ("baseline/longest-choice", 43), ("baseline/longest-choice", 44),
+        ("baseline/random", 44), ("baseline/random", 45),
+    ]  # fmt: skip
+    board = store.read("leaderboard")
+    assert board["complete"].to_list() == [False, False] and board["rank"].null_count() == 2
+    assert any(
+        "cell 43|baseline/random: left out of the analysis tables: its scores do not match its answers "
+        "(run baseline:baseline/random: 80 answer rows, 0 with an error; 79 scored" in w
+        for w in warnings
+    ), warnings
+    assert any("cell 45|baseline/longest-choice: left out" in w and str(damaged) in w for w in warnings)
+
+
+def test_with_no_healthy_cell_the_step_fails_and_every_table_keeps_its_rows(scored_env: PipelineEnv) -> None:
+    """Every `inferences` file unreadable: nothing is healthy, so nothing is written (not empty tables)."""
+    store = scored_env.warehouse
+    for path in store.table_dir("inferences").glob("*.parquet"):
+        path.write_bytes(b"not parquet")
+    files = {table: store.partition_path(table) for table in ANALYSIS_TABLES}
+    before = {table: path.stat().st_mtime_ns for table, path in files.items()}
+    settings = scored_env.settings
+    with instance_for(settings) as instance:
+        outcome = run_assets(build_definitions(settings), instance, list(ANALYSIS_TABLES))
+    assert not outcome.success
+    [message] = outcome.errors
+    assert message.startswith(
+        "no healthy scored cell to build the analysis tables from (6 cell(s) left out, the first: cell "
+        "43|baseline/longest-choice: left out of the analysis tables: table inferences: "
+    )
+    assert message.endswith("); they keep their previous rows")
+    assert {table: path.stat().st_mtime_ns for table, path in files.items()} == before

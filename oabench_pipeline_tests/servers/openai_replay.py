@@ -35,7 +35,7 @@ import ssl
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -95,7 +95,9 @@ class FaultProfile:
     `max_faults_per_prompt` caps random faults per (model, prompt) so retry tests always end answered.
     `fixed_status` answers EVERY chat request with that status and an OpenRouter-like error body
     (for 400/401/402/403/404 tests). `echo_authorization` puts the Authorization header in error
-    bodies, like a careless proxy, to test that clients redact it.
+    bodies, like a careless proxy, to test that clients redact it; `echo_as` (a function of the header)
+    adds what else such a proxy writes of it (its base64, percent-encoding, ...). `echo_in_answers` puts
+    the same echo in every 200: in the answer text, the provenance fields and `usage.cost`.
     """
 
     seed: int = 0
@@ -116,6 +118,15 @@ class FaultProfile:
     fixed_status: int | None = None
     fixed_status_message: str | None = None
     echo_authorization: bool = False
+    echo_as: Callable[[str], str] | None = None
+    echo_in_answers: bool = False
+
+    def echo(self, auth: str) -> str:
+        """What an error body says of the request's Authorization header ("" when it does not echo)."""
+        if not self.echo_authorization:
+            return ""
+        also = f"; {self.echo_as(auth)}" if self.echo_as is not None else ""
+        return f" (got Authorization: {auth}{also})"
 
     def __post_init__(self) -> None:
         total = self.total_rate
@@ -728,14 +739,19 @@ class ReplayServer:
         reply = self.replies.get((model, text))
         latency = reply.latency_s if reply is not None and reply.latency_s is not None else self.latency_s
         await _sleep_at_least(latency)
-        response = self._answer(model, text, key, reply) if fault is None else self._bad_200(fault, model)
+        if fault is None and self.faults.echo_in_answers:
+            response = self._echoing_answer(model, key, self.faults.echo(auth))
+        elif fault is None:
+            response = self._answer(model, text, key, reply)
+        else:
+            response = self._bad_200(fault, model)
         await self._write(writer, response, request.keep_alive)
         return request.keep_alive
 
     def _refusal(self, model: str, auth: str, in_flight: int) -> _HttpResponse | None:
         """Errors that don't depend on the fault draw: fixed status, bad key, overload."""
         faults = self.faults
-        echo = f" (got Authorization: {auth})" if faults.echo_authorization else ""
+        echo = faults.echo(auth)
         if faults.fixed_status is not None:
             self._count_fault(f"fixed_{faults.fixed_status}")
             message = faults.fixed_status_message or f"{model} is not a valid model ID"
@@ -783,7 +799,7 @@ class ReplayServer:
             self._stats.faults[kind] += 1
 
     def _status_fault(self, fault: str, rng: random.Random, auth: str) -> _HttpResponse:
-        echo = f" (got Authorization: {auth})" if self.faults.echo_authorization else ""
+        echo = self.faults.echo(auth)
         if fault == "429":
             wait = self.faults.retry_after_s
             if self.faults.retry_after_as_http_date:
@@ -807,6 +823,15 @@ class ReplayServer:
             return _HttpResponse(200, page, content_type="text/html")
         # non_utf8: a JSON-looking body with bytes that are not UTF-8.
         return _HttpResponse(200, b'{"choices": [{"message": {"content": "\xff\xfe\xfa"}}]}')
+
+    def _echoing_answer(self, model: str, key: tuple[str, str], echo: str) -> _HttpResponse:
+        """A 200 whose every text field echoes the Authorization header (a gateway debugging itself)."""
+        with self._lock:
+            self._stats.answers_per_prompt[key] += 1
+        body = self._completion(model, RecordedReply(f"{FALLBACK_ANSWER}{echo}", reasoning=echo.strip()))
+        body |= {"id": f"gen{echo}", "provider": echo.strip(), "system_fingerprint": echo.strip()}
+        body["usage"]["cost"] = echo.strip()  # not a number: refused, with a note naming it
+        return _json_response(200, body)
 
     def _answer(
         self, model: str, text: str, key: tuple[str, str], reply: RecordedReply | None
