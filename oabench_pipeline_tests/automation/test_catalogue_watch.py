@@ -100,7 +100,8 @@ def catalogue() -> Iterator[CatalogueServer]:
 def env(fresh_env: PipelineEnv, replay: ReplayServer, catalogue: CatalogueServer) -> PipelineEnv:
     """The ingested warehouse, a registry of one baseline, the policy above and both servers, reset."""
     replay.reset_stats()
-    catalogue.models, catalogue.state, catalogue.requests = listing(), "up", 0
+    catalogue.models, catalogue.state = listing(), "up"
+    catalogue.requests.clear()
     fresh_env.set(
         "OABENCH_MODELS_FILE",
         write_models_file(fresh_env.root / "models.toml", [{"id": "baseline/random", "kind": "baseline"}]),
@@ -293,7 +294,9 @@ def test_sync_run_answers_the_fitting_model_like_oabench_run_then_a_later_listin
     refused = env.cli("run", "--models", FIT)
     assert refused.exit_code == 2 and "retired" in refused.output
     assert replay.stats.total_requests == 80
-    assert catalogue.requests == 3  # one fetch per sync: model_pricing read the snapshot, never the catalogue
+    assert (
+        catalogue.listings_requested == 3
+    )  # one fetch per sync: model_pricing read the snapshot, never the catalogue
 
 
 def test_nothing_is_sent_beyond_the_months_budget_or_without_a_policy(
@@ -332,7 +335,7 @@ def test_nothing_is_sent_beyond_the_months_budget_or_without_a_policy(
             defs, instance, ["inferences"], partition_key=cell_partition_key(FIT, 45)
         )  # the UI's way
     assert not backfill.success and "no watch policy" in " ".join(backfill.errors)
-    assert catalogue.requests == 3 and replay.stats.total_requests == 0
+    assert catalogue.listings_requested == 3 and replay.stats.total_requests == 0
 
 
 def test_a_catalogue_down_slow_or_malformed_changes_nothing_and_says_so_in_one_line(

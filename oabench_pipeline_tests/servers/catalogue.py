@@ -7,19 +7,19 @@
         server.state = "malformed"   # HTTP 200 with a body that is not JSON
         server.models = [...]        # a later listing
 
-Requests are counted (`requests`). A real server on 127.0.0.1, so the client's httpx, proxies setting
-(`NO_PROXY` covers loopback) and deadline are what is tested.
+Fetches are counted (`listings_requested`). A real server on 127.0.0.1 (the loopback file server's), so
+the client's httpx and its deadline are what is tested.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
-import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Literal
+
+from oabench_pipeline_tests.servers.static_files import Override, StaticFileServer
 
 CATALOGUE_PATH = "/api/v1/models"
 State = Literal["up", "down", "slow", "malformed"]
@@ -69,72 +69,38 @@ def catalogue_model(
 
 
 @dataclass
-class CatalogueServer:
-    """Serves `{"data": models}` at `CATALOGUE_PATH` on 127.0.0.1:<ephemeral port>, or fails as `state` says."""
+class CatalogueServer(StaticFileServer):
+    """Serves `{"data": models}` at `CATALOGUE_PATH` on 127.0.0.1:<ephemeral port>, or fails as `state` says.
 
+    The loopback file server with one answer computed per request (so a test can change the listing or the
+    state between two fetches); every other path is a 404.
+    """
+
+    root: Path = Path("/nonexistent/catalogue-server")  # no files: only the listing is served
     models: list[dict[str, Any]] = field(default_factory=list)
     state: State = "up"
     drip_s: float = 0.2
-    requests: int = 0
-    _server: ThreadingHTTPServer | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def url(self) -> str:
-        assert self._server is not None, "server not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}{CATALOGUE_PATH}"
+        return self.base_url + CATALOGUE_PATH
 
-    def __enter__(self) -> CatalogueServer:
-        owner = self
+    @property
+    def listings_requested(self) -> int:
+        return self.requests[CATALOGUE_PATH]
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                with owner._lock:
-                    owner.requests += 1
-                if self.path.split("?", 1)[0] != CATALOGUE_PATH:
-                    self._send(404, b'{"error": {"message": "not found"}}')
-                elif owner.state == "down":
-                    self._send(
-                        503, b"<html><body>503 Service Temporarily Unavailable</body></html>", "text/html"
-                    )
-                elif owner.state == "malformed":
-                    self._send(200, b'{"data": [{"id": "acme/half-a-listing", "pricing": {"prompt": "0.0')
-                else:
-                    body = json.dumps({"data": owner.models}).encode()
-                    self._send(200, body, drip_s=owner.drip_s if owner.state == "slow" else None)
-
-            def _send(
-                self,
-                status: int,
-                body: bytes,
-                content_type: str = "application/json",
-                drip_s: float | None = None,
-            ) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                if drip_s is None:
-                    self.wfile.write(body)
-                    return
-                for index in range(len(body)):
-                    try:
-                        self.wfile.write(body[index : index + 1])
-                        self.wfile.flush()
-                    except OSError:  # the client gave up, as it should
-                        return
-                    time.sleep(drip_s)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+    def next_override(self, path: str) -> Override | None:
+        if path != CATALOGUE_PATH:
+            return None
+        if self.state == "down":
+            return Override(
+                b"<html><body>503 Service Temporarily Unavailable</body></html>", 503, "text/html"
+            )
+        if self.state == "malformed":
+            return Override(
+                b'{"data": [{"id": "acme/half-a-listing", "pricing": {"prompt": "0.0', 200, "application/json"
+            )
+        body = json.dumps({"data": self.models}).encode()
+        return Override(
+            body, 200, "application/json", drip_interval_s=self.drip_s if self.state == "slow" else None
+        )
