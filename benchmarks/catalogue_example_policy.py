@@ -84,7 +84,7 @@ def main() -> None:
     created = dt.datetime.combine(policy.created_after + dt.timedelta(days=1), dt.time(12))
     with (
         tempfile.TemporaryDirectory(prefix="oabench-catalogue-") as tmp,
-        CatalogueServer(listing(study_ids, prices, created)) as catalogue,
+        CatalogueServer(models=listing(study_ids, prices, created)) as catalogue,
     ):
         root = Path(tmp)
         env = {
@@ -112,9 +112,8 @@ def main() -> None:
         verdict = "registered" if decision["outcome"] == "registered" else f"skip: {decision['reason']}"
         study = f"{price['run_cost']:.4f} {price['run_cost_kind'][:3]}" if price else "—"
         ratio = f"{estimate / price['run_cost']:.2f}" if price and estimate else "—"
-        print(
-            f"{model:<38} {verdict:<16} {estimate if estimate is not None else float('nan'):>10.4f} {study:>12} {ratio:>12}"
-        )
+        shown = f"{estimate:.4f}" if estimate is not None else "—"
+        print(f"{model:<38} {verdict:<16} {shown:>10} {study:>12} {ratio:>12}")
         if decision["outcome"] == "registered":
             would_spend += estimate
             run_total += price["run_cost"] if price else 0.0

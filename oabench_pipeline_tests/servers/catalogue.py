@@ -1,6 +1,6 @@
 """A loopback model catalogue: `GET /api/v1/models` as OpenRouter shapes it, and the ways it fails.
 
-    with CatalogueServer([catalogue_model("acme/fit", created=dt.datetime(2026, 3, 1))]) as server:
+    with CatalogueServer(models=[catalogue_model("acme/fit", created=dt.datetime(2026, 3, 1))]) as server:
         server.url        # "http://127.0.0.1:PORT/api/v1/models" (OABENCH_CATALOGUE_URL)
         server.state = "down"        # HTTP 503 with an HTML page
         server.state = "slow"        # headers at once, then the body one byte every `drip_s` seconds
