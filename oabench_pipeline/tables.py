@@ -287,6 +287,20 @@ DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
         ),
         ("rank_high", pl.Int64, "Worst rank the tests allow: ranked keys − ranked keys significantly worse"),
         (
+            "ability",
+            pl.Float64,
+            "Rasch ability: log-odds of a right answer on a question of average difficulty, on one scale "
+            "for keys that ran different editions (see item_abilities)",
+        ),
+        ("ability_ci_low", pl.Float64, "Lower end of the ability's 95% Wald interval"),
+        ("ability_ci_high", pl.Float64, "Upper end of the ability's 95% Wald interval"),
+        (
+            "ability_rank",
+            pl.Int64,
+            "Dense rank by ability among keys whose every edition run (of the suite) is complete, whichever "
+            "editions they ran (NULL: an incomplete run); `oabench leaderboard --rank-by ability`",
+        ),
+        (
             "editions_passed",
             pl.UInt32,
             "Editions of the suite passed (official score of at least half its questions: 40/80)",
@@ -504,7 +518,103 @@ DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
         ("total_before", pl.Int64, "Active questions of those editions"),
         ("accuracy_after", pl.Float64, "Technical accuracy after the cutoff"),
         ("accuracy_before", pl.Float64, "Technical accuracy on or before the cutoff"),
-        ("delta", pl.Float64, "accuracy_after - accuracy_before (negative hints at contamination)"),
+        ("delta", pl.Float64, "accuracy_after - accuracy_before (raw: confounds the exams' difficulty)"),
+        (
+            "questions_after",
+            pl.Int64,
+            "Questions after the cutoff the effect rests on (answered by the key and by at least one other)",
+        ),
+        ("questions_before", pl.Int64, "Questions on or before the cutoff the effect rests on"),
+        (
+            "effect_log_odds",
+            pl.Float64,
+            "Change in log-odds of a right answer after the cutoff, net of each question's difficulty from "
+            "the Rasch fit without this key (negative: worse on unseen exams); NULL when not estimable",
+        ),
+        ("effect_ci_low", pl.Float64, "Lower end of the effect's 95% Wald interval"),
+        ("effect_ci_high", pl.Float64, "Upper end of the effect's 95% Wald interval"),
+        ("p_value", pl.Float64, "Two-sided Wald p-value of no effect"),
+        ("note", pl.String, "Why the effect could not be estimated (e.g. every question after the cutoff)"),
+    ),
+    "contamination_pooled": _columns(
+        ("n_models", pl.Int64, "Model keys with a knowledge cutoff"),
+        ("n_models_estimable", pl.Int64, "Of those, keys with questions on both sides of their cutoff"),
+        ("questions_after", pl.Int64, "Questions after the cutoffs, over those keys"),
+        ("questions_before", pl.Int64, "Questions on or before the cutoffs, over those keys"),
+        (
+            "effect_log_odds",
+            pl.Float64,
+            "One change in log-odds after the cutoff shared by those keys (each its own level), net of "
+            "difficulty; NULL when not estimable",
+        ),
+        ("effect_ci_low", pl.Float64, "Lower end of the pooled effect's 95% Wald interval"),
+        ("effect_ci_high", pl.Float64, "Upper end of the pooled effect's 95% Wald interval"),
+        ("p_value", pl.Float64, "Two-sided Wald p-value of no pooled effect"),
+        ("note", pl.String, "Why the pooled effect could not be estimated"),
+    ),
+    "item_abilities": _columns(
+        ("model_key", pl.String, "Model configuration key (every key with an answer, complete or not)"),
+        (
+            "ability",
+            pl.Float64,
+            "Rasch ability θ: log-odds of a right answer on a question of average difficulty (marginal "
+            "maximum likelihood; the editions' mean difficulty, weighted by questions, is 0)",
+        ),
+        ("ability_se", pl.Float64, "Standard error of the ability (inverse observed information)"),
+        ("ability_ci_low", pl.Float64, "ability − 1.96 × ability_se"),
+        ("ability_ci_high", pl.Float64, "ability + 1.96 × ability_se"),
+        ("n_questions", pl.Int64, "Active questions the key answered in its canonical runs"),
+        ("n_correct", pl.Int64, "Of those, answered right"),
+        (
+            "link_group",
+            pl.Int64,
+            "Keys sharing a number are on one scale (joined by editions they answered); keys of different "
+            "groups share no edition, directly or through other keys",
+        ),
+    ),
+    "item_difficulties": _columns(
+        ("qid", pl.String, "Question id (active questions only)"),
+        ("edition", pl.Int32, "Edition number"),
+        ("number", pl.Int32, "Question number"),
+        ("area", pl.String, "Legal area"),
+        ("n_models", pl.Int64, "Model keys that answered it (canonical runs)"),
+        ("n_correct", pl.Int64, "Of those, answered right"),
+        ("share_correct", pl.Float64, "n_correct / n_models"),
+        (
+            "difficulty",
+            pl.Float64,
+            "Rasch difficulty b: posterior mean given every key's answer (higher is harder; 0 is the "
+            "average question); NULL when no key answered it",
+        ),
+        ("difficulty_sd", pl.Float64, "Posterior standard deviation of the difficulty"),
+        ("difficulty_ci_low", pl.Float64, "difficulty − 1.96 × difficulty_sd"),
+        ("difficulty_ci_high", pl.Float64, "difficulty + 1.96 × difficulty_sd"),
+        ("edition_difficulty", pl.Float64, "The edition's mean difficulty μ (fixed effect)"),
+        ("edition_difficulty_se", pl.Float64, "Standard error of the edition's mean difficulty"),
+    ),
+    "key_audit": _columns(
+        ("qid", pl.String, "Question id"),
+        ("edition", pl.Int32, "Edition number"),
+        ("number", pl.Int32, "Question number"),
+        ("correct", pl.String, "The published key's letter (NULL when annulled)"),
+        ("status", pl.String, "'active' or 'annulled'"),
+        ("key_status", pl.String, "'preliminary' or 'definitive' key, where the answer keys say; else NULL"),
+        ("n_models", pl.Int64, "Model keys that answered it"),
+        ("weight_a", pl.Float64, "Share of the ability-weighted votes for (A)"),
+        ("weight_b", pl.Float64, "Share of the ability-weighted votes for (B)"),
+        ("weight_c", pl.Float64, "Share of the ability-weighted votes for (C)"),
+        ("weight_d", pl.Float64, "Share of the ability-weighted votes for (D)"),
+        ("consensus", pl.String, "The letter with the largest weighted share"),
+        ("consensus_weight", pl.Float64, "Its weighted share"),
+        ("key_weight", pl.Float64, "The published letter's weighted share"),
+        ("agreeing_models", pl.Int64, "Keys with a vote weight above 0 that chose the consensus letter"),
+        ("difficulty", pl.Float64, "Rasch difficulty of the question (see item_difficulties)"),
+        (
+            "suspicious",
+            pl.Boolean,
+            "Strong keys agree on another letter than the key (rule: docs/item_response.md); a person "
+            "should check the question against the definitive key",
+        ),
     ),
 }
 
@@ -581,6 +691,17 @@ def conform(table: str, frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def csv_ready(frame: pl.DataFrame) -> pl.DataFrame:
+    """CSV has no nested types: encode struct columns as JSON text, lists as comma-separated values
+    (the report's CSV exports and `--format csv`; `runs.editions`, `suites.editions`, ...)."""
+    nested = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.Struct)]
+    lists = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.List)]
+    return frame.with_columns(
+        *(pl.col(name).struct.json_encode() for name in nested),
+        *(pl.col(name).cast(pl.List(pl.String)).list.join(",") for name in lists),
+    )
+
+
 def empty_frame(table: str) -> pl.DataFrame:
     """A table with its contracted columns and no rows."""
     return pl.DataFrame(schema={c.name: c.dtype for c in TABLES[table]})
@@ -600,8 +721,12 @@ ANALYSIS_TABLES: tuple[str, ...] = (
     "pareto_frontier",
     "latency_accuracy_correlation",
     "contamination_by_cutoff",
+    "contamination_pooled",
     "runs",
     "run_variance",
+    "item_abilities",
+    "item_difficulties",
+    "key_audit",
     "suites",
     *BY_SUITE,
 )
@@ -632,7 +757,17 @@ ANALYSIS_DESCRIPTIONS: dict[str, str] = {
     "latency_accuracy_correlation": "Spearman's rho between p50 latency and official accuracy across "
     "complete keys, with its two-sided p-value: is a slower model a more accurate one?",
     "contamination_by_cutoff": "One row per key with a knowledge cutoff: technical accuracy on editions held "
-    "after the cutoff versus on or before it (a drop after the cutoff hints at contamination).",
+    "after the cutoff versus on or before it, and the change in log-odds after the cutoff net of each "
+    "question's difficulty (from the Rasch fit without that key) with a 95% interval and a p-value "
+    "(a drop after the cutoff hints at contamination).",
+    "contamination_pooled": "One row: the training-cutoff effect shared by every key with a knowledge "
+    "cutoff (each key its own level), net of question difficulty, with a 95% interval and a p-value.",
+    "item_abilities": "One row per key: its Rasch ability (log-odds of a right answer on an average "
+    "question) with a 95% interval, comparable across keys that ran different editions.",
+    "item_difficulties": "One row per active question: its Rasch difficulty with a 95% interval, how many "
+    "keys answered it, and its edition's mean difficulty.",
+    "key_audit": "One row per question: the ability-weighted share of each letter among the keys' answers, "
+    "the consensus letter and its share, and `suspicious` when strong keys agree against the key.",
     "runs": "One row per run (live replicate, baseline or imported folder): when it started and completed, "
     "which editions it completed, its replicate index, and whether it is complete.",
     "run_variance": "One row per key with complete replicates: how many, the mean, range and standard "

@@ -129,7 +129,7 @@ def test_report_materialization_shows_summary_inline_and_charts(site: Site, brow
     assert "Generated" in page  # the summary is drawn inline, not behind a link
     # An embedded PNG is longer than the UI's 1,000-character inline limit: it opens in a dialog.
     labels = browser.count_text("[Show Markdown]")
-    assert labels >= 3  # the full leaderboard and the two charts
+    assert labels >= 4  # the full leaderboard and the three charts (two models have a knowledge cutoff)
     charts = []
     for index in range(labels):
         browser.click_text("[Show Markdown]", index)
@@ -143,7 +143,7 @@ def test_report_materialization_shows_summary_inline_and_charts(site: Site, brow
         if browser.count_text("Close"):
             browser.click_text("Close")
             browser.wait_until("!document.querySelector('[role=dialog]')", "the dialog closed")
-    assert len(charts) == 2, charts
+    assert len(charts) == 3, charts
     assert all(c["loaded"] and c["width"] > 500 for c in charts), charts
 
 
@@ -153,7 +153,7 @@ def test_html_report_renders_its_charts(site: Site, browser: Browser) -> None:
     page = browser.wait_for_text("OABench leaderboard", "Data as of", "Per edition", "Rank (range)")
     assert "0/1 run (45) of 3" in page  # the aborted GPT-5 Mini run says what it covered
     drawn = images(browser)
-    assert len(drawn) == 2
+    assert len(drawn) == 3  # cost vs accuracy, accuracy by area, accuracy by exam date (cutoffs)
     for image in drawn:
         assert image["loaded"] and image["width"] > 500, image
         assert image["inView"], f"chart wider than the page: {image}"  # the heatmap is seen whole

@@ -53,6 +53,12 @@ def test_csv_and_json_keep_full_precision() -> None:
     assert "3223.749999999999" in format_table(SAMPLE, "csv")
 
 
+def test_csv_of_a_table_with_lists_and_structs() -> None:
+    """`suites.editions`, `runs.editions`, `item_analysis.answer_distribution`: CSV has no nested types."""
+    frame = pl.DataFrame({"suite": ["all"], "editions": [[1, 2, 43]], "counts": [{"A": 1, "B": 0}]})
+    assert format_table(frame, "csv") == 'suite,editions,counts\nall,"1,2,43","{""A"":1,""B"":0}"\n'
+
+
 def test_long_reasons_wrap_at_spaces_and_file_names_stay_whole() -> None:
     name = "warehouse/responses/openai/gpt-5.2:reasoning-medium/45.jsonl"
     lines = wrap_words(f"log {name} is newer than the partition written at 12:00", 30)

@@ -22,6 +22,15 @@ from oabench_pipeline.warehouse import Warehouse
     "--wide", is_flag=True, help="Every column in the table (csv, json and markdown always have them)."
 )
 @click.option(
+    "--rank-by",
+    "rank_by",
+    type=click.Choice(["accuracy", "ability"]),
+    default="accuracy",
+    show_default=True,
+    help="accuracy: official score among keys that ran every edition; ability: Rasch ability (one scale "
+    "for keys that ran different editions), among keys whose every edition run is complete.",
+)
+@click.option(
     "--as-of",
     "as_of",
     type=click.DateTime(formats=["%Y-%m-%d"]),
@@ -30,7 +39,9 @@ from oabench_pipeline.warehouse import Warehouse
 @suite_option(
     "Rank this suite of editions (default: oabench-2026, the study's 43rd-45th; `all`: every edition)."
 )
-def leaderboard_cmd(by: str, fmt: str, wide: bool, as_of: datetime | None, suite: str | None) -> None:
+def leaderboard_cmd(
+    by: str, fmt: str, wide: bool, rank_by: str, as_of: datetime | None, suite: str | None
+) -> None:
     """Print the leaderboard (or its per-edition / per-area breakdown) from the warehouse.
 
     The default table fits 120 columns; csv and json keep every column at full precision. With --as-of
@@ -54,15 +65,19 @@ def leaderboard_cmd(by: str, fmt: str, wide: bool, as_of: datetime | None, suite
     if frame.is_empty():
         raise click.ClickException(f"no {table} table yet: run `oabench run` or `oabench import` first")
     note = None
+    if by == "model" and rank_by == "ability" and "ability_rank" not in frame.columns:
+        raise click.ClickException(
+            "the leaderboard has no abilities yet: rebuild it with `oabench run` (nothing is asked again)"
+        )
+    if by == "model":
+        rank = "ability_rank" if rank_by == "ability" else "rank"
+        second = "ability" if rank_by == "ability" else "official_score"
+        frame = frame.sort(rank, second, nulls_last=True, descending=[False, True])
     if fmt == "table" and not wide:
         if by == "model":
             from oabench_pipeline.core.reports import editions_covered
 
-            frame, note = leaderboard_summary(
-                frame.sort("rank", "official_score", nulls_last=True, descending=[False, True]),
-                editions_covered(by_edition),
-                suite,
-            )
+            frame, note = leaderboard_summary(frame, editions_covered(by_edition), rank_by, suite)
         else:
             columns = {c: h for c, h in TERMINAL_COLUMNS[by].items() if c in frame.columns}
             frame = frame.select(list(columns)).rename(columns)

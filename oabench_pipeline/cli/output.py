@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from oabench_pipeline.core.markdown import markdown_table
 from oabench_pipeline.inference.progress import CellProgress, listening
+from oabench_pipeline.tables import csv_ready
 
 
 class ProgressBar:
@@ -196,7 +197,7 @@ def format_table(frame: pl.DataFrame, fmt: str, wrap: dict[str, int] | None = No
     render values through `render_cell`. `wrap` gives columns of `table` a width to wrap at (at spaces).
     """
     if fmt == "csv":
-        return frame.write_csv()
+        return csv_ready(frame).write_csv()
     if fmt == "json":
         return json.dumps(frame.to_dicts(), ensure_ascii=False, default=str, indent=2)
     cells = [[render_cell(v) for v in row] for row in frame.iter_rows()]
@@ -234,14 +235,19 @@ def _text_table(frame: pl.DataFrame, cells: list[list[str]], wrap: dict[str, int
 
 
 def leaderboard_summary(
-    board: pl.DataFrame, covered: dict[str, list[int]] | None = None, suite: str | None = None
+    board: pl.DataFrame,
+    covered: dict[str, list[int]] | None = None,
+    rank_by: str = "accuracy",
+    suite: str | None = None,
 ) -> tuple[pl.DataFrame, str | None]:
     """The leaderboard as it fits a 120-column terminal, and a footnote when some runs are incomplete.
 
     Rank, model, official score, official accuracy with its 95% interval, editions passed (of those run,
     when a key did not run every required edition: `0/1 of 3`), what the calls cost and the median
-    latency; `--wide` (or csv/json) shows every column. `covered`: model key → editions it ran; `suite`:
-    the suite asked for by name (the footnote then says an edition of it may not have been run).
+    latency; `--wide` (or csv/json) shows every column. `covered`: model key → editions it ran.
+    `rank_by="ability"`: the rank is `ability_rank` and the Rasch ability with its interval replaces the
+    median latency. `suite`: the suite asked for by name (the footnote then says an edition of it may not
+    have been run).
     """
 
     def passed(row: dict) -> str:
@@ -257,22 +263,30 @@ def leaderboard_summary(
             text += f" [{row['accuracy_ci_low']:.3f}–{row['accuracy_ci_high']:.3f}]"
         return text
 
+    def ability(row: dict) -> str | None:
+        if row.get("ability") is None:
+            return None
+        if row["ability_ci_low"] is None or row["ability_ci_high"] is None:  # a degenerate fit: no interval
+            return f"{row['ability']:.2f}"
+        return f"{row['ability']:.2f} [{row['ability_ci_low']:.2f}, {row['ability_ci_high']:.2f}]"
+
+    by_ability = rank_by == "ability"
     rows = []
     incomplete = retired = False
     for row in board.iter_rows(named=True):
-        incomplete |= not row["complete"]
+        unranked = row["ability_rank"] is None if by_ability else not row["complete"]
+        incomplete |= unranked
         retired |= bool(row.get("retired"))
+        last = {"ability [95% CI]": ability(row)} if by_ability else {"p50 ms": row["p50_latency_ms"]}
         rows.append(
             {
-                "rank": row["rank"],
-                "model": row["model_key"]
-                + ("" if row["complete"] else " *")
-                + (" †" if row.get("retired") else ""),
+                "rank": row["ability_rank"] if by_ability else row["rank"],
+                "model": row["model_key"] + (" *" if unranked else "") + (" †" if row.get("retired") else ""),
                 "score": f"{row['official_score']}/{row['official_total']}",
                 "accuracy [95% CI]": interval(row),
                 "passed": passed(row),
                 "cost $": row["cost_usd"],
-                "p50 ms": row["p50_latency_ms"],
+                **last,
             }
         )
     schema = {
@@ -282,14 +296,20 @@ def leaderboard_summary(
         "accuracy [95% CI]": pl.String,
         "passed": pl.String,
         "cost $": pl.Float64,
-        "p50 ms": pl.Float64,
+        **({"ability [95% CI]": pl.String} if by_ability else {"p50 ms": pl.Float64}),
     }
-    incomplete_note = (
-        "* incomplete: not every question of its editions answered, so unranked (`oabench status`)"
-        if suite is None
-        else f"* incomplete in suite {suite}: an edition of it not run, or not every question answered, so "
-        f"unranked (`oabench status --suite {suite}`)"
-    )
+    status = "`oabench status`" if suite is None else f"`oabench status --suite {suite}`"
+    if by_ability:
+        incomplete_note = f"* unranked: a run of one of its editions is incomplete ({status})"
+    elif suite is None:
+        incomplete_note = (
+            "* incomplete: not every question of its editions answered, so unranked (`oabench status`)"
+        )
+    else:
+        incomplete_note = (
+            f"* incomplete in suite {suite}: an edition of it not run, or not every question answered, so "
+            f"unranked ({status})"
+        )
     retired_note = (
         "† retired: its expiration_date in the model catalogue has passed; kept, never requested again"
     )

@@ -33,13 +33,12 @@ from oabench_pipeline.freshness import (
     inferences_are_current,
     leaderboard_is_current,
     models_table_is_current,
-    planned_replicates,
     scores_are_current,
 )
 from oabench_pipeline.inference.catalogue_store import retired_models
 from oabench_pipeline.inference.cell import ANSWERED, cell_name
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
-from oabench_pipeline.inference.cost import estimated_prompt_cost
+from oabench_pipeline.inference.cost import cell_estimate
 from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.response_log import cell_log_path
@@ -370,20 +369,10 @@ def _print_dry_run(warehouse: Warehouse, cells: list[tuple[ModelConfig, str]], r
     total_calls, total_cost, unpriced = 0, 0.0, []
     per_model: dict[str, list[tuple[int, float]]] = {}
     for model, edition in cells:
-        questions = warehouse.read("questions", edition)
-        existing = with_logical_run_ids(
-            warehouse.read("inferences", cell_name(model.key, edition)), model.key
-        )
-        if model.kind == "baseline":
-            calls, cost = 0, 0.0
-        else:
-            plans = planned_replicates(warehouse, model, edition, questions, existing, replicates)
-            pending = [request for plan in plans for request in plan.pending]
-            calls = len(pending)
-            estimate = estimated_prompt_cost(warehouse, model, pending)
-            cost = estimate if estimate is not None else 0.0
-            if estimate is None and calls:
-                unpriced.append(model.key)
+        calls, estimate = cell_estimate(warehouse, model, edition, replicates)
+        cost = estimate if estimate is not None else 0.0
+        if estimate is None:
+            unpriced.append(model.key)
         total_calls += calls
         total_cost += cost
         per_model.setdefault(model.key, []).append((calls, cost))

@@ -17,16 +17,29 @@ from oabench_pipeline.core.records import ParsedQuestion
 
 FIELDS = ("stem", "choice_a", "choice_b", "choice_c", "choice_d")
 
-# Text of the running header/footer and cover of the FGV booklets; none belongs in a question.
+# Text of the running headers/footers, page furniture and end matter of the booklets of every
+# edition (FGV and the 1st edition's CESPE); none belongs in a question. Upper-case patterns are
+# case-sensitive: a stem may mention "o XX Exame de Ordem Unificado" in running text.
 HEADER_FOOTER_PATTERNS: tuple[re.Pattern[str], ...] = (
-    re.compile(r"\d{1,3}\s*[oº°]?\s*EXAME\s+D[EO]\s+ORDEM\s+UNIFICADO"),
+    re.compile(r"\d{1,3}\s*[oº°]?\s*EXAME\s+D[EO]\s+ORDEM\s+UNIFICADO"),  # 43º EXAME DO ORDEM UNIFICADO
+    re.compile(r"\b[IVXLC]+\s+EXAME\s+DE\s+ORDEM\s+UNIFICADO"),  # XXV EXAME DE ORDEM UNIFICADO
+    re.compile(r"EXAME\s+DE\s+ORDEM(?:\s+UNIFICADO)?\s+20\d\d\.\d", re.IGNORECASE),  # ... 2010.3
+    re.compile(r"TIPO\s+0?1\s*[–-]\s*BRANC[AO]"),
     re.compile(r"Tipo\s+Branca", re.IGNORECASE),
     re.compile(r"Branca\s*[–-]\s*P[áa]gina\s+\d+", re.IGNORECASE),
+    re.compile(r"(?<!– )(?<!- )\bPágina\s+\d{1,3}\b"),  # alone (3rd-6th); after "Branca – ", above
+    re.compile(r"PROVA\s+APLICADA\s+EM"),
+    re.compile(r"Caderno\s+de\s+Prova\s+\d+|Caderno\s+AFONSO\s+ARINOS", re.IGNORECASE),
+    re.compile(r"questoesdeconcursos", re.IGNORECASE),
+    re.compile(r"(?:^|\s)–\s\d{1,3}\s–(?:\s|$)"),  # the page number "– 2 –"
+    re.compile(r"\bA\d{5}\b"),  # the 2nd edition's item codes
+    re.compile(r"QUESTIONÁRIO\s+DE\s+PERCEPÇÃO", re.IGNORECASE),
     re.compile(r"FGV\s+CONHECIMENTO", re.IGNORECASE),
     re.compile(r"Qualquer semelhança nominal", re.IGNORECASE),
 )
-# A choice marker as the booklets print it: "(B) " followed by the start of a sentence.
-CHOICE_MARKER_RE = re.compile(r"(?:^|\s)\(([A-D])\)\s+[A-ZÀ-ÝÉ0-9“\"]")
+# A choice marker as the booklets print it, "(B) " or (7th-37th editions) "B) ", followed by
+# the start of a sentence.
+CHOICE_MARKER_RE = re.compile(r"(?:^|\s)\(?([A-D])\)\s+[A-ZÀ-ÝÉ0-9“\"]")
 # The closing request of a stem; inside a choice it means the next question's stem leaked in.
 STEM_CLOSING_RE = re.compile(r"assinale a (?:afirmativa|opção|alternativa)", re.IGNORECASE)
 
@@ -88,7 +101,7 @@ def swallowed_choices(questions: Sequence[ParsedQuestion]) -> list[str]:
     problems = []
     for question in questions:
         markers = CHOICE_MARKER_RE.findall(question.stem)
-        line_start = [m for m in re.findall(r"(?m)^\(([A-D])\)\s", question.stem)]
+        line_start = [m for m in re.findall(r"(?m)^\(?([A-D])\)\s", question.stem)]
         if len(markers) >= 2 or line_start:
             problems.append(
                 f"question {question.number} stem contains choice markers {sorted(set(markers + line_start))}"

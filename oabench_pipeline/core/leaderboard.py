@@ -19,6 +19,8 @@ Definitions (they reproduce OABench's published summary.json):
   tests, provider means or deltas. Sums, ranks and tests are per suite: `<table>_by_suite` holds every
   suite's rows, the plain table the default suite's (`tables.BY_SUITE`).
 - intervals and p_pass: `analysis/intervals.py`; tests, rank intervals, tie_group: `analysis/pairwise.py`;
+  abilities, difficulties, the key audit and the training-cutoff effect: `analysis/irt_tables.py` (one
+  Rasch fit over every key and question, one scale whatever the suite; each suite ranks its keys on it).
 - `retired`: the model catalogue's newest `expiration_date` for the model has come (`analysis/retirement.py`).
 
 Work is done in a few passes shared by every suite: one DuckDB GROUPING SETS aggregate over the
@@ -39,9 +41,9 @@ import polars as pl
 
 from oabench_pipeline.core import runs as runs_core
 from oabench_pipeline.core.analysis import aggregates, intervals, pairwise
-from oabench_pipeline.core.analysis.contamination import contamination_by_cutoff
 from oabench_pipeline.core.analysis.edition_deltas import edition_deltas
 from oabench_pipeline.core.analysis.frames import registered
+from oabench_pipeline.core.analysis.irt_tables import ability_columns, item_response_tables
 from oabench_pipeline.core.analysis.items import item_analysis
 from oabench_pipeline.core.analysis.latency import latency_accuracy_correlation
 from oabench_pipeline.core.analysis.pareto import pareto_frontier
@@ -54,9 +56,7 @@ from oabench_pipeline.tables import ANALYSIS_TABLES, BY_SUITE, column_names, col
 
 # The analysis tables' code version: bump it with any change to how a table is computed, so that the
 # automation rebuilds them once (`automation/downstream.py`).
-ANALYSIS_VERSION = (
-    "analysis-3"  # 2: suites (the `_by_suite` tables, `suites`); 3: the leaderboard's `retired`
-)
+ANALYSIS_VERSION = "analysis-4"  # 2: the Rasch tables; 3: suites (`_by_suite`, `suites`); 4: `retired`
 
 _SCORES_TEMP = "_oabench_scores"
 _CANONICAL_TEMP = "_oabench_canonical"
@@ -83,6 +83,15 @@ def _scores_name(con: duckdb.DuckDBPyConnection) -> tuple[str, pl.DataFrame | No
     if runs_core.relation_exists(con, "scores"):
         return "scores", None
     return _SCORES_TEMP, score_inferences(con)
+
+
+def _key_status(con: duckdb.DuckDBPyConnection, questions: pl.DataFrame) -> pl.DataFrame:
+    """`questions` with each key's `key_status` ('preliminary' / 'definitive') where `answer_keys` says."""
+    columns = {row[0] for row in con.sql("DESCRIBE answer_keys").fetchall()}
+    if "key_status" not in columns:
+        return questions.with_columns(key_status=pl.lit(None, pl.String))
+    status = con.sql("SELECT qid, key_status::VARCHAR AS key_status FROM answer_keys").pl()
+    return questions.join(status, on="qid", how="left", maintain_order="left")
 
 
 def _summary_prices(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
@@ -186,6 +195,7 @@ class _Shared:
     answers: ReplicateAnswers  # every complete run cell's answers and score (run_variance)
     cells: pl.DataFrame
     required: set[int]  # editions with questions (and in `editions`)
+    irt: dict[str, pl.DataFrame]  # the Rasch tables (`analysis/irt_tables.py`), over every edition
 
 
 def _suites_frame(suites: Sequence[Suite]) -> pl.DataFrame:
@@ -211,15 +221,15 @@ def _shared(con: duckdb.DuckDBPyConnection, as_of: dt.date | None, suites: Seque
         with registered(con, helpers):
             canonical_scores = _CANONICAL_SCORES_SQL.format(scores=scores_name, canonical=_CANONICAL_TEMP)
             ed_totals = con.sql(aggregates.EDITION_TOTALS_SQL).pl()
-            registered_editions = con.sql("SELECT edition::INTEGER AS edition FROM editions").pl()
-            questions = con.sql(aggregates.QUESTIONS_SQL).pl()
+            edition_dates = con.sql("SELECT edition::INTEGER AS edition, exam_date FROM editions").pl()
+            questions = _key_status(con, con.sql(aggregates.QUESTIONS_SQL).pl())
             meta = with_retirement(con, con.sql(aggregates.KEY_META_SQL).pl(), as_of or _today())
             agg = con.sql(aggregates.AGG_SQL.format(scores=canonical_scores)).pl()
             areas = con.sql(aggregates.AREA_SQL.format(scores=canonical_scores)).pl()
             latency = con.sql(
                 aggregates.LATENCY_SQL.format(scores=canonical_scores, suite_editions=_SUITE_EDITIONS_TEMP)
             ).pl()
-            required = set(registered_editions["edition"].to_list()) & set(ed_totals["edition"].to_list())
+            required = set(edition_dates["edition"].to_list()) & set(ed_totals["edition"].to_list())
             by_edition = aggregates.by_edition_rows(agg, ed_totals, required, canonical)
             keys = by_edition["model_key"].unique().sort()
             mats = pairwise.matrices(con, canonical_scores, keys, questions)
@@ -235,8 +245,13 @@ def _shared(con: duckdb.DuckDBPyConnection, as_of: dt.date | None, suites: Seque
     all_areas = agg.filter(~pl.col("by_edition")).select(
         "model_key", "area", "technical_score", "active_rows"
     )
+    keys_frame = pl.DataFrame({"model_key": keys}).join(
+        meta.select("model_key", "knowledge_cutoff"), on="model_key", how="left", maintain_order="left"
+    )
+    # One Rasch fit over every key and question (`mats`' rows and columns): abilities on one scale.
+    irt, _ = item_response_tables(keys_frame, by_edition, questions, mats, edition_dates)
     return _Shared(
-        by_edition, areas, all_areas, latency, meta, questions, keys, mats, answers, cells, required
+        by_edition, areas, all_areas, latency, meta, questions, keys, mats, answers, cells, required, irt
     )
 
 
@@ -289,6 +304,8 @@ def _suite_tables(shared: _Shared, suite: Suite) -> tuple[dict[str, pl.DataFrame
         how="left",
         maintain_order="left",
     ).with_columns(pl.col("replicates").fill_null(0))
+    # The one scale's abilities; `ability_rank` among the keys whose runs of the suite are all complete.
+    keys_df = ability_columns(keys_df, shared.irt["item_abilities"], by_edition)
     leaderboard = keys_df.select(LEADERBOARD_COLUMNS).sort(
         ["rank", "official_score", "model_key"], descending=[False, True, False], nulls_last=True
     )
@@ -356,15 +373,14 @@ def build_leaderboard_tables(
         schema=column_schema("suites"),
     ).select(column_names("suites"))
     key_accuracy = shared.mats["C"].sum(axis=1) / np.maximum(shared.mats["E"].sum(axis=1), 1)
-    cutoffs = shared.meta.select("model_key", "knowledge_cutoff")
-    edition_dates = con.sql("SELECT edition::INTEGER AS edition, exam_date FROM editions").pl()
     tables |= {
         "leaderboard_by_edition": shared.by_edition.select(BY_EDITION_COLUMNS).sort("model_key", "edition"),
         # Descriptive, per key over every edition it ran (per suite: leaderboard_by_area_by_suite).
         "leaderboard_by_area": _by_area(shared.all_areas, shared.questions),
         "item_analysis": item_analysis(shared.questions, shared.mats, key_accuracy),
-        # Exam dates on both sides of a cutoff need every edition, not one suite's few months.
-        "contamination_by_cutoff": contamination_by_cutoff(shared.by_edition, cutoffs, edition_dates),
+        # Abilities on one scale, question difficulties, the key audit, and the cutoff comparison (exam
+        # dates on both sides of a cutoff need every edition, not one suite's few months).
+        **shared.irt,
         "runs": runs_core.runs_table(shared.cells),
     }
     return {name: tables[name] for name in ANALYSIS_TABLES}

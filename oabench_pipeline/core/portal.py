@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from urllib.parse import urljoin
 
+from oabench_pipeline.core.edition_names import roman_value
+
 EXAM_LIST_PATH = "EditaisProvas?NumeroExame=0"
 EXAM_SELECT_ID = "cmb-edital"
 
@@ -111,16 +113,7 @@ def edition_number(name: str) -> int | None:
     if found:
         return int(found.group(1))
     roman = _ROMAN_NAME.match(name)
-    return _roman_value(roman.group(1).upper()) if roman else None
-
-
-def _roman_value(numeral: str) -> int:
-    values = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
-    total = 0
-    for here, after in zip(numeral, [*numeral[1:], ""], strict=True):
-        value = values[here]
-        total += -value if after and values[after] > value else value
-    return total
+    return roman_value(roman.group(1)) if roman else None
 
 
 # ---------------------------------------------------------------------------------------------------------

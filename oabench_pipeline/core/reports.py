@@ -18,13 +18,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from oabench_pipeline.core.cutoff_chart import CUTOFF_PLOT, plot_accuracy_by_exam_date
 from oabench_pipeline.core.editions import format_editions
 from oabench_pipeline.core.files import write_atomically
 from oabench_pipeline.core.leaderboard import suite_view
 from oabench_pipeline.core.markdown import markdown_table
+from oabench_pipeline.tables import csv_ready
 
 # `leaderboard_report`'s code version: bump it when the report's files change, to have it rebuilt.
-REPORT_VERSION = "report-2"  # 2: the suite it ranks heads the report
+REPORT_VERSION = "report-3"  # 2: the training-cutoff chart; 3: the suite it ranks heads the report
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -46,6 +48,8 @@ class ReportFiles:
     cost_plot_caption: str = ""
     summary: str = ""
     """A few lines of Markdown (under the UI's 1,000-character limit for showing a value inline)."""
+    cutoff_plot: Path | None = None
+    """Accuracy by exam date with each knowledge cutoff marked; None when no key has a cutoff."""
 
     def all_paths(self) -> list[Path]:
         return [
@@ -53,6 +57,7 @@ class ReportFiles:
             self.html,
             self.cost_plot,
             self.area_plot,
+            *([self.cutoff_plot] if self.cutoff_plot else []),
             *self.csv.values(),
             *self.parquet.values(),
         ]
@@ -390,20 +395,10 @@ def _html_page(
     )
 
 
-def _csv_ready(frame: pl.DataFrame) -> pl.DataFrame:
-    """CSV has no nested types: encode struct columns as JSON text, lists as comma-separated values."""
-    nested = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.Struct)]
-    lists = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.List)]
-    return frame.with_columns(
-        *(pl.col(name).struct.json_encode() for name in nested),
-        *(pl.col(name).cast(pl.List(pl.String)).list.join(",") for name in lists),
-    )
-
-
 def _frame_bytes(frame: pl.DataFrame, kind: str) -> bytes:
     buffer = io.BytesIO()
     if kind == "csv":
-        _csv_ready(frame).write_csv(buffer)
+        csv_ready(frame).write_csv(buffer)
     else:
         frame.write_parquet(buffer)
     return buffer.getvalue()
@@ -414,12 +409,15 @@ def write_reports(
     out_dir: Path,
     data_as_of: dt.datetime | None = None,
     generated_at: dt.datetime | None = None,
+    editions: pl.DataFrame | None = None,
     suite: str | None = None,
 ) -> ReportFiles:
-    """Write leaderboard.md/.html, both PNG plots and CSV + Parquet of every table into `out_dir`.
+    """Write leaderboard.md/.html, the PNG plots and CSV + Parquet of every table into `out_dir`.
 
-    `data_as_of` is the newest answer behind the tables; both times head the Markdown and HTML. `suite`:
-    the suite to rank (default: the `suites` table's default one), named under them; the CSV and
+    `data_as_of` is the newest answer behind the tables; both times head the Markdown and HTML.
+    `editions` (edition, exam_date) places each edition in time for the training-cutoff chart, drawn
+    when some key has a knowledge cutoff (over every edition, as `contamination_by_cutoff`). `suite`: the
+    suite to rank (default: the `suites` table's default one), named under the times; the CSV and
     Parquet exports hold every table as given, every suite's rows included.
     """
     out_dir = Path(out_dir)
@@ -444,7 +442,15 @@ def write_reports(
         for name, f in exports.items()
     }
     markdown = leaderboard_markdown(tables, context) + (f"\n{caption}\n" if caption else "")
-    page = _html_page(tables, {COST_PLOT: cost_png, AREA_PLOT: area_png}, caption, context)
+    pngs = {COST_PLOT: cost_png, AREA_PLOT: area_png}
+    contamination = exports.get("contamination_by_cutoff")
+    if editions is not None and contamination is not None and not contamination.is_empty():
+        every_key = exports.get("leaderboard_by_suite", exports["leaderboard"])  # `all` has every key
+        labels = dict(every_key.select("model_key", "label").unique("model_key").iter_rows())
+        pngs[CUTOFF_PLOT] = plot_accuracy_by_exam_date(
+            exports["leaderboard_by_edition"], editions, contamination, labels
+        )
+    page = _html_page(tables, pngs, caption, context)
     return ReportFiles(
         markdown=write_atomically(out_dir / "leaderboard.md", markdown.encode("utf-8")),
         html=write_atomically(out_dir / "leaderboard.html", page.encode("utf-8")),
@@ -454,4 +460,7 @@ def write_reports(
         parquet=parquet,
         cost_plot_caption=caption,
         summary=summary_markdown(tables, context),
+        cutoff_plot=write_atomically(out_dir / CUTOFF_PLOT, pngs[CUTOFF_PLOT])
+        if CUTOFF_PLOT in pngs
+        else None,
     )

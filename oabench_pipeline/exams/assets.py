@@ -243,7 +243,9 @@ def questions(
 
     edition = exam_sources.edition(context.partition_key)
     try:
-        booklet = parse_booklet(_read_stored(warehouse, edition, "booklet"))
+        booklet = parse_booklet(
+            _read_stored(warehouse, edition, "booklet"), question_count=edition.question_count
+        )
     except BookletParseError as error:
         raise Failure(
             description=f"edition {edition.edition} booklet ({edition.booklet.url}): {error}"

@@ -6,6 +6,8 @@ import math
 from collections.abc import Sequence
 
 from oabench_pipeline.core.models_registry import ModelConfig
+from oabench_pipeline.core.runs import with_logical_run_ids
+from oabench_pipeline.inference.cell import cell_name
 from oabench_pipeline.inference.types import ChatRequest
 from oabench_pipeline.warehouse import Warehouse
 
@@ -41,3 +43,20 @@ def cost_at(requests: Sequence[ChatRequest], prompt_price: float, request_price:
     """The estimate at given prices (USD per prompt token, per request): the watch policy's ceiling uses
     the catalogue's prices this way (`automation/catalogue_watch.py`), `--dry-run` the price snapshot's."""
     return estimated_prompt_tokens([r.body for r in requests]) * prompt_price + len(requests) * request_price
+
+
+def cell_estimate(
+    store: Warehouse, model: ModelConfig, edition: str, replicates: int = 1
+) -> tuple[int, float | None]:
+    """(requests a run of the cell would send now, their estimated prompt cost; None: no snapshot prices
+    the model) with `replicates` complete runs wanted: what `oabench run --dry-run` prints per cell, and
+    what a suite costs a model is the sum over its editions. An offline baseline sends nothing."""
+    from oabench_pipeline.freshness import planned_replicates  # freshness reads the warehouse and logs
+
+    if model.kind == "baseline":
+        return 0, 0.0
+    questions = store.read("questions", edition)
+    existing = with_logical_run_ids(store.read("inferences", cell_name(model.key, edition)), model.key)
+    plans = planned_replicates(store, model, edition, questions, existing, replicates)
+    pending = [request for plan in plans for request in plan.pending]
+    return len(pending), estimated_prompt_cost(store, model, pending) if pending else 0.0

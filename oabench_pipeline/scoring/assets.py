@@ -153,7 +153,7 @@ def _analysis_spec(table: str) -> AssetSpec:
     description = ANALYSIS_DESCRIPTIONS[table]
     return AssetSpec(
         table,
-        # A group of their own: 21 siblings make a tall column that the lineage page cannot fit on
+        # A group of their own: many siblings make a tall column that the lineage page cannot fit on
         # screen beside the rest; collapsed, the group is one box between `scores` and the report.
         group_name="analysis",
         deps=ANALYSIS_DEPS,
@@ -238,6 +238,8 @@ def leaderboard(
             }
         elif name == "suites":
             metadata |= {"suites": MetadataValue.text(", ".join(s.label for s in suites.values()))}
+        elif name == "key_audit":  # what `oabench audit-keys` prints, at a glance in the UI
+            metadata["suspicious"] = int(tables[name]["suspicious"].sum())
         yield MaterializeResult(
             asset_key=name,
             metadata=metadata,
@@ -403,7 +405,9 @@ def leaderboard_report(
     """The leaderboard for people: HTML, Markdown, CSV/Parquet exports and two charts in `warehouse/reports/`.
 
     Headed by when it was generated and the newest answer it covers. `cost_vs_accuracy.png` puts cost
-    on a log axis with the Pareto frontier drawn; `accuracy_by_area.png` is a legal area × model heatmap.
+    on a log axis with the Pareto frontier drawn; `accuracy_by_area.png` is a legal area × model heatmap;
+    `accuracy_by_exam_date.png` (when a key has a knowledge cutoff) each such key's accuracy by exam date
+    with its cutoff marked and the effect net of difficulty.
     `summary` shows inline here; the full table and each chart open from their "[Show Markdown]" (the UI
     shows a Markdown value inline only under 1,000 characters, and an embedded PNG is far longer).
     With `as_of` set, the tables are rebuilt in memory for that day (the stored ones are left as they are).
@@ -442,7 +446,10 @@ def leaderboard_report(
         newest += f" where created_at < timestamptz '{as_of + dt.timedelta(days=1)} 00:00:00+00'"
     data_as_of = store.query(newest)["newest"][0]
     generated_at = dt.datetime.now(dt.UTC)
-    files = write_reports(tables, out_dir, data_as_of=data_as_of, generated_at=generated_at, suite=suite)
+    editions = store.read("editions") if store.has_table("editions") else None
+    files = write_reports(
+        tables, out_dir, data_as_of=data_as_of, generated_at=generated_at, editions=editions, suite=suite
+    )
     caption = f"\n\n{files.cost_plot_caption}" if files.cost_plot_caption else ""
     return MaterializeResult(
         metadata={
@@ -454,6 +461,15 @@ def leaderboard_report(
             "leaderboard": MetadataValue.md(files.markdown.read_text(encoding="utf-8")),
             "cost_vs_accuracy": MetadataValue.md(_inline_png(files.cost_plot, "cost vs accuracy") + caption),
             "accuracy_by_area": MetadataValue.md(_inline_png(files.area_plot, "accuracy by area")),
+            **(
+                {
+                    "accuracy_by_exam_date": MetadataValue.md(
+                        _inline_png(files.cutoff_plot, "accuracy by exam date")
+                    )
+                }
+                if files.cutoff_plot
+                else {}
+            ),
             "as_of": as_of.isoformat() if as_of else "newest",
             "suite": suite or "none",
             "html": MetadataValue.path(str(files.html)),

@@ -82,6 +82,35 @@ def test_header_footer_leak_is_reported() -> None:
     ]
 
 
+def test_furniture_of_the_older_booklets_is_reported() -> None:
+    leaks = [
+        "Texto XXV EXAME DE ORDEM UNIFICADO – TIPO 01 – BRANCA continua.",
+        "Texto EXAME DE ORDEM UNIFICADO 2010.3 – TIPO 1 – BRANCO Página 3 continua.",
+        "Texto PROVA APLICADA EM 08/04/2018 continua.",
+        "Texto Caderno de Prova 01 – 2 – continua.",
+        "Texto OAB – Exame de Ordem 2010.1 Caderno AFONSO ARINOS continua.",
+        "Texto 06 A00420 www.questoesdeconcursos.com.br continua.",
+        "Última opção. QUESTIONÁRIO DE PERCEPÇÃO SOBRE A PROVA",
+    ]
+    found = header_footer_leaks([make(n, stem=text) for n, text in enumerate(leaks, start=1)])
+    assert [problem.split(":")[0] for problem in found] == [
+        "question 1 stem", "question 1 stem",
+        "question 2 stem", "question 2 stem", "question 2 stem",
+        "question 3 stem",
+        "question 4 stem", "question 4 stem",
+        "question 5 stem", "question 5 stem",
+        "question 6 stem", "question 6 stem",
+        "question 7 stem",
+    ]  # fmt: skip
+    # Running text may name an exam or a page in mixed case.
+    assert (
+        header_footer_leaks(
+            [make(1, stem="Aprovado no XX Exame de Ordem Unificado, leu a página 3 do edital.")]
+        )
+        == []
+    )
+
+
 def test_swallowed_choices() -> None:
     glued_stem = make(1, stem="Assinale a correta.\n(A) Primeira. (B) Segunda.")
     glued_choice = make(2, choices=("Primeira. (B) Segunda opção.", "b", "c", "d"))
@@ -91,10 +120,12 @@ def test_swallowed_choices() -> None:
     quoting = make(
         4, stem="Conforme o item (A) do edital.", choices=("O item (A) vale.", "(A) e (B).", "c", "d")
     )
-    assert swallowed_choices([glued_stem, glued_choice, next_question, quoting]) == [
+    closing_paren = make(5, choices=("Primeira. B) Segunda opção.", "b", "c", "d"))
+    assert swallowed_choices([glued_stem, glued_choice, next_question, quoting, closing_paren]) == [
         "question 1 stem contains choice markers ['A', 'B']",
         "question 2 choice_a contains the marker of choice (B)",
         "question 3 choice_d contains a stem's 'assinale a ...' request",
+        "question 5 choice_a contains the marker of choice (B)",
     ]
 
 

@@ -25,6 +25,7 @@ def tables() -> dict[str, pl.DataFrame]:
 
 def test_write_reports_files_and_content(tables: dict[str, pl.DataFrame], tmp_path: Path) -> None:
     files = write_reports(tables, tmp_path / "out")
+    assert files.cutoff_plot is None  # no exam dates given: no training-cutoff chart
     for path in files.all_paths():
         assert path.is_file() and path.stat().st_size > 0, path
     assert set(files.csv) == set(tables) == set(files.parquet)
@@ -118,3 +119,17 @@ def test_chart_ticks_read_as_money_and_percent() -> None:
     assert [_fmt_dollars(v) for v in (0.11, 0.2, 0.05, 0.002, 1.0, 20.0, 1500.0)] == [
         "$0.11", "$0.2", "$0.05", "$0.002", "$1", "$20", "$1,500",
     ]  # fmt: skip
+
+
+def test_cutoff_chart_is_drawn_for_keys_with_a_knowledge_cutoff(
+    tables: dict[str, pl.DataFrame], tmp_path: Path
+) -> None:
+    warehouse = make_synthetic_warehouse(n_models=8, n_editions=2, seed=5)
+    editions = pl.from_arrow(warehouse.tables["editions"])
+    assert isinstance(editions, pl.DataFrame)
+    files = write_reports(tables, tmp_path, editions=editions)
+    assert files.cutoff_plot is not None and files.cutoff_plot.read_bytes().startswith(PNG_SIGNATURE)
+    assert files.cutoff_plot in files.all_paths()
+    image = mpimg.imread(files.cutoff_plot)
+    assert image.shape[0] > 300 and image[..., :3].std() > 0.05  # drawn, not blank
+    assert "accuracy_by_exam_date.png" in files.html.read_text(encoding="utf-8")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import tomllib
 from dataclasses import replace
 from pathlib import Path
@@ -26,8 +27,8 @@ from oabench_pipeline.core.editions import (
     resolve_suite,
     suite_editions,
 )
-from oabench_pipeline.core.leaderboard import build_leaderboard_tables
-from oabench_pipeline.core.reports import suite_heading, write_reports
+from oabench_pipeline.core.leaderboard import build_leaderboard_tables, suite_view
+from oabench_pipeline.core.reports import ReportContext, leaderboard_markdown, suite_heading, write_reports
 from oabench_pipeline_tests.core.synthetic_results import (
     SyntheticWarehouse,
     make_synthetic_warehouse,
@@ -247,15 +248,22 @@ def test_areas_per_suite_and_over_every_edition(
     assert {v for k, v in by_key.items() if k != skipper} == {active.height}
 
 
+ABILITY = ("ability", "ability_ci_low", "ability_ci_high", "ability_rank")
+
+
 def test_an_edition_outside_the_default_suite_moves_none_of_its_tables() -> None:
-    """Adding edition 42 (and runs on it) to a warehouse leaves every default-suite table as it was."""
+    """Adding edition 42 (and runs on it) to a warehouse leaves every default-suite table as it was, but
+    the Rasch abilities: one fit over every edition puts every key on one scale (`item_abilities`), so more
+    answers move it; the ranking by accuracy, the scores and the tests do not move."""
     full = make_synthetic_warehouse(n_models=5, n_editions=4, first_edition=42, seed=4)
     study_only = pl.col("edition") != 42
     before = _without(full, study_only, "inferences", "questions", "answer_keys", "editions")
     old = build_leaderboard_tables(register(duckdb.connect(), before))  # no suites: `all` = 43-45
     new = build_leaderboard_tables(register(duckdb.connect(), full), suites=[STUDY, EVERY])
+    assert_frame_equal(old["leaderboard"].drop(ABILITY), new["leaderboard"].drop(ABILITY), check_exact=True)
+    one_scale = new["leaderboard"].join(new["item_abilities"], on="model_key", suffix="_fit")
+    assert (one_scale["ability"] == one_scale["ability_fit"]).all()
     for table in (
-        "leaderboard",
         "pairwise_comparison",
         "provider_summary",
         "edition_deltas",
@@ -267,21 +275,23 @@ def test_an_edition_outside_the_default_suite_moves_none_of_its_tables() -> None
     assert new["leaderboard_by_edition"]["edition"].unique().sort().to_list() == [42, 43, 44, 45]
 
 
-def test_the_report_names_the_suite_it_ranks_and_exports_every_suite(
+def test_the_report_names_the_suite_it_ranks_and_shows_its_editions(
     one_key_skipped_42: tuple[SyntheticWarehouse, str, dict[str, pl.DataFrame]], tmp_path: Path
 ) -> None:
+    """What `write_reports` renders for a suite (the charts are drawn by the asset's test,
+    scoring/test_analysis_assets.py): the heading, the suite's rows, its editions."""
     _, skipper, tables = one_key_skipped_42
-    study = tables["suites"].row(0, named=True)
+    study, every = (
+        tables["suites"].filter(pl.col("suite") == s).row(0, named=True) for s in (DEFAULT_SUITE, ALL_SUITE)
+    )
     assert study["is_default"] and suite_heading(study) == "Suite oabench-2026: editions 43-45, 240 questions"
     missing = {**study, "editions": [41, 42, 43, 44, 45]}  # as when the registry has editions not ingested
     assert suite_heading(missing) == "Suite oabench-2026: editions 43-45, 240 questions (not ingested: 41-42)"
-    every = write_reports(tables, tmp_path / "all", suite=ALL_SUITE)
-    text = every.markdown.read_text(encoding="utf-8")
+    context = ReportContext(dt.datetime(2026, 3, 3, tzinfo=dt.UTC), None, suite_heading(every))
+    text = leaderboard_markdown(suite_view(tables, ALL_SUITE, every["editions"]), context)
     assert text.splitlines()[0].endswith(" · Suite all: editions 42-45, 320 questions")
     row = next(line for line in text.splitlines() if f"| {skipper} |" in line)
     assert row.startswith("| – (incomplete) |") and "run (43, 44, 45) of 4" in row
     assert "| Edition 42 | Edition 43 |" in text  # the suite's editions, per edition
-    exported = pl.read_parquet(every.parquet["leaderboard_by_suite"])
-    assert exported["suite"].unique().sort().to_list() == [ALL_SUITE, "late", DEFAULT_SUITE]
     with pytest.raises(ValueError, match="suite 'nope' is not in the suites table"):
         write_reports(tables, tmp_path / "nope", suite="nope")

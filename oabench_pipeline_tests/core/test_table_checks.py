@@ -75,3 +75,23 @@ def test_a_frontier_key_without_a_cost_is_named() -> None:
         "one_row_per_key": [],
         "frontier_keys_complete_and_priced": ["free?: on the frontier while incomplete or without a cost"],
     }
+
+
+def test_an_ability_outside_its_interval_and_weights_over_one_are_named() -> None:
+    warehouse = make_synthetic_warehouse(n_models=4, n_editions=2, seed=3)
+    tables = build_leaderboard_tables(register(duckdb.connect(), warehouse))
+    abilities = tables["item_abilities"]
+    key = abilities["model_key"][0]
+    broken = abilities.with_columns(
+        ability_ci_low=pl.when(pl.col("model_key") == key)
+        .then(pl.col("ability") + 1)
+        .otherwise("ability_ci_low")
+    )
+    assert table_problems("item_abilities", broken) == {
+        "one_row_per_key_with_a_valid_interval": [f"{key}: ability outside [ability_ci_low, ability_ci_high]"]
+    }
+    audit = tables["key_audit"]
+    qid = audit["qid"][0]
+    heavy = audit.with_columns(weight_a=pl.when(pl.col("qid") == qid).then(0.9).otherwise("weight_a"))
+    problems = table_problems("key_audit", heavy)["one_row_per_qid_with_weights_as_shares"]
+    assert f"{qid}: weights sum above 1" in problems

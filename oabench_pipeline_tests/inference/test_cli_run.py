@@ -1,8 +1,12 @@
-"""`oabench run` options end to end: --dry-run, --concurrency, offline baselines, and bad --editions."""
+"""`oabench run` options end to end: --dry-run, --concurrency, offline baselines, bad --editions, --suite (with
+`oabench leaderboard --suite` and `oabench status --suite`): the packaged registry knows only the study's three
+editions, so the suites add made-up ones (`more_editions.py`: a registry through OABENCH_EDITIONS_FILE, exam
+tables copied from edition 45)."""
 
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import json
 import socket
@@ -10,6 +14,13 @@ import socket
 import polars as pl
 import pytest
 
+from oabench_pipeline.core.editions import (
+    DEFAULT_EDITIONS_FILE,
+    DEFAULT_SUITE,
+    format_editions,
+    load_editions,
+    load_suites,
+)
 from oabench_pipeline.definitions import build_definitions
 from oabench_pipeline.inference.cell import plan_cell
 from oabench_pipeline.inference.cost import estimated_prompt_tokens
@@ -17,6 +28,7 @@ from oabench_pipeline.runner import instance_for, run_assets
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.tables import empty_frame
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
+from oabench_pipeline_tests.more_editions import register_more_editions
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
 from oabench_pipeline_tests.saved_envs import fresh_env_with_instance_per_module
 from oabench_pipeline_tests.servers.openai_replay import ModelPricing, ReplayServer
@@ -83,13 +95,17 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 BASELINES = ["baseline/random", "baseline/longest-choice"]
 
 
-def test_baselines_run_offline_and_the_leaderboard_prints_in_every_format(
+def test_baselines_run_offline_on_a_suite_and_every_suite_prints_in_every_format(
     fresh_env: PipelineEnv, no_network: None
 ) -> None:
+    """Both baselines on suite `late` (a made-up 1st edition and the 45th): ranked there; shown unranked
+    in the study's table (they ran one edition of three) and in `all`; the default views as before."""
     for name in ("OPENROUTER_API_KEY", "OABENCH_MODELS_FILE"):
-        fresh_env.monkeypatch.delenv(name, raising=False)  # the packaged registry, no key at all
-    result = fresh_env.cli("run", "--models", ",".join(BASELINES), "--editions", "45")
+        fresh_env.monkeypatch.delenv(name, raising=False)  # the packaged registry's models, no key at all
+    register_more_editions(fresh_env, [1], {"late": [1, 45]})
+    result = fresh_env.cli("run", "--models", ",".join(BASELINES), "--suite", "late")
     assert result.exit_code == 0, result.output
+    assert "leaderboard rebuilt: 2 model key(s) × 2 edition(s), 4 cell(s) run" in result.output
 
     table = fresh_env.cli("leaderboard")
     assert table.exit_code == 0 and all(key in table.output for key in BASELINES)
@@ -116,6 +132,44 @@ def test_baselines_run_offline_and_the_leaderboard_prints_in_every_format(
     assert totals.rows() == sorted((key, 80) for key in BASELINES)
     area_table = fresh_env.cli("leaderboard", "--by", "area")
     assert area_table.exit_code == 0 and "area" in area_table.output
+
+    def board(*args: str) -> dict[str, tuple]:
+        rows = json.loads(fresh_env.cli("leaderboard", "--format", "json", *args).stdout)
+        return {
+            r["model_key"]: (r["rank"] is not None, r["official_total"], r["editions_total"]) for r in rows
+        }
+
+    assert board() == board("--suite", DEFAULT_SUITE) == {key: (False, 80, 3) for key in BASELINES}
+    assert board("--suite", "late") == {key: (True, 160, 2) for key in BASELINES}
+    assert board("--suite", "all") == {key: (False, 160, 4) for key in BASELINES}
+    late = fresh_env.cli("leaderboard", "--suite", "late").stdout.splitlines()
+    assert late[-1] == "Suite late: editions 1,45, 160 questions; 2 of 2 model key(s) ranked"
+    assert fresh_env.cli("leaderboard").stdout.splitlines()[-1].startswith("* incomplete: not every question")
+    late_editions = json.loads(
+        fresh_env.cli("leaderboard", "--suite", "late", "--by", "edition", "--format", "json").stdout
+    )
+    assert sorted({r["edition"] for r in late_editions}) == [1, 45]
+    sql = "select suite, count(rank) as ranked from leaderboard_by_suite group by suite order by suite"
+    assert json.loads(fresh_env.cli("sql", sql, "--format", "json").stdout) == [
+        {"suite": "all", "ranked": 0},
+        {"suite": "late", "ranked": 2},
+        {"suite": DEFAULT_SUITE, "ranked": 0},
+    ]
+    status = fresh_env.cli("status", "--suite", "late", "--models", ",".join(BASELINES))
+    assert status.exit_code == 0, status.output  # the same test `oabench run` passed on each cell
+    assert status.output.splitlines()[-1] == (
+        f"suite late (editions 1,45): 2 of 2 model key(s) complete on every edition ({', '.join(sorted(BASELINES))})"
+    )
+    everything = fresh_env.cli("status", "--suite", "all", "--models", BASELINES[0], "--format", "json")
+    assert everything.exit_code == 1  # editions 43 and 44 never ran
+    assert json.loads(everything.stdout)["suite"] == {
+        "name": "all",
+        "editions": [1, 43, 44, 45],
+        "complete_keys": [],
+        "model_keys": [BASELINES[0]],
+    }
+    again = fresh_env.cli("run", "--models", ",".join(BASELINES), "--suite", "late")
+    assert "up to date: 4 cell(s) answered and scored, leaderboard current" in again.output
 
 
 def test_edition_not_ingested_is_a_usage_error(fresh_env: PipelineEnv) -> None:
@@ -162,3 +216,84 @@ def test_concurrency_option_then_replicates_ask_again_once_and_replicate_one_is_
     ]
     by_edition = fresh_env.warehouse.read("leaderboard_by_edition").filter(pl.col("model_key") == "acme/m")
     assert by_edition["run_id"].to_list() == ["live:acme/m:r2"]  # the newest complete run counts
+
+
+# --suite: what the option refuses, and what a suite costs before anything is sent
+
+PRICED = "acme/priced"
+
+
+def test_suite_with_editions_or_an_unknown_suite_is_one_usage_error(fresh_env: PipelineEnv) -> None:
+    for command in ("run", "status"):
+        both = fresh_env.cli(command, "--suite", "all", "--editions", "43")
+        assert both.exit_code == 2, both.output
+        assert "Error: --suite and --editions both choose the editions: give one" in both.output
+        unknown = fresh_env.cli(command, "--suite", "fgv-2000s")
+        assert unknown.exit_code == 2
+        known = ", ".join(load_suites())  # the packaged registry's, then all
+        assert (
+            f"Invalid value for '--suite': unknown suite 'fgv-2000s'; the registry has: {known}"
+            in unknown.output
+        )
+    register_more_editions(fresh_env, [1, 2])
+    fresh_env.warehouse.partition_path("questions", "2").unlink()  # registered, not ingested
+    missing = fresh_env.cli("run", "--models", BASELINES[0], "--suite", "all")
+    assert missing.exit_code == 2
+    assert "suite all: edition(s) 2 not ingested; run `oabench ingest --editions 2`" in missing.output
+    assert not fresh_env.warehouse.has_table("inferences")
+
+
+def test_a_bad_suite_in_the_registry_stops_every_command_in_one_line(fresh_env: PipelineEnv) -> None:
+    path = fresh_env.root / "editions.toml"
+    packaged = DEFAULT_EDITIONS_FILE.read_text(encoding="utf-8")
+    path.write_text(packaged.replace("editions = [43, 44, 45]", "editions = [42, 43]"), encoding="utf-8")
+    fresh_env.set("OABENCH_EDITIONS_FILE", path)
+    has = format_editions(e.edition for e in load_editions())
+    for command in (
+        ["ingest"],
+        ["run", "--models", BASELINES[0]],
+        ["status"],
+        ["leaderboard", "--suite", "all"],
+    ):
+        result = fresh_env.cli(*command)
+        assert result.exit_code == 1, (command, result.output)
+        assert (
+            result.output
+            == f"Error: {path}: suite 'oabench-2026': edition(s) 42 not in the registry (it has {has})\n"
+        )
+    assert not fresh_env.warehouse.has_table("inferences")
+
+
+def test_dry_run_of_a_suite_costs_each_edition_each_model_and_the_total(fresh_env: PipelineEnv) -> None:
+    register_more_editions(fresh_env, [1, 2, 3], {"early": [1, 2, 3]})
+    fresh_env.set(TEST_KEY_ENV, TEST_KEY)
+    models = [{"id": PRICED, "base_url": "http://127.0.0.1:9/v1", "api_key_env": TEST_KEY_ENV}]
+    fresh_env.set("OABENCH_MODELS_FILE", write_models_file(fresh_env.root / "models.toml", models))
+    fetched = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    pricing = {"fetched_at": [fetched], "base_url": ["http://127.0.0.1:9/v1"], "model": [PRICED]}
+    pricing |= {"prompt_price_per_token": [PROMPT_PRICE], "completion_price_per_token": [0.00001]}
+    fresh_env.warehouse.write_partition("model_pricing", pl.DataFrame(pricing), "2026-03-01T000000")
+
+    result = fresh_env.cli("run", "--suite", "all", "--dry-run")
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "suite all: 6 edition(s) (1-3,43-45), 480 question(s), 2.0× oabench-2026's 240"
+    costs = {}
+    for edition in ("1", "2", "3", "43", "44", "45"):
+        active = fresh_env.warehouse.read("questions", edition).filter(pl.col("status") == "active").height
+        costs[edition] = calls, cost = active, expected_prompt_cost(fresh_env, PRICED, edition)
+        assert f"{PRICED} × {edition}: {calls} call(s), est. prompt cost ${cost:.4f}" in lines
+    calls, cost = sum(c for c, _ in costs.values()), sum(c for _, c in costs.values())
+    assert calls == 478  # 80 in each copy of the 45th, 78 active in the 43rd
+    assert f"{PRICED}: 6 edition(s), {calls} call(s), est. prompt cost ${cost:.4f}" in lines
+    assert lines[-1] == f"total: {calls} call(s), est. prompt cost ${cost:.4f} (prompt tokens × listed price)"
+    assert not fresh_env.warehouse.has_table("inferences")
+
+    early = fresh_env.cli("run", "--suite", "early", "--dry-run").output.splitlines()
+    assert early[0] == "suite early: 3 edition(s) (1-3), 240 question(s), 1.0× oabench-2026's 240"
+    assert [line.split(" × ")[1].split(":")[0] for line in early if line.startswith(f"{PRICED} × ")] == [
+        "1",
+        "2",
+        "3",
+    ]

@@ -101,7 +101,7 @@ def without_retired(csv: str) -> str:
 
 def test_leaderboard_prints_the_study_table_exactly_as_before_suites(imported: PipelineEnv) -> None:
     """`oabench leaderboard` with no flag prints what the pipeline printed before suites existed (the
-    files were written by that version, commit c086885, on the same runs): the table, and every column
+    files were written by that version, main at d5f4d70, on the same runs; the table is also c086885's): the table, and every column
     at full precision. `--suite oabench-2026` prints the same rows, naming the suite under them."""
     table = (GOLDEN / "leaderboard_published_runs.txt").read_text(encoding="utf-8")
     csv = (GOLDEN / "leaderboard_published_runs.csv").read_text(encoding="utf-8")
@@ -224,3 +224,50 @@ def test_partial_run_is_a_failed_cell_in_the_instance_as_in_status(imported: Pip
     # The imported answers stay: the failed verification wrote nothing over them.
     rows = imported.warehouse.read("inferences", f"45|{PARTIAL_RUN_KEY}")
     assert rows.filter(pl.col("source") == "imported").height == 24
+
+
+def test_abilities_order_the_models_as_accuracy_and_three_editions_cannot_tell_a_cutoff_effect(
+    imported: PipelineEnv,
+) -> None:
+    """On the published runs: the Rasch abilities rank the complete keys as their scores do (ties only
+    within a tie group), and the training-cutoff table says the three editions cannot tell, per key."""
+    board = imported.warehouse.read("leaderboard").filter(pl.col("complete"))
+    rows = board.select("model_key", "technical_score", "ability", "ability_rank", "rank", "tie_group").rows()
+    assert len(rows) == 4
+    for a in rows:
+        for b in rows:
+            if a[1] > b[1] and not set(a[5]) & set(b[5]):
+                assert a[2] > b[2] and a[3] < b[3], (a, b)
+            if a[1] == b[1]:
+                assert a[3] == b[3]
+    assert board.sort("ability_rank")["model_key"].to_list() == board.sort("rank")["model_key"].to_list()
+    abilities = imported.warehouse.read("item_abilities")
+    assert abilities.filter(pl.col("model_key") == PARTIAL_RUN_KEY)["n_questions"].to_list() == [24]
+    cutoff = imported.warehouse.read("contamination_by_cutoff").filter(
+        pl.col("model_key") == "google/gemini-2.5-flash-lite"
+    )
+    row = cutoff.row(0, named=True)
+    assert (row["editions_after"], row["editions_before"], row["questions_after"]) == (3, 0, 238)
+    assert row["effect_log_odds"] is None and row["effect_ci_low"] is None and row["p_value"] is None
+    assert "cannot be estimated" in row["note"]
+    pooled = imported.warehouse.read("contamination_pooled").row(0, named=True)
+    assert pooled["n_models_estimable"] == 0 and pooled["effect_log_odds"] is None
+
+    ranked = imported.cli("leaderboard", "--rank-by", "ability")
+    assert ranked.exit_code == 0, ranked.output
+    lines = ranked.output.splitlines()
+    assert "ability [95% CI]" in lines[0]
+    assert lines[2].split()[:2] == ["1", "x-ai/grok-4.1-fast"]
+    as_json = imported.cli("leaderboard", "--rank-by", "ability", "--format", "json")
+    keys = [r["model_key"] for r in json.loads(as_json.output)]
+    assert keys[:4] == board.sort("ability_rank")["model_key"].to_list() and keys[-1] == PARTIAL_RUN_KEY
+
+    audit = imported.cli("audit-keys", "--editions", "43,44")
+    assert audit.exit_code == 0, audit.output
+    flagged = imported.warehouse.read("key_audit").filter(
+        pl.col("suspicious") & pl.col("edition").is_in([43, 44])
+    )
+    assert audit.output.splitlines()[0] == f"{flagged.height} suspicious of 160 questions (editions 43, 44)"
+    for qid in flagged["qid"]:
+        assert qid in audit.output
+    assert "once `oabench site` has built them" in audit.output

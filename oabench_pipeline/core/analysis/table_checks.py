@@ -52,7 +52,24 @@ def _within_totals(frame: pl.DataFrame, keys: Sequence[str], pairs: Sequence[tup
     return problems
 
 
+def _interval_holds(
+    frame: pl.DataFrame, keys: Sequence[str], estimate: str, low: str, high: str
+) -> list[str]:
+    condition = (pl.col(low) <= pl.col(estimate) + _TOLERANCE) & (
+        pl.col(estimate) <= pl.col(high) + _TOLERANCE
+    )
+    return violating(frame, keys, condition, f"{estimate} outside [{low}, {high}]")
+
+
+def _effect_checks(frame: pl.DataFrame, keys: Sequence[str]) -> list[str]:
+    return _interval_holds(frame, keys, "effect_log_odds", "effect_ci_low", "effect_ci_high") + outside(
+        frame, keys, "p_value", 0, 1
+    )
+
+
 Check = Callable[[pl.DataFrame], list[str]]
+
+_WEIGHTS = ["weight_a", "weight_b", "weight_c", "weight_d"]
 
 # table -> check name -> (description shown in the UI, the function listing the problems)
 _CHECKS: dict[str, dict[str, tuple[str, Check]]] = {
@@ -199,6 +216,60 @@ _CHECKS: dict[str, dict[str, tuple[str, Check]]] = {
             "0 ≤ correct ≤ total on both sides of the cutoff; blocking.",
             lambda f: _within_totals(
                 f, ["model_key"], [("correct_after", "total_after"), ("correct_before", "total_before")]
+            ),
+        ),
+        "effect_interval_valid": (
+            "effect_ci_low ≤ effect_log_odds ≤ effect_ci_high and p_value in [0, 1]; blocking.",
+            lambda f: _effect_checks(f, ["model_key"]),
+        ),
+    },
+    "contamination_pooled": {
+        "one_valid_row": (
+            "One row, with effect_ci_low ≤ effect_log_odds ≤ effect_ci_high and p_value in [0, 1]; blocking.",
+            lambda f: (
+                ([] if f.height == 1 else [f"{f.height} rows"])
+                + _effect_checks(f.with_columns(pooled=pl.lit("pooled")), ["pooled"])
+            ),
+        ),
+    },
+    "item_abilities": {
+        "one_row_per_key_with_a_valid_interval": (
+            "Each model key appears once, with ability_se > 0, ability_ci_low ≤ ability ≤ ability_ci_high "
+            "and n_correct ≤ n_questions; blocking.",
+            lambda f: (
+                duplicated(f, ["model_key"])
+                + _interval_holds(f, ["model_key"], "ability", "ability_ci_low", "ability_ci_high")
+                + violating(f, ["model_key"], pl.col("ability_se") > 0, "ability_se not positive")
+                + _within_totals(f, ["model_key"], [("n_correct", "n_questions")])
+            ),
+        ),
+    },
+    "item_difficulties": {
+        "one_row_per_qid_with_a_valid_interval": (
+            "Each question appears once, with difficulty_sd ≥ 0, difficulty_ci_low ≤ difficulty ≤ "
+            "difficulty_ci_high and n_correct ≤ n_models; blocking.",
+            lambda f: (
+                duplicated(f, ["qid"])
+                + _interval_holds(f, ["qid"], "difficulty", "difficulty_ci_low", "difficulty_ci_high")
+                + violating(f, ["qid"], pl.col("difficulty_sd") >= 0, "difficulty_sd negative")
+                + _within_totals(f, ["qid"], [("n_correct", "n_models")])
+            ),
+        ),
+    },
+    "key_audit": {
+        "one_row_per_qid_with_weights_as_shares": (
+            "Each question appears once; its four letter weights lie in [0, 1] and sum to at most 1 (the "
+            "rest: no letter), and the consensus weight is the largest; blocking.",
+            lambda f: (
+                duplicated(f, ["qid"])
+                + [p for c in _WEIGHTS for p in outside(f, ["qid"], c, 0, 1)]
+                + violating(f, ["qid"], pl.sum_horizontal(_WEIGHTS) <= 1 + _TOLERANCE, "weights sum above 1")
+                + violating(
+                    f,
+                    ["qid"],
+                    pl.col("consensus_weight") >= pl.max_horizontal(_WEIGHTS) - _TOLERANCE,
+                    "consensus_weight below a letter's weight",
+                )
             ),
         ),
     },

@@ -1,0 +1,78 @@
+"""`oabench audit-keys`: the questions whose published key strong models agree against (`key_audit`)."""
+
+from __future__ import annotations
+
+import click
+import polars as pl
+
+from oabench_pipeline.cli.common import _split, table_format_option
+from oabench_pipeline.cli.group import main
+from oabench_pipeline.cli.output import format_table
+from oabench_pipeline.settings import Settings
+from oabench_pipeline.warehouse import Warehouse
+
+# Where `oabench site` writes a question's page, relative to the warehouse folder (its default `warehouse/site/`
+# and `core/site/paths.question_page` on the site branch: `questao/<qid>.html`, a qid being its own slug).
+QUESTION_PAGE = "site/questao/{qid}.html"
+
+_COLUMNS = {
+    "qid": "qid",
+    "edition": "edition",
+    "number": "number",
+    "correct": "key",
+    "key_status": "key status",
+    "consensus": "consensus",
+    "consensus_weight": "weight",
+    "key_weight": "key weight",
+    "agreeing_models": "agreeing",
+    "n_models": "models",
+}
+
+
+@main.command(name="audit-keys")
+@click.option("--editions", help="Only these editions, e.g. 43,44 (default: every edition).")
+@click.option("--all", "show_all", is_flag=True, help="Every question, not only the suspicious ones.")
+@table_format_option
+def audit_keys_cmd(editions: str | None, show_all: bool, fmt: str) -> None:
+    """Print the questions whose published answer key looks wrong: strong models agree on another letter.
+
+    Each model's vote is weighted by its Rasch ability (a model at chance weighs nothing); a question is
+    suspicious when the consensus letter is not the key and carries at least 80% of the weight (3 models
+    or more), or 70% with at least 6 models, the stronger ones, behind it (docs/item_response.md). A flag asks for a person to check the
+    question against the examiners' definitive key. The exit code is 0 either way.
+    """
+    settings = Settings.from_env()
+    warehouse = Warehouse(settings.warehouse_path)
+    if not warehouse.has_table("key_audit"):
+        raise click.ClickException("no key_audit table yet: run `oabench run` or `oabench import` first")
+    audit = warehouse.read("key_audit")
+    wanted = _split(editions)
+    if wanted:
+        try:
+            numbers = [int(e) for e in wanted]
+        except ValueError:
+            raise click.ClickException(f"--editions {editions!r}: not a list of edition numbers") from None
+        audit = audit.filter(pl.col("edition").is_in(numbers))
+    shown = audit if show_all else audit.filter(pl.col("suspicious"))
+    site = settings.warehouse_path.parent
+    pages = [site / QUESTION_PAGE.format(qid=qid) for qid in shown["qid"].to_list()]
+    has_pages = any(page.exists() for page in pages)
+    frame = shown.select(list(_COLUMNS)).rename(_COLUMNS)
+    if show_all:
+        frame = frame.with_columns(suspicious=shown["suspicious"])
+    if has_pages:
+        frame = frame.with_columns(
+            page=pl.Series([str(p) if p.exists() else None for p in pages], dtype=pl.String)
+        )
+    if fmt != "table":
+        click.echo(format_table(frame, fmt))
+        return
+    flagged = int(audit["suspicious"].sum())
+    scope = f"editions {', '.join(wanted)}" if wanted else "every edition"
+    click.echo(f"{flagged} suspicious of {audit.height} questions ({scope})")
+    if frame.height:
+        click.echo(format_table(frame, fmt))
+    if frame.height and not has_pages:
+        click.echo(
+            f"question pages: {site / QUESTION_PAGE.format(qid='<qid>')}, once `oabench site` has built them"
+        )

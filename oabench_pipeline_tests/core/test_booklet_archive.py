@@ -1,0 +1,52 @@
+"""Every archived booklet (1st-25th and 37th editions) through parse_booklet and the blocking checks.
+
+Marked `archive` (about 10 s of CPU): left out of the default run, run by `.ci/run` after it
+(`pytest -m archive`). One booklet of each layout is in the default run: `test_booklet_layouts.py`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pymupdf
+import pytest
+
+from oabench_pipeline.core.exam_validation import (
+    empty_fields,
+    header_footer_leaks,
+    numbering_problems,
+    swallowed_choices,
+)
+from oabench_pipeline_tests.conftest import shared_oab_dir
+from oabench_pipeline_tests.core.test_booklet_layouts import archive_booklet, archive_entry, archive_pdf
+
+pytestmark = pytest.mark.archive
+
+ARCHIVED = [*range(1, 26), 37]
+
+
+def test_the_archive_lists_26_editions(shared_oab: Path) -> None:
+    manifest = json.loads((shared_oab_dir() / "archive-manifest.json").read_text(encoding="utf-8"))
+    assert [entry["edition"] for entry in manifest["editions"]] == ARCHIVED
+
+
+def test_the_21st_booklet_metadata_names_the_20th(shared_oab: Path) -> None:
+    """Why the edition is read from the pages: this PDF's metadata is wrong."""
+    with pymupdf.open(stream=archive_pdf(21)) as doc:
+        assert "_XX_" in doc.metadata["title"]
+    assert archive_booklet(21).edition_in_header == 21
+
+
+@pytest.mark.parametrize("edition", ARCHIVED)
+def test_archived_booklet_passes_every_blocking_check(edition: int, shared_oab: Path) -> None:
+    """The edition its own pages name (the 21st's PDF metadata says XX), every question whole."""
+    booklet = archive_booklet(edition)
+    count = archive_entry(edition)["questions"]
+    assert booklet.edition_in_header == edition
+    questions = booklet.questions
+    assert numbering_problems(questions, count) == []
+    assert empty_fields(questions) == []
+    assert header_footer_leaks(questions) == []
+    assert swallowed_choices(questions) == []
+    assert not any(q.requires_image for q in questions)
