@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
-from dagster import Definitions, ExecutorDefinition, Field, Selector, multi_or_in_process_executor
+from dagster import (
+    AssetsDefinition,
+    Definitions,
+    ExecutorDefinition,
+    Field,
+    Selector,
+    multi_or_in_process_executor,
+)
 from dagster._core.definitions.executor_definition import IN_PROC_CONFIG, MULTI_PROC_CONFIG
 
+from oabench_pipeline.automation.catalogue_sensor import model_catalogue_sensor
 from oabench_pipeline.automation.downstream import downstream_automation_sensor
 from oabench_pipeline.automation.portal_sensor import oab_portal_sensor
 from oabench_pipeline.automation.registry_sensor import models_registry_sensor
 from oabench_pipeline.automation.resources import PortalResource
-from oabench_pipeline.automation.schedules import weekly_portal_discovery
+from oabench_pipeline.automation.schedules import daily_model_catalogue, weekly_portal_discovery
 from oabench_pipeline.exams.assets import answer_keys, editions, exam_pdfs, questions
 from oabench_pipeline.inference.assets import inferences
+from oabench_pipeline.inference.catalogue_assets import catalogue_decisions, model_catalogue
 from oabench_pipeline.inference.imports import published_runs
 from oabench_pipeline.inference.registry_assets import model_pricing, models
-from oabench_pipeline.inference.resources import ModelClientResource, ModelsRegistryResource
+from oabench_pipeline.inference.resources import (
+    ModelCatalogueResource,
+    ModelClientResource,
+    ModelsRegistryResource,
+)
 from oabench_pipeline.resources import ExamSourcesResource, WarehouseResource
 from oabench_pipeline.scoring.assets import leaderboard, leaderboard_report, scores
 from oabench_pipeline.scoring.site_asset import leaderboard_site
@@ -34,12 +47,14 @@ in_process_by_default_executor = ExecutorDefinition(
     description="In-process by default (one process per run); `multiprocess` on request.",
 )
 
-ASSETS = [
+ASSETS: list[AssetsDefinition] = [
     editions,
     exam_pdfs,
     answer_keys,
     questions,
     models,
+    model_catalogue,
+    catalogue_decisions,
     model_pricing,
     published_runs,
     inferences,
@@ -59,7 +74,14 @@ def build_resources(settings: Settings) -> dict[str, object]:
             source_base_url=settings.source_base_url,
             download_timeout_s=settings.download_timeout_s,
         ),
-        "models_registry": ModelsRegistryResource(path=str(settings.models_file)),
+        "models_registry": ModelsRegistryResource(
+            path=str(settings.models_file),
+            catalogue_file=str(settings.catalogue_models_file),
+            watch_file=str(settings.watch_file),
+        ),
+        "catalogue": ModelCatalogueResource(
+            url=settings.catalogue_url, timeout_s=settings.catalogue_timeout_s
+        ),
         "model_client": ModelClientResource(
             timeout_s=settings.model_timeout_s, backoff_base_s=settings.model_backoff_s
         ),
@@ -74,9 +96,10 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
         sensors=[
             oab_portal_sensor,
             models_registry_sensor,
+            model_catalogue_sensor,
             downstream_automation_sensor(enabled=settings.automation),
         ],
-        schedules=[weekly_portal_discovery],
+        schedules=[weekly_portal_discovery, daily_model_catalogue],
         resources=build_resources(settings),
         # Every run (UI backfill, sensor, schedule, `dagster asset materialize`) executes its steps in the
         # run's own process, as `oabench run` does: a subprocess per step re-imports the code location

@@ -193,5 +193,6 @@ def leaderboard_is_current(warehouse: Warehouse, registry_files: Sequence[Path] 
     return all(_newer_or_equal(t, *inputs) for t in tables) and _newer_or_equal(report, *tables)
 
 
-def models_table_is_current(warehouse: Warehouse, models_file: Path) -> bool:
-    return _newer_or_equal(warehouse.partition_path("models"), models_file)
+def models_table_is_current(warehouse: Warehouse, *registry_files: Path) -> bool:
+    """The `models` table was written after the registry files (the catalogue's generated one too)."""
+    return _newer_or_equal(warehouse.partition_path("models"), *registry_files)

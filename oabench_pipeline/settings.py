@@ -8,6 +8,9 @@
 | OABENCH_EDITIONS_FILE    | the packaged registry/editions.toml       | editions registry                      |
 | OABENCH_MODELS_FILE      | the packaged registry/models.toml         | models registry                        |
 | OABENCH_PORTAL_URL       | https://examedeordem.oab.org.br           | the OAB portal the edition sensor reads |
+| OABENCH_CATALOGUE_URL    | https://openrouter.ai/api/v1/models       | the model catalogue (`model_catalogue`) |
+| OABENCH_CATALOGUE_TIMEOUT_S | 30                                     | overall deadline of one catalogue fetch |
+| OABENCH_WATCH_FILE       | watch.toml (from the cwd; absent: no policy) | the catalogue watch policy          |
 | OABENCH_AUTOMATION       | on                                        | `off`: downstream_automation starts STOPPED |
 | OABENCH_MODEL_TIMEOUT_S  | 120                                       | overall deadline of one model request  |
 | OABENCH_DOWNLOAD_TIMEOUT_S | 300                                     | overall deadline of one PDF download   |
@@ -35,6 +38,8 @@ DEFAULT_WAREHOUSE = Path("warehouse") / "oabench.duckdb"
 DEFAULT_MODELS_FILE = REGISTRY_DIR / "models.toml"
 DEFAULT_PORTAL_URL = "https://examedeordem.oab.org.br"
 PORTAL_URL_ENV = "OABENCH_PORTAL_URL"
+DEFAULT_CATALOGUE_URL = "https://openrouter.ai/api/v1/models"
+DEFAULT_WATCH_FILE = Path("watch.toml")
 OFF_VALUES = frozenset({"off", "0", "false", "no"})
 
 
@@ -53,6 +58,11 @@ class _Environment(BaseSettings):
     editions_file: Path = Field(DEFAULT_EDITIONS_FILE, validation_alias="OABENCH_EDITIONS_FILE")
     models_file: Path = Field(DEFAULT_MODELS_FILE, validation_alias="OABENCH_MODELS_FILE")
     portal_url: str = Field(DEFAULT_PORTAL_URL, validation_alias=PORTAL_URL_ENV)
+    catalogue_url: str = Field(DEFAULT_CATALOGUE_URL, validation_alias="OABENCH_CATALOGUE_URL")
+    catalogue_timeout_s: float = Field(
+        30.0, gt=0, allow_inf_nan=False, validation_alias="OABENCH_CATALOGUE_TIMEOUT_S"
+    )
+    watch_file: Path = Field(DEFAULT_WATCH_FILE, validation_alias="OABENCH_WATCH_FILE")
     model_timeout_s: float = Field(
         120.0, gt=0, allow_inf_nan=False, validation_alias="OABENCH_MODEL_TIMEOUT_S"
     )
@@ -88,6 +98,17 @@ class Settings:
     log_level: str = "CRITICAL"
     # `$DAGSTER_HOME` as set (None: `<warehouse folder>/dagster_home`, runner.instance_for decides).
     dagster_home: str | None = None
+    # The model catalogue the `model_catalogue` asset snapshots and its sensor watches (OpenRouter's).
+    catalogue_url: str = DEFAULT_CATALOGUE_URL
+    # Seconds one catalogue fetch may take in all (connect, headers, body): a tick must not hang.
+    catalogue_timeout_s: float = 30.0
+    # The owner's watch policy (absent: no policy, the catalogue sensor registers nothing).
+    watch_file: Path = DEFAULT_WATCH_FILE
+
+    @property
+    def catalogue_models_file(self) -> Path:
+        """Models the catalogue sensor registered, in the registry's format (beside the warehouse)."""
+        return self.warehouse_path.parent / "catalogue_models.toml"
 
     @property
     def discovered_editions_file(self) -> Path:
@@ -132,7 +153,21 @@ class Settings:
             automation=env.automation.strip().lower() not in OFF_VALUES,
             log_level=env.log_level.strip().upper(),
             dagster_home=env.dagster_home,
+            catalogue_url=_catalogue_url(env.catalogue_url),
+            catalogue_timeout_s=env.catalogue_timeout_s,
+            watch_file=env.watch_file.resolve(),
         )
+
+
+def _catalogue_url(url: str) -> str:
+    """The catalogue URL as given, refused (naming the variable) unless it is an http(s) URL."""
+    url = url.strip() or DEFAULT_CATALOGUE_URL
+    if not url.startswith(("http://", "https://")) or any(ch.isspace() for ch in url):
+        raise SettingsError(
+            f"environment variable OABENCH_CATALOGUE_URL={url!r}: must be an http:// or https:// URL "
+            f"(default {DEFAULT_CATALOGUE_URL})"
+        )
+    return url
 
 
 def environment_value(name: str) -> str | None:

@@ -30,9 +30,11 @@ import polars as pl
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter, partition_loading_context
 from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 
+from oabench_pipeline.automation.catalogue_watch import MonthBudget, month_budget
 from oabench_pipeline.core.editions import Suite, known_editions
-from oabench_pipeline.core.models_registry import ModelConfig, load_models_registry
+from oabench_pipeline.core.models_registry import ModelConfig, automatic_models, known_models
 from oabench_pipeline.core.runs import live_run_id, with_logical_run_ids
+from oabench_pipeline.core.watch_policy import WatchPolicyError, load_watch_policy
 from oabench_pipeline.freshness import (
     damaged_log_lines,
     planned_replicates,
@@ -76,6 +78,9 @@ class StatusReport:
     cells: list[CellStatus]
     unpriced: list[str] = field(default_factory=list)
     """API model keys with requests to send and no price snapshot: their cost is not in the total."""
+    catalogue_month: MonthBudget | str | None = None
+    """This month's spend of the runs the watch policy pays for (None: no policy and no such model; text:
+    why it cannot be told, e.g. a mistake in the policy file)."""
 
     @property
     def complete(self) -> bool:
@@ -120,7 +125,11 @@ class StatusReport:
             cost = f"${self.est_cost_usd():.4f}"
             if self.unpriced:
                 cost += f" + unknown for {', '.join(self.unpriced)} (no price snapshot: materialize model_pricing)"
-        return f"{len(self.cells)} cell(s): {counts or 'none'}; est. prompt cost to complete {cost}"
+        line = f"{len(self.cells)} cell(s): {counts or 'none'}; est. prompt cost to complete {cost}"
+        month = self.catalogue_month
+        return line + (
+            f"\ncatalogue watch: {month if isinstance(month, str) else month.line()}" if month else ""
+        )
 
     def complete_keys(self, suite: Suite) -> tuple[list[str], list[str]]:
         """(keys complete on every edition of `suite`, every key listed): the first are ranked in the
@@ -153,6 +162,9 @@ class StatusReport:
             "counts": self.counts(),
             "est_cost_usd": self.est_cost_usd(),
             "unpriced": self.unpriced,
+            "catalogue_month": self.catalogue_month.as_json()
+            if isinstance(self.catalogue_month, MonthBudget)
+            else self.catalogue_month,
             "cells": [asdict(c) for c in self.cells],
         }
 
@@ -407,7 +419,7 @@ def collect_status(
 ) -> StatusReport:
     """The status of every cell; `instance` adds the last run's outcome (failed / running)."""
     store = Warehouse(settings.warehouse_path)
-    registry = {m.key: m for m in load_models_registry(settings.models_file)}
+    registry = {m.key: m for m in known_models(settings.models_file, settings.catalogue_models_file)}
     ingested = set(store.partitions("questions"))
     editions = sorted(set(known_edition_keys(settings)) | ingested, key=int)
     cells = select_cells(editions, registry, history_cells(store), only_editions, only_models)
@@ -426,4 +438,16 @@ def collect_status(
         statuses.append(status)
         if no_price:
             unpriced.add(model_key)
-    return StatusReport(statuses, sorted(unpriced))
+    return StatusReport(statuses, sorted(unpriced), catalogue_month(settings, store))
+
+
+def catalogue_month(settings: Settings, store: Warehouse) -> MonthBudget | str | None:
+    """This month's automatic spend against the watch policy's budget, when either exists."""
+    automatic = automatic_models(settings.models_file, settings.catalogue_models_file)
+    try:
+        policy = load_watch_policy(settings.watch_file)
+    except WatchPolicyError as error:  # status still reports every cell; the policy's mistake in one line
+        return f"watch policy unusable: {error}"
+    if policy is None and not automatic:
+        return None
+    return month_budget(store, automatic, policy)

@@ -190,6 +190,65 @@ TABLES: dict[str, tuple[Column, ...]] = {
         ("prompt_price_per_token", pl.Float64, "USD per prompt token"),
         ("completion_price_per_token", pl.Float64, "USD per completion token"),
     ),
+    "model_catalogue": _columns(
+        ("fetched_at", pl.Datetime("us", "UTC"), "When this snapshot of the catalogue was fetched"),
+        ("catalogue_url", pl.String, "The listing read (OABENCH_CATALOGUE_URL)"),
+        ("model", pl.String, "Model id as the catalogue lists it (OpenRouter: `provider/name`)"),
+        ("name", pl.String, "Display name"),
+        ("created", pl.Datetime("us", "UTC"), "When the catalogue added the model (`created`, Unix time)"),
+        ("context_length", pl.Int64, "Context window in tokens"),
+        ("modality", pl.String, "architecture.modality, e.g. 'text+image->text'"),
+        ("input_modalities", pl.List(pl.String), "architecture.input_modalities"),
+        ("output_modalities", pl.List(pl.String), "architecture.output_modalities"),
+        (
+            "supported_parameters",
+            pl.List(pl.String),
+            "Parameters the model accepts (reasoning, temperature...)",
+        ),
+        ("knowledge_cutoff", pl.Date, "Training cutoff, when listed (a month alone: its last day)"),
+        (
+            "expiration_date",
+            pl.Date,
+            "When the catalogue stops serving the model, when listed: retired from then",
+        ),
+        ("prompt_usd_per_mtok", pl.Float64, "USD per million prompt tokens (NULL: not listed, or variable)"),
+        ("completion_usd_per_mtok", pl.Float64, "USD per million completion tokens"),
+        ("internal_reasoning_usd_per_mtok", pl.Float64, "USD per million internal reasoning tokens"),
+        ("input_cache_read_usd_per_mtok", pl.Float64, "USD per million cached prompt tokens read"),
+        ("input_cache_write_usd_per_mtok", pl.Float64, "USD per million prompt tokens written to the cache"),
+        ("request_usd", pl.Float64, "USD per request"),
+        ("image_usd", pl.Float64, "USD per input image"),
+        ("web_search_usd", pl.Float64, "USD per web search"),
+        (
+            "pricing_json",
+            pl.String,
+            "The listing's whole `pricing` object (USD per token or unit, as listed)",
+        ),
+    ),
+    "catalogue_decisions": _columns(
+        (
+            "decided_at",
+            pl.Datetime("us", "UTC"),
+            "When the tick decided (sensor tick or `oabench catalogue sync`)",
+        ),
+        ("snapshot_fetched_at", pl.Datetime("us", "UTC"), "The model_catalogue snapshot decided on"),
+        ("model", pl.String, "Catalogue model id"),
+        ("outcome", pl.String, "'registered' (entries written, cells requested) or 'skipped'"),
+        (
+            "reason",
+            pl.String,
+            "Why: 'fits' (registered), or the skip's kind: 'policy', 'price', 'budget', 'modality', "
+            "'retired', 'registry' (a hand-written entry exists), 'suite'",
+        ),
+        ("detail", pl.String, "The decision in one line, with the figures it rests on"),
+        ("model_keys", pl.List(pl.String), "Registry keys written (one per protocol); empty when skipped"),
+        ("suite", pl.String, "The policy's suite the cost is estimated on (and the cells run on)"),
+        ("editions", pl.List(pl.Int32), "The suite's editions whose cells were requested (ingested ones)"),
+        ("estimated_cost_usd", pl.Float64, "The model's estimated cost on the suite (every protocol)"),
+        ("budget_left_usd", pl.Float64, "What the month's budget had left before this decision"),
+        ("policy_sha256", pl.String, "SHA-256 of the policy fields a decision rests on"),
+        ("listing_sha256", pl.String, "SHA-256 of the model's listing fields a decision rests on"),
+    ),
 }
 
 
@@ -326,6 +385,12 @@ DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
             pl.Boolean,
             "The canonical run of every edition of the suite is complete (every active question replied, "
             "no error row; imported: listed by its summary). Only these are ranked",
+        ),
+        (
+            "retired",
+            pl.Boolean,
+            "The model catalogue's newest expiration_date for the model has come (as_of day, else today, "
+            "UTC): kept and ranked, never requested again",
         ),
     ),
     "leaderboard_by_edition": _columns(

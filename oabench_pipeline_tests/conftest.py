@@ -29,6 +29,7 @@ SLOW_FILES_FIRST = (
     "exams/test_dagster_clis.py",
     "inference/test_run_signals.py",
     "automation/test_end_to_end.py",
+    "automation/test_catalogue_watch.py",
     "test_damaged_partitions.py",
     "inference/test_real_endpoints.py",
     "test_failing_cells.py",

@@ -28,6 +28,8 @@ EXPECTED_GROUPS = {
     "answer_keys": "exams",
     "questions": "exams",
     "models": "inference",
+    "model_catalogue": "inference",
+    "catalogue_decisions": "inference",
     "model_pricing": "inference",
     "published_runs": "inference",
     "inferences": "inference",

@@ -36,6 +36,11 @@ editions_table_job = define_asset_job(
     selection=AssetSelection.assets("editions"),
     description="Rebuild the editions table.",
 )
+catalogue_job = define_asset_job(
+    "refresh_model_catalogue",
+    selection=AssetSelection.assets("model_catalogue", "model_pricing"),
+    description="Snapshot the model catalogue, then take the registry models' prices from it.",
+)
 models_table_job = define_asset_job(
     "refresh_models_table", selection=AssetSelection.assets("models"), description="Rebuild the models table."
 )

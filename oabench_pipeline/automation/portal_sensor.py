@@ -44,6 +44,7 @@ from oabench_pipeline.automation.sensor_support import (
     runnable_model_keys,
 )
 from oabench_pipeline.core.editions import Edition, load_editions
+from oabench_pipeline.inference.catalogue_store import retired_models
 from oabench_pipeline.inference.resources import ModelsRegistryResource
 from oabench_pipeline.partitions import (
     EDITIONS_PARTITIONS,
@@ -181,10 +182,14 @@ def _cells_for_ingested(
         return [], [], notes
     registered = set(context.instance.get_dynamic_partitions(MODEL_KEYS_PARTITIONS))
     try:
-        models = [m for key, m in models_registry.models().items() if key in registered]
+        # Entries the catalogue sensor generated run on its policy's suite only, within its budget.
+        automatic = models_registry.automatic()
+        models = [
+            m for key, m in models_registry.models().items() if key in registered and key not in automatic
+        ]
     except ValueError as error:  # a registry being edited: the editions keep waiting for the next tick
         return [], [], [*notes, f"editions {', '.join(ready)} wait: models registry unusable: {error}"]
-    runnable, held_back = runnable_model_keys(models)
+    runnable, held_back = runnable_model_keys(models, retired_models(warehouse.warehouse()))
     if held_back:
         context.log.info(f"oab_portal_sensor: no cells for {'; '.join(held_back)}")
     if not runnable:

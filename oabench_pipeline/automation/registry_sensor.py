@@ -5,7 +5,9 @@ Its first tick registers every registry model key and every registry edition as 
 `inferences` runs for its cells on every edition whose questions are ingested; a removed one keeps its
 history, and the `models` table is re-materialized (it then marks the key `in_registry = false`). Only
 models that can run unattended get cells: baselines, and API models whose key variable is set in the
-environment of the sensor's process. The sensor never raises: a problem becomes a skip reason.
+environment of the sensor's process and that the model catalogue has not retired. Entries the catalogue
+sensor generated get their partition here but their cells from that sensor (on its policy's suite, within
+its budget). The sensor never raises: a problem becomes a skip reason.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from oabench_pipeline.automation.sensor_support import (
 from oabench_pipeline.core.editions import load_editions
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.freshness import inferences_are_current
+from oabench_pipeline.inference.catalogue_store import retired_models
 from oabench_pipeline.inference.resources import ModelsRegistryResource
 from oabench_pipeline.partitions import (
     EDITIONS_PARTITIONS,
@@ -103,7 +106,10 @@ def _registry_tick(
         added = [k for k in current.keys if k not in previous.keys]
         removed = [k for k in previous.keys if k not in current.keys]
         editions = {*context.instance.get_dynamic_partitions(EDITIONS_PARTITIONS), *new_editions}
-        runs += _cells_for_new_models(context, [models[k] for k in added], editions, warehouse)
+        # Entries the catalogue sensor generated run on its policy's suite, requested by that sensor.
+        automatic = models_registry.automatic()
+        hand_written = [models[k] for k in added if k not in automatic]
+        runs += _cells_for_new_models(context, hand_written, editions, warehouse)
         if removed:
             context.log.info(f"models_registry_sensor: removed from the registry (history kept): {removed}")
     if not runs:
@@ -124,7 +130,7 @@ def _cells_for_new_models(
     """Cells of new configurations on every registered edition whose questions are ingested."""
     if not added:
         return []
-    runnable, held_back = runnable_model_keys(added)
+    runnable, held_back = runnable_model_keys(added, retired_models(warehouse.warehouse()))
     if held_back:
         context.log.warning(f"models_registry_sensor: not run automatically: {'; '.join(held_back)}")
     editions = sorted(registered & ingested_editions(warehouse), key=int)

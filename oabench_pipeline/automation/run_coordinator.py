@@ -12,7 +12,7 @@ from __future__ import annotations
 from dagster import DagsterRun
 from dagster._core.run_coordinator import QueuedRunCoordinator, SubmitRunContext
 
-from oabench_pipeline.core.models_registry import ModelsRegistryError, load_models_registry
+from oabench_pipeline.core.models_registry import ModelsRegistryError, known_models
 from oabench_pipeline.inference.endpoints import endpoint_tags_for_run
 from oabench_pipeline.settings import Settings, SettingsError
 
@@ -21,7 +21,8 @@ class EndpointTaggingRunCoordinator(QueuedRunCoordinator):
     def submit_run(self, context: SubmitRunContext) -> DagsterRun:
         run = context.dagster_run
         try:
-            registry = load_models_registry(Settings.from_env().models_file)
+            settings = Settings.from_env()
+            registry = known_models(settings.models_file, settings.catalogue_models_file)
         except (ModelsRegistryError, SettingsError, OSError) as error:
             # Queue it untagged rather than not at all: the request limits still hold in the step.
             self._logger.warning(f"run {run.run_id}: no oabench/endpoint tag ({error})")

@@ -1,4 +1,11 @@
-"""A weekly safety net for edition discovery, independent of the portal sensor's cursor and status.
+"""Schedules: a weekly safety net for edition discovery, and a daily snapshot of the model catalogue.
+
+`daily_model_catalogue` (RUNNING by default) materializes `model_catalogue` and `model_pricing` every day
+at 06:00 UTC: one GET of a public list and the price lists of the registry's other endpoints, so prices
+stay current and the catalogue's history (what appeared, changed price, was retired) has a row a day
+whether or not `model_catalogue_sensor` runs. It sends no request to a model.
+
+A weekly safety net for edition discovery, independent of the portal sensor's cursor and status.
 
 `weekly_portal_discovery` asks the portal every Monday at 07:00 (Brasília time) whatever the sensor
 remembers: a sensor stopped in the UI, or a cursor pointing at the wrong time, cannot leave a new
@@ -17,18 +24,20 @@ from __future__ import annotations
 from dagster import (
     DefaultScheduleStatus,
     RunRequest,
+    ScheduleDefinition,
     ScheduleEvaluationContext,
     SkipReason,
     schedule,
 )
 
-from oabench_pipeline.automation.jobs import ingest_edition_job, ingest_requests
+from oabench_pipeline.automation.jobs import catalogue_job, ingest_edition_job, ingest_requests
 from oabench_pipeline.automation.portal_sensor import check_portal, discovered_keys
 from oabench_pipeline.automation.resources import PortalResource
 from oabench_pipeline.partitions import EDITIONS_PARTITIONS
 from oabench_pipeline.resources import ExamSourcesResource, WarehouseResource
 
 WEEKLY_CRON = "0 7 * * 1"
+DAILY_CATALOGUE_CRON = "0 6 * * *"
 TIMEZONE = "America/Sao_Paulo"
 
 
@@ -68,3 +77,13 @@ def weekly_portal_discovery(
     except Exception as error:  # a failed schedule tick shows no reason: report it as one instead
         context.log.exception("weekly_portal_discovery: tick failed")
         return SkipReason(f"weekly_portal_discovery could not complete: {type(error).__name__}: {error}")
+
+
+daily_model_catalogue = ScheduleDefinition(
+    name="daily_model_catalogue",
+    cron_schedule=DAILY_CATALOGUE_CRON,
+    execution_timezone="UTC",
+    job=catalogue_job,
+    default_status=DefaultScheduleStatus.RUNNING,
+    description="Daily snapshot of the model catalogue and the prices it gives (no request to a model).",
+)

@@ -1,9 +1,10 @@
-"""What both sensors need: which models can run unattended, which editions are ingested, and a tick
+"""What the sensors need: which models can run unattended, which editions are ingested, and a tick
 that never raises."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import datetime as dt
+from collections.abc import Callable, Iterable, Mapping
 
 from dagster import (
     DagsterInstance,
@@ -16,11 +17,16 @@ from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.resources import WarehouseResource
 
 
-def runnable_model_keys(models: Iterable[ModelConfig]) -> tuple[list[str], list[str]]:
-    """(keys that can run unattended, reasons for the others): baselines and API models with a key set."""
+def runnable_model_keys(
+    models: Iterable[ModelConfig], retired: Mapping[str, dt.date] | None = None
+) -> tuple[list[str], list[str]]:
+    """(keys that can run unattended, reasons for the others): baselines and API models with a key set,
+    not retired in the model catalogue (`retired`: model id → its expiration date)."""
     runnable, held_back = [], []
     for model in models:
         problem = credentials_problem(model)
+        if problem is None and model.kind == "api" and model.id in (retired or {}):
+            problem = f"retired (expiration_date {(retired or {})[model.id]} in the model catalogue)"
         if problem is None:
             runnable.append(model.key)
         else:

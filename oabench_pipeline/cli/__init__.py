@@ -1,11 +1,13 @@
 """`oabench`: a thin command line over the same Dagster assets the UI shows.
 
-One module per command (`ingest`, `run`, `import_runs`, `status`, `sql`, `leaderboard`, `audit_keys`, `site`), registered on the
-group `main` (`group.py`); what several share in `common.py`, what they draw in `output.py`.
+One module per command (`ingest`, `run`, `import_runs`, `status`, `sql`, `leaderboard`, `audit_keys`, `site`,
+`catalogue`), registered on the group `main` (`group.py`); what several share in `common.py`, what they
+draw in `output.py`.
 """
 
 from oabench_pipeline.cli import (  # noqa: F401 (registers each command)
     audit_keys,
+    catalogue,
     import_runs,
     ingest,
     leaderboard,

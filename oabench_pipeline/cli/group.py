@@ -5,20 +5,21 @@ from __future__ import annotations
 import click
 
 from oabench_pipeline.core.editions import EditionsRegistryError
-from oabench_pipeline.core.models_registry import ModelsRegistryError
+from oabench_pipeline.core.toml_errors import TomlFileError
 from oabench_pipeline.settings import Settings, SettingsError
 from oabench_pipeline.warehouse import Warehouse, WarehouseError
 
 
 class _OabenchGroup(click.Group):
-    """Warehouse problems (a damaged partition, a held lock, a full disk), an unusable setting, a
-    mistake in the models registry (`file:line: field 'x': ...`) and an editions registry that cannot be
-    used (`file: suite 'x': ...`) end in their one-line message."""
+    """Warehouse problems (a damaged partition, a held lock, a full disk), an unusable setting, an editions
+    registry that cannot be used (`file: suite 'x': ...`) and a mistake in the models registry or the watch
+    policy (`file:line: field 'x': ...`) end in their one-line message."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except (WarehouseError, SettingsError, ModelsRegistryError, EditionsRegistryError) as error:
+        # TomlFileError: the models registry (ModelsRegistryError) or the watch policy (WatchPolicyError).
+        except (WarehouseError, SettingsError, EditionsRegistryError, TomlFileError) as error:
             raise click.ClickException(str(error)) from None
 
 

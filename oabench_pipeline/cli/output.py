@@ -274,15 +274,16 @@ def leaderboard_summary(
 
     by_ability = rank_by == "ability"
     rows = []
-    incomplete = False
+    incomplete = retired = False
     for row in board.iter_rows(named=True):
         unranked = row["ability_rank"] is None if by_ability else not row["complete"]
         incomplete |= unranked
+        retired |= bool(row.get("retired"))
         last = {"ability [95% CI]": ability(row)} if by_ability else {"p50 ms": row["p50_latency_ms"]}
         rows.append(
             {
                 "rank": row["ability_rank"] if by_ability else row["rank"],
-                "model": row["model_key"] + (" *" if unranked else ""),
+                "model": row["model_key"] + (" *" if unranked else "") + (" †" if row.get("retired") else ""),
                 "score": f"{row['official_score']}/{row['official_total']}",
                 "accuracy [95% CI]": interval(row),
                 "passed": passed(row),
@@ -315,6 +316,8 @@ def leaderboard_summary(
             f"* incomplete in suite {suite}: an edition of it not run, or not every question answered, so "
             f"unranked ({status})"
         )
+    if retired:
+        notes.append("† retired: its expiration_date in the model catalogue has passed; kept, never requested again")
     if any(row.get("cost_source") == "estimated" for row in board.iter_rows(named=True)):
         notes.append(f"* after a cost: {ESTIMATED_NOTE}")
     return frame, "\n".join(notes) or None

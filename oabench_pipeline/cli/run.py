@@ -28,14 +28,16 @@ from oabench_pipeline.cli.common import (
 from oabench_pipeline.cli.group import main
 from oabench_pipeline.cli.output import ProgressBar
 from oabench_pipeline.core.editions import Suite, default_suite, format_editions
-from oabench_pipeline.core.models_registry import ModelConfig, ModelsRegistryError, load_models_registry
+from oabench_pipeline.core.models_registry import ModelConfig, automatic_models, known_models
 from oabench_pipeline.core.runs import with_logical_run_ids
+from oabench_pipeline.core.watch_policy import load_watch_policy
 from oabench_pipeline.freshness import (
     inferences_are_current,
     leaderboard_is_current,
     models_table_is_current,
     scores_are_current,
 )
+from oabench_pipeline.inference.catalogue_store import retired_models
 from oabench_pipeline.inference.cell import ANSWERED, cell_name
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
 from oabench_pipeline.inference.cost import cell_estimate
@@ -99,16 +101,37 @@ def run(
         )
     suites = load_registry_suites(settings)  # a bad registry stops the run before any cell, not after
     chosen_suite = choose_suite(suites, suite) if suite is not None else None
-    chosen = _choose_models(settings, _split(models_opt))
+    chosen = _choose_models(settings, warehouse, _split(models_opt))
     wanted = [str(e) for e in chosen_suite.editions] if chosen_suite else wanted_editions
     editions = _choose_editions(warehouse, wanted, chosen_suite)
     cells = [(model, edition) for model in chosen for edition in editions]
+    answer_cells(settings, warehouse, cells, concurrency, replicates, dry_run, force, chosen_suite)
+
+
+def answer_cells(
+    settings: Settings,
+    warehouse: Warehouse,
+    cells: list[tuple[ModelConfig, str]],
+    concurrency: int | None = None,
+    replicates: int = 1,
+    dry_run: bool = False,
+    force: bool = False,
+    suite: Suite | None = None,
+) -> None:
+    """Answer `cells` (model, edition) as `oabench run` does, then exit with its exit code.
+
+    Skips what is up to date, runs every cell at once with the progress bar, stops cleanly on Ctrl-C,
+    rebuilds the leaderboard, and exits 0 only when every cell is complete (`oabench catalogue sync --run`
+    answers its cells through here too). `suite`: the suite that chose the editions, if one did.
+    """
+    chosen = list({model.key: model for model, _ in cells}.values())
+    editions = sorted({edition for _, edition in cells}, key=int)
     for table in ("questions", "answer_keys"):  # run cannot rebuild these: say so before any work
         for path in warehouse.damaged_partitions(table, editions):
             warehouse.raise_damaged(table, path)
     if dry_run:
-        if chosen_suite is not None:
-            click.echo(_suite_size(warehouse, settings, chosen_suite))
+        if suite is not None:
+            click.echo(_suite_size(warehouse, settings, suite))
         _print_dry_run(warehouse, cells, replicates)
         return
     cells = _set_aside_damaged_cells(warehouse, cells)
@@ -127,16 +150,17 @@ def run(
         return
     defs, instance = _dagster(settings)
     interrupts.reset()
+    models_files = (settings.models_file, settings.catalogue_models_file)
 
     def work() -> int:
         """The Dagster part, on a worker thread: Ctrl-C stays ours (`interrupts.py`)."""
         ensure_partitions(instance, "editions", editions)
         ensure_partitions(instance, "model_keys", [m.key for m in chosen])
-        if force or not models_table_is_current(warehouse, settings.models_file):
+        if force or not models_table_is_current(warehouse, *models_files):
             _must(run_assets(defs, instance, ["models"]), "models registry")
         failures = _run_cells(defs, instance, warehouse, todo, concurrency, replicates)
         if interrupts.requested():
-            which = f"--suite {suite}" if suite is not None else f"--editions {','.join(editions)}"
+            which = f"--suite {suite.name}" if suite is not None else f"--editions {','.join(editions)}"
             return _report_interrupted(warehouse, chosen, which, concurrency, replicates)
         # Built from the healthy cells whatever failed (scoring/inputs.py); with none, it keeps its tables.
         board = run_assets(defs, instance, REPORT_ASSETS)
@@ -263,12 +287,27 @@ def _cell_is_current(warehouse: Warehouse, model: ModelConfig, edition: str, rep
     )
 
 
-def _choose_models(settings: Settings, keys: list[str] | None) -> list[ModelConfig]:
+def _choose_models(settings: Settings, warehouse: Warehouse, keys: list[str] | None) -> list[ModelConfig]:
+    """The models asked for, each checked: credentials, not retired in the model catalogue, and for an
+    entry the catalogue sensor registered, a watch policy to hold it to its budgets. By default every
+    hand-written model that can run: the catalogue's entries run on the policy's suite, by
+    `oabench catalogue sync --run` or the sensor, or here when named in --models."""
     try:
-        registry = {m.key: m for m in load_models_registry(settings.models_file)}
-    except ModelsRegistryError as error:
+        registry = {m.key: m for m in known_models(settings.models_file, settings.catalogue_models_file)}
+        automatic = {m.key for m in automatic_models(settings.models_file, settings.catalogue_models_file)}
+        policy = load_watch_policy(settings.watch_file) if automatic else None
+    except ValueError as error:  # ModelsRegistryError, WatchPolicyError
         # A user's typo, not a bug: the message (file:line: field) is the whole story, no traceback.
         raise click.ClickException(str(error)) from None
+    retired = retired_models(warehouse)
+
+    def refused(model: ModelConfig) -> str | None:
+        if model.kind == "api" and model.id in retired:
+            return f"retired (expiration_date {retired[model.id]} in the model catalogue)"
+        if model.key in automatic and policy is None:
+            return f"registered from the model catalogue, and no watch policy at {settings.watch_file} budgets it"
+        return None
+
     if keys:
         unknown = [k for k in keys if k not in registry]
         if unknown:
@@ -279,12 +318,19 @@ def _choose_models(settings: Settings, keys: list[str] | None) -> list[ModelConf
         missing = [f"{m.key} ({problem})" for m in chosen if (problem := credentials_problem(m))]
         if missing:
             raise click.UsageError(f"no credentials for {', '.join(missing)}")
+        blocked = [f"{m.key} ({problem})" for m in chosen if (problem := refused(m))]
+        if blocked:
+            raise click.UsageError(f"not run: {', '.join(blocked)}")
         return chosen
     chosen = []
     for model in registry.values():
-        problem = credentials_problem(model)
-        if problem:
+        if problem := credentials_problem(model) or refused(model):
             click.echo(f"skipping {model.key}: {problem}")
+        elif model.key in automatic:
+            click.echo(
+                f"skipping {model.key}: registered from the model catalogue; its cells run on the watch "
+                "policy's suite (`oabench catalogue sync --run`), or name it in --models"
+            )
         else:
             chosen.append(model)
     return chosen

@@ -21,6 +21,7 @@ Definitions (they reproduce OABench's published summary.json):
 - intervals and p_pass: `analysis/intervals.py`; tests, rank intervals, tie_group: `analysis/pairwise.py`;
   abilities, difficulties, the key audit and the training-cutoff effect: `analysis/irt_tables.py` (one
   Rasch fit over every key and question, one scale whatever the suite; each suite ranks its keys on it).
+- `retired`: the model catalogue's newest `expiration_date` for the model has come (`analysis/retirement.py`).
 
 Work is done in a few passes shared by every suite: one DuckDB GROUPING SETS aggregate over the
 canonical scores, one key x edition x area count, one latency query per (suite, key), one extraction of
@@ -47,6 +48,7 @@ from oabench_pipeline.core.analysis.items import item_analysis
 from oabench_pipeline.core.analysis.latency import latency_accuracy_correlation
 from oabench_pipeline.core.analysis.pareto import pareto_frontier
 from oabench_pipeline.core.analysis.providers import provider_summary
+from oabench_pipeline.core.analysis.retirement import with_retirement
 from oabench_pipeline.core.analysis.run_variance import ReplicateAnswers, replicate_answers, run_variance
 from oabench_pipeline.core.editions import ALL_SUITE, ALL_SUITE_DESCRIPTION, Suite, default_suite
 from oabench_pipeline.core.scoring import score_inferences
@@ -54,9 +56,7 @@ from oabench_pipeline.tables import ANALYSIS_TABLES, BY_SUITE, column_names, col
 
 # The analysis tables' code version: bump it with any change to how a table is computed, so that the
 # automation rebuilds them once (`automation/downstream.py`).
-ANALYSIS_VERSION = (
-    "analysis-4"  # 2: the Rasch tables; 3: per-edition costs; 4: suites (`_by_suite`, `suites`)
-)
+ANALYSIS_VERSION = "analysis-5"  # 2: Rasch tables; 3: per-edition costs; 4: suites (`_by_suite`, `suites`); 5: `retired`
 
 _SCORES_TEMP = "_oabench_scores"
 _CANONICAL_TEMP = "_oabench_canonical"
@@ -72,6 +72,10 @@ _CANONICAL_SCORES_SQL = """(
 LEADERBOARD_COLUMNS = column_names("leaderboard")
 
 BY_EDITION_COLUMNS = column_names("leaderboard_by_edition")
+
+
+def _today() -> dt.date:
+    return dt.datetime.now(dt.UTC).date()
 
 
 def _scores_name(con: duckdb.DuckDBPyConnection) -> tuple[str, pl.DataFrame | None]:
@@ -219,7 +223,7 @@ def _shared(con: duckdb.DuckDBPyConnection, as_of: dt.date | None, suites: Seque
             ed_totals = con.sql(aggregates.EDITION_TOTALS_SQL).pl()
             edition_dates = con.sql("SELECT edition::INTEGER AS edition, exam_date FROM editions").pl()
             questions = _key_status(con, con.sql(aggregates.QUESTIONS_SQL).pl())
-            meta = con.sql(aggregates.KEY_META_SQL).pl()
+            meta = with_retirement(con, con.sql(aggregates.KEY_META_SQL).pl(), as_of or _today())
             agg = con.sql(aggregates.AGG_SQL.format(scores=canonical_scores)).pl()
             areas = con.sql(aggregates.AREA_SQL.format(scores=canonical_scores)).pl()
             latency = con.sql(

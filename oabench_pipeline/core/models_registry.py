@@ -29,6 +29,13 @@ from pydantic import (
 
 from oabench_pipeline.core.baselines import BASELINE_IDS
 from oabench_pipeline.core.prompts import Protocol
+from oabench_pipeline.core.toml_errors import (
+    TomlFileError,
+    field_line,
+    syntax_error,
+    table_spans,
+    validation_error,
+)
 
 ReasoningEffort = Literal["low", "medium", "high"]
 ModelKind = Literal["api", "baseline"]
@@ -57,14 +64,8 @@ FORBIDDEN_KEY_SUBSTRINGS: tuple[str, ...] = (
 )
 
 
-class ModelsRegistryError(ValueError):
+class ModelsRegistryError(TomlFileError):
     """A registry file that cannot be used; the message names the file, the line and the field."""
-
-    def __init__(self, path: Path, line: int | None, field: str | None, problem: str) -> None:
-        self.path, self.line, self.field, self.problem = path, line, field, problem
-        where = f"{path}:{line}" if line is not None else str(path)
-        what = f" field '{field}':" if field else ""
-        super().__init__(f"{where}:{what} {problem}")
 
 
 def derive_model_key(
@@ -399,50 +400,6 @@ class ModelConfig(BaseModel):
 # ---------------------------------------------------------------------------------------------------------
 
 _TABLE_HEADER = re.compile(r"^\s*\[\[\s*models\s*\]\]")
-_TOML_POSITION = re.compile(r"\(at line (\d+), column \d+\)")
-_KEY_ON_LINE = re.compile(r"^\s*\"?([A-Za-z0-9_-]+)\"?\s*=")
-
-
-def _table_spans(lines: list[str]) -> list[tuple[int, int]]:
-    """(first, last) 1-based line numbers of each `[[models]]` table, in file order."""
-    starts = [i + 1 for i, line in enumerate(lines) if _TABLE_HEADER.match(line)]
-    ends = [s - 1 for s in starts[1:]] + [len(lines)]
-    return list(zip(starts, ends, strict=True))
-
-
-def _field_line(lines: list[str], span: tuple[int, int] | None, field: str | None) -> int | None:
-    """The line where `field` is set inside the table, else the table's header line (good enough)."""
-    if span is None:
-        return None
-    first, last = span
-    if field:
-        pattern = re.compile(rf"^\s*\"?{re.escape(field)}\"?\s*=")
-        for number in range(first, last + 1):
-            if pattern.match(lines[number - 1]):
-                return number
-    return first
-
-
-def _syntax_error(path: Path, lines: list[str], error: tomllib.TOMLDecodeError) -> ModelsRegistryError:
-    found = _TOML_POSITION.search(str(error))
-    line = int(found.group(1)) if found else len(lines)
-    key = _KEY_ON_LINE.match(lines[line - 1]) if 0 < line <= len(lines) else None
-    return ModelsRegistryError(path, line, key.group(1) if key else None, f"TOML syntax error: {error}")
-
-
-def _validation_error(
-    path: Path, lines: list[str], span: tuple[int, int] | None, error: ValidationError
-) -> ModelsRegistryError:
-    """Report the first error (fields are checked in declaration order), with the count of the others."""
-    errors = error.errors()
-    # A key that could not be derived (because id, effort or web_search is wrong) is a consequence, not news.
-    errors = [e for e in errors if e["loc"] != ("key",) or e["type"] != "missing"] or errors
-    first = errors[0]
-    field = str(first["loc"][0]) if first["loc"] else None
-    others = len(errors) - 1
-    more = f" (and {others} more problem{'s' if others > 1 else ''} in this table)" if others else ""
-    message = str(first["msg"]).removeprefix("Value error, ")  # pydantic's prefix for our own checks
-    return ModelsRegistryError(path, _field_line(lines, span, field), field, f"{message}{more}")
 
 
 def _model_tables(path: Path, lines: list[str], data: dict[str, Any]) -> list[Any]:
@@ -469,9 +426,9 @@ def parse_models_registry(text: str, path: Path) -> list[ModelConfig]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise _syntax_error(path, lines, error) from error
+        raise syntax_error(ModelsRegistryError, path, lines, error) from error
     tables = _model_tables(path, lines, data)
-    spans = _table_spans(lines)
+    spans = table_spans(lines, _TABLE_HEADER)
     configs: list[ModelConfig] = []
     seen: dict[str, int] = {}
     for index, table in enumerate(tables):
@@ -479,10 +436,10 @@ def parse_models_registry(text: str, path: Path) -> list[ModelConfig]:
         try:
             config = ModelConfig.model_validate(table)
         except ValidationError as error:
-            raise _validation_error(path, lines, span, error) from error
+            raise validation_error(ModelsRegistryError, path, lines, span, error) from error
         if config.key in seen:
             problem = f"duplicate key {config.key!r} (first used by [[models]] #{seen[config.key] + 1}); set a distinct `key`"
-            raise ModelsRegistryError(path, _field_line(lines, span, "key"), "key", problem)
+            raise ModelsRegistryError(path, field_line(lines, span, "key"), "key", problem)
         seen[config.key] = index
         configs.append(config)
     return configs
@@ -496,3 +453,24 @@ def load_models_registry(path: Path) -> list[ModelConfig]:
     except (OSError, UnicodeDecodeError) as error:
         raise ModelsRegistryError(path, None, None, f"cannot read the models registry: {error}") from error
     return parse_models_registry(text, path)
+
+
+def known_models(models_file: Path, catalogue_file: Path | None = None) -> list[ModelConfig]:
+    """The models registry, plus the entries the catalogue sensor registered (a hand-written key wins).
+
+    Both files are validated: a mistake in either names its file, line and field.
+    """
+    models = load_models_registry(models_file)
+    if catalogue_file is None or not catalogue_file.is_file():
+        return models
+    hand_written = {m.key for m in models}
+    return models + [m for m in load_models_registry(catalogue_file) if m.key not in hand_written]
+
+
+def automatic_models(models_file: Path, catalogue_file: Path | None) -> list[ModelConfig]:
+    """The catalogue sensor's entries whose key no hand-written entry takes: the runs the watch policy
+    pays for (and holds to its budgets)."""
+    if catalogue_file is None or not catalogue_file.is_file():
+        return []
+    hand_written = {m.key for m in load_models_registry(models_file)}
+    return [m for m in load_models_registry(catalogue_file) if m.key not in hand_written]

@@ -37,6 +37,7 @@ from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.runs import baseline_run_id, live_run_id, with_logical_run_ids
 from oabench_pipeline.core.versions import INFERENCE_BOOKKEEPING_COLUMNS, frame_version
 from oabench_pipeline.freshness import summary_editions
+from oabench_pipeline.inference.catalogue_store import catalogue_prices, retirement_problem
 from oabench_pipeline.inference.cell import (
     ANSWERED,
     CellPlan,
@@ -64,6 +65,7 @@ from oabench_pipeline.inference.response_log import (
     read_log,
     repair,
 )
+from oabench_pipeline.inference.spend import AutomaticBudget
 from oabench_pipeline.inference.types import ChatRequest, ChatResult, FatalEndpointError
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import model_edition_partitions
@@ -129,6 +131,8 @@ def inferences(
     except UnknownModelError as error:
         raise Failure(description=str(error.args[0])) from None
     store = warehouse.warehouse()
+    if model.kind == "api" and (retired := retirement_problem(store, model.id)):
+        raise Failure(description=f"{model.key}: {retired}; it is never requested again")
     questions = store.read("questions", edition)
     if questions.is_empty():
         raise Failure(
@@ -234,6 +238,7 @@ def _run_api_cell(
     summaries = summary_editions(store, existing)
     elsewhere = complete_imported_runs(existing, int(edition), summaries)
     plans = replicate_plans(model, questions, logged, existing, config.replicates, elsewhere)
+    budget = _automatic_budget(models_registry, store, model, log_path)
     rows: list[dict] = []
     sent = 0
     for plan in plans:
@@ -243,7 +248,7 @@ def _run_api_cell(
             f"questions, {len(plan.requests) - len(plan.pending)} already answered, {len(plan.pending)} to send"
         )
         if plan.pending:
-            _check_budget_before(model, plan.pending, store, logged)
+            _check_budget_before(model, plan.pending, store, logged, budget)
             _call_model(
                 context,
                 model,
@@ -255,11 +260,44 @@ def _run_api_cell(
                 config,
                 models_registry.models(),
                 store.root,
+                budget,
             )
             logged = latest_by_hash(read_log(log_path))
         rows += api_cell_rows(model, questions, plan, logged, run_id=run_id)
         sent += len(plan.pending)
     return rows, [live_run_id(model.key, p.replicate) for p in plans], sent
+
+
+def _automatic_budget(
+    models_registry: ModelsRegistryResource, store: Warehouse, model: ModelConfig, log_path: Path
+) -> AutomaticBudget | None:
+    """The watch policy's limits when the catalogue sensor registered this key (None: a hand-written key).
+
+    Such a key is paid for by the policy, so it runs only under one: with no policy file, nothing is sent.
+    """
+    automatic = models_registry.automatic()
+    if model.key not in automatic:
+        return None
+    try:
+        policy = models_registry.watch_policy()
+    except ValueError as error:
+        raise Failure(description=f"{model.key}: registered from the model catalogue; {error}") from None
+    if policy is None:
+        raise Failure(
+            description=f"{model.key}: registered from the model catalogue, and there is no watch policy "
+            f"({models_registry.watch_file}, OABENCH_WATCH_FILE) whose budget would hold it: nothing was "
+            f"sent. Restore the policy, or `oabench catalogue add {model.id}` to make it a hand-written entry"
+        )
+    return AutomaticBudget(
+        responses_root=store.root / "responses",
+        own_log=log_path,
+        model_id=model.id,
+        model_keys={k: m.id for k, m in automatic.items() if m.id == model.id},
+        automatic_keys={k: m.id for k, m in automatic.items()},
+        prices=catalogue_prices(store),
+        ceiling_usd=policy.max_run_cost_usd,
+        monthly_budget_usd=policy.monthly_budget_usd,
+    )
 
 
 def _call_model(
@@ -273,12 +311,15 @@ def _call_model(
     config: InferenceConfig,
     registry: dict[str, ModelConfig],
     warehouse_root: Path,
+    budget: AutomaticBudget | None = None,
 ) -> None:
     try:
         endpoint = model_client.endpoint(model, registry.values())
     except MissingApiKeyError as error:
         raise Failure(description=str(error)) from None
     spent_before = sum(_paid(r) for r in logged.values())
+    if budget is not None:
+        budget.start()  # this cell's log as it stands now, and the other cells' of the policy's models
     progress = CellProgress(
         cell=f"{model.key} × {edition}",
         total=len(plan.requests),
@@ -308,7 +349,7 @@ def _call_model(
     def over_budget() -> str | None:
         if model.max_cost_usd is not None and spent_before + progress.cost_usd >= model.max_cost_usd:
             return f"reported cost ${spent_before + progress.cost_usd:.4f} reached max_cost_usd ${model.max_cost_usd}"
-        return None
+        return budget.reached(progress.cost_usd) if budget is not None else None
 
     concurrency = config.concurrency or model.concurrency
     capacity = cell_capacity(warehouse_root, model, concurrency, registry.values())
@@ -368,8 +409,16 @@ def _progress_line(progress: CellProgress) -> str:
 
 
 def _check_budget_before(
-    model: ModelConfig, pending: list[ChatRequest], store: Warehouse, logged: dict[str, ChatResult]
+    model: ModelConfig,
+    pending: list[ChatRequest],
+    store: Warehouse,
+    logged: dict[str, ChatResult],
+    budget: AutomaticBudget | None = None,
 ) -> None:
+    if budget is not None:
+        budget.start()
+        if problem := budget.would_pass(budget.estimate(pending)):
+            raise Failure(description=f"{model.key}: {problem}; not starting")
     if model.max_cost_usd is None:
         return
     estimate = estimated_prompt_cost(store, model, pending)

@@ -36,7 +36,13 @@ def estimated_prompt_cost(
     """What sending `requests` would cost in prompt tokens at the newest listed price (None: no snapshot
     prices the model). The one estimate behind `oabench run --dry-run`, `oabench status` and `max_cost_usd`."""
     price = listed_prompt_price(store, model)
-    return None if price is None else estimated_prompt_tokens([r.body for r in requests]) * price
+    return None if price is None else cost_at(requests, price)
+
+
+def cost_at(requests: Sequence[ChatRequest], prompt_price: float, request_price: float = 0.0) -> float:
+    """The estimate at given prices (USD per prompt token, per request): the watch policy's ceiling uses
+    the catalogue's prices this way (`automation/catalogue_watch.py`), `--dry-run` the price snapshot's."""
+    return estimated_prompt_tokens([r.body for r in requests]) * prompt_price + len(requests) * request_price
 
 
 def cell_estimate(

@@ -7,8 +7,15 @@ from pathlib import Path
 
 from dagster import ConfigurableResource, EnvVar
 
-from oabench_pipeline.core.models_registry import ModelConfig, load_models_registry
+from oabench_pipeline.core.models_registry import (
+    ModelConfig,
+    automatic_models,
+    known_models,
+    load_models_registry,
+)
+from oabench_pipeline.core.watch_policy import WatchPolicy, load_watch_policy
 from oabench_pipeline.inference.types import EndpointConfig
+from oabench_pipeline.settings import DEFAULT_CATALOGUE_URL
 
 
 class UnknownModelError(KeyError):
@@ -20,12 +27,31 @@ class MissingApiKeyError(RuntimeError):
 
 
 class ModelsRegistryResource(ConfigurableResource):
-    """The models registry users edit (`registry/models.toml`, or `OABENCH_MODELS_FILE`)."""
+    """The models registry users edit (`registry/models.toml`, or `OABENCH_MODELS_FILE`), plus the entries
+    the catalogue sensor generated (`catalogue_file`; a hand-written key wins) and the watch policy their
+    runs are held to (`watch_file`, absent: none)."""
 
     path: str
+    catalogue_file: str | None = None
+    watch_file: str | None = None
 
     def models(self) -> dict[str, ModelConfig]:
+        return {m.key: m for m in known_models(Path(self.path), self._catalogue_path())}
+
+    def hand_written(self) -> dict[str, ModelConfig]:
+        """The registry file alone: what a person wrote (the registry sensor runs these)."""
         return {m.key: m for m in load_models_registry(Path(self.path))}
+
+    def automatic(self) -> dict[str, ModelConfig]:
+        """The generated entries no hand-written entry overrides: runs the watch policy pays for."""
+        return {m.key: m for m in automatic_models(Path(self.path), self._catalogue_path())}
+
+    def watch_policy(self) -> WatchPolicy | None:
+        """The watch policy (None: no file); raises `WatchPolicyError` (file:line) when it is bad."""
+        return load_watch_policy(Path(self.watch_file)) if self.watch_file else None
+
+    def _catalogue_path(self) -> Path | None:
+        return Path(self.catalogue_file) if self.catalogue_file else None
 
     def model(self, key: str) -> ModelConfig:
         models = self.models()
@@ -104,3 +130,14 @@ def connections_for(model: ModelConfig, registry: Iterable[ModelConfig]) -> int:
     """Pool size of the model's endpoint: the sum of `concurrency` of the models sharing its base_url."""
     sharing = sum(m.concurrency for m in registry if m.base_url == model.base_url and m.key != model.key)
     return model.concurrency + sharing
+
+
+class ModelCatalogueResource(ConfigurableResource):
+    """The model catalogue snapshotted by `model_catalogue` (`OABENCH_CATALOGUE_URL`, OpenRouter's by default)."""
+
+    url: str = DEFAULT_CATALOGUE_URL
+    timeout_s: float = 30.0
+
+    def models_url_of(self, base_url: str) -> bool:
+        """Whether `{base_url}/models` is this catalogue: its prices are then the catalogue's."""
+        return base_url.rstrip("/") + "/models" == self.url.rstrip("/")

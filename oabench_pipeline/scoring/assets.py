@@ -70,7 +70,7 @@ BLOCKING_CHECKS = {
     if name != "pricing_snapshot_not_older_than_runs"
 }
 # What every analysis table is computed from (the tables are siblings: none is read back from another).
-ANALYSIS_DEPS = ["scores", "models", "model_pricing", "editions"]
+ANALYSIS_DEPS = ["scores", "models", "model_pricing", "model_catalogue", "editions"]
 
 
 @asset(

@@ -18,9 +18,7 @@ from dagster import (
     DagsterInstance,
     DefaultSensorStatus,
     Definitions,
-    evaluate_automation_conditions,
 )
-from dagster._core.definitions.asset_daemon_cursor import AssetDaemonCursor
 from dagster._core.definitions.data_version import (
     CachingStaleStatusResolver,
     StaleStatus,
@@ -34,9 +32,8 @@ from oabench_pipeline.definitions import ASSETS, build_definitions, build_resour
 from oabench_pipeline.partitions import cell_partition_key
 from oabench_pipeline.runner import ensure_partitions, instance_for, run_assets
 from oabench_pipeline.settings import Settings
-from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline_tests.automation.snapshot import EnvSnapshot
-from oabench_pipeline_tests.automation.ticks import dynamic_partitions_read_once
+from oabench_pipeline_tests.automation.ticks import REPORT, SCORES, SITE, TABLES, Ticks
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, copy_ingested, make_env, write_models_file
 from oabench_pipeline_tests.servers.openai_replay import ReplayServer
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
@@ -47,28 +44,6 @@ MODELS = [*BASELINES, API_MODEL]
 MODELS_FILE = "models.toml"
 REPLICATES_2 = {"ops": {"inferences": {"config": {"replicates": 2}}}}
 INGEST = ["exam_pdfs", "answer_keys", "questions"]
-SCORES, REPORT, SITE = AssetKey("scores"), AssetKey("leaderboard_report"), AssetKey("leaderboard_site")
-TABLES = tuple(AssetKey(t) for t in ANALYSIS_TABLES)  # `leaderboard` and the other analysis tables
-
-
-class Ticks:
-    """Successive evaluations of the automation conditions, carrying the cursor like the sensor does."""
-
-    def __init__(self, defs: Definitions, instance: DagsterInstance) -> None:
-        self.defs, self.instance = defs, instance
-        self.cursor: AssetDaemonCursor | None = None
-
-    def tick(self) -> dict[AssetKey, set[str | None]]:
-        with dynamic_partitions_read_once(self.instance):
-            result = evaluate_automation_conditions(
-                defs=self.defs, instance=self.instance, cursor=self.cursor
-            )
-        self.cursor = result.cursor
-        requested = {
-            key: set(result.get_requested_partitions(key)) for key in (SCORES, *TABLES, REPORT, SITE)
-        }
-        assert result.total_requested == sum(len(v) for v in requested.values())  # nothing else requested
-        return {key: parts for key, parts in requested.items() if parts}
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +171,7 @@ def _with_code_versions(env: PipelineEnv, **versions: str) -> Definitions:
     settings = env.settings
     bumped = [
         a.map_asset_specs(lambda spec, a=a: spec.replace_attributes(code_version=versions[a.node_def.name]))
-        if isinstance(a, AssetsDefinition) and a.node_def.name in versions
+        if isinstance(a, AssetsDefinition) and a.is_executable and a.node_def.name in versions
         else a
         for a in ASSETS
     ]

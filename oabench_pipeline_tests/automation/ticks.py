@@ -1,11 +1,18 @@
-"""One evaluation of the automation conditions, reading the dynamic partitions once, as the daemon does."""
+"""Evaluations of the automation conditions tick by tick, reading the dynamic partitions once per tick, as
+the daemon does."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from dagster import DagsterInstance
+from dagster import AssetKey, DagsterInstance, Definitions, evaluate_automation_conditions
+from dagster._core.definitions.asset_daemon_cursor import AssetDaemonCursor
+
+from oabench_pipeline.tables import ANALYSIS_TABLES
+
+SCORES, REPORT, SITE = AssetKey("scores"), AssetKey("leaderboard_report"), AssetKey("leaderboard_site")
+TABLES = tuple(AssetKey(t) for t in ANALYSIS_TABLES)  # `leaderboard` and the other analysis tables
 
 
 @contextmanager
@@ -31,3 +38,23 @@ def dynamic_partitions_read_once(instance: DagsterInstance) -> Iterator[None]:
         yield
     finally:
         del instance.get_dynamic_partitions  # the class's method again
+
+
+class Ticks:
+    """Successive evaluations of the automation conditions, carrying the cursor like the sensor does."""
+
+    def __init__(self, defs: Definitions, instance: DagsterInstance) -> None:
+        self.defs, self.instance = defs, instance
+        self.cursor: AssetDaemonCursor | None = None
+
+    def tick(self) -> dict[AssetKey, set[str | None]]:
+        with dynamic_partitions_read_once(self.instance):
+            result = evaluate_automation_conditions(
+                defs=self.defs, instance=self.instance, cursor=self.cursor
+            )
+        self.cursor = result.cursor
+        requested = {
+            key: set(result.get_requested_partitions(key)) for key in (SCORES, *TABLES, REPORT, SITE)
+        }
+        assert result.total_requested == sum(len(v) for v in requested.values())  # nothing else requested
+        return {key: parts for key, parts in requested.items() if parts}

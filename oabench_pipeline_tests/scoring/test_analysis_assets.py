@@ -44,6 +44,7 @@ def test_every_analysis_table_has_its_schema_description_checks_and_is_selectabl
             "scores",
             "models",
             "model_pricing",
+            "model_catalogue",
             "editions",
         }
     # The leaderboard keeps its checks; the report renders every table.

@@ -1,0 +1,73 @@
+"""What automatic runs spent, from real response logs: reported cost, else tokens × the listed price; per
+calendar month; and the two limits an automatic cell run is held to."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from oabench_pipeline.inference.catalogue_store import Price
+from oabench_pipeline.inference.response_log import ResponseLog, cell_log_path
+from oabench_pipeline.inference.spend import AutomaticBudget, answer_cost, keys_spend
+from oabench_pipeline.inference.types import ChatResult
+
+MAY = dt.datetime(2026, 5, 20, tzinfo=dt.UTC)
+APRIL = dt.datetime(2026, 4, 30, 23, 59, tzinfo=dt.UTC)
+PRICES = {"acme/a": Price(prompt=1e-6, completion=2e-6), "acme/b": Price(prompt=None, completion=None)}
+
+
+def result(qid: str, at: dt.datetime, cost: float | None, prompt_tokens: int | None = 1000) -> ChatResult:
+    return ChatResult(
+        qid=qid, request_hash=f"h-{qid}", raw_response="A", reasoning=None, latency_ms=10,
+        prompt_tokens=prompt_tokens, completion_tokens=10, reasoning_tokens=None, cost_usd=cost, error=None,
+        attempts=1, finished_at=at, total_cost_usd=cost,
+    )  # fmt: skip
+
+
+def write_log(root: Path, key: str, edition: str, results: list[ChatResult]) -> Path:
+    path = cell_log_path(root, key, edition)
+    with ResponseLog(path) as log:
+        for item in results:
+            log.append(item)
+    return path
+
+
+def test_reported_cost_else_tokens_times_price_else_nothing() -> None:
+    assert answer_cost(result("q1", MAY, 0.25), PRICES["acme/a"]) == (0.25, True)
+    assert answer_cost(result("q1", MAY, None), PRICES["acme/a"]) == (1000 * 1e-6 + 10 * 2e-6, False)
+    assert answer_cost(result("q1", MAY, None), PRICES["acme/b"]) == (0.0, False)
+    assert answer_cost(result("q1", MAY, None, prompt_tokens=None), PRICES["acme/a"]) == (0.0, False)
+
+
+def test_spend_per_month_and_per_model(tmp_path: Path) -> None:
+    write_log(
+        tmp_path, "acme/a", "44", [result("q1", APRIL, 1.0), result("q2", MAY, 0.5), result("q3", MAY, None)]
+    )
+    write_log(tmp_path, "acme/a", "45", [result("q4", MAY, 0.25)])
+    write_log(tmp_path, "acme/b", "45", [result("q5", MAY, 2.0)])
+    may = keys_spend(tmp_path, {"acme/a": "acme/a", "acme/b": "acme/b"}, PRICES, "2026-05")
+    assert (may.reported_usd, round(may.estimated_usd, 6)) == (2.75, 0.00102)
+    assert keys_spend(tmp_path, {"acme/a": "acme/a"}, PRICES).reported_usd == 1.75  # all time
+
+
+def test_an_automatic_run_stops_at_the_models_ceiling_and_the_months_budget(tmp_path: Path) -> None:
+    now_month = dt.datetime.now(dt.UTC)
+    other_cell = write_log(tmp_path, "acme/a", "44", [result("q1", now_month, 0.75)])
+    own = cell_log_path(tmp_path, "acme/a", "45")
+    write_log(tmp_path, "acme/b", "45", [result("q2", now_month, 1.0)])
+
+    def budget(ceiling: float, monthly: float) -> AutomaticBudget:
+        guard = AutomaticBudget(
+            responses_root=tmp_path, own_log=own, model_id="acme/a", model_keys={"acme/a": "acme/a"},
+            automatic_keys={"acme/a": "acme/a", "acme/b": "acme/b"}, prices=PRICES,
+            ceiling_usd=ceiling, monthly_budget_usd=monthly,
+        )  # fmt: skip
+        guard.start()
+        return guard
+
+    assert budget(1.0, 10.0).reached(0.2) is None  # 0.75 elsewhere + 0.2 now
+    assert "reaching the watch policy's max_run_cost_usd $1" in (budget(1.0, 10.0).reached(0.25) or "")
+    assert "monthly_budget_usd $2" in (budget(5.0, 2.0).reached(0.25) or "")  # 0.75 + 1.0 (acme/b) + 0.25
+    assert "exceeds the watch policy's max_run_cost_usd" in (budget(1.0, 10.0).would_pass(0.5) or "")
+    assert budget(1.0, 10.0).would_pass(0.25) is None
+    assert other_cell.is_file() and not own.exists()
