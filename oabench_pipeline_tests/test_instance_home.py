@@ -68,3 +68,34 @@ def test_unreadable_instance_storage(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     assert code == 1
     assert output.startswith(f"Error: DAGSTER_HOME {home}: cannot open the Dagster instance (")
     assert len(output.strip().splitlines()) == 1
+
+
+def test_dynamic_partitions_are_read_once_and_reloaded_after_this_process_changes_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The CLI's instance answers partition lookups from memory (runner._cache_dynamic_partitions): a key
+    added or deleted through it is seen at once; the storage is asked again only after such a change."""
+    from oabench_pipeline.runner import instance_for
+    from oabench_pipeline.settings import Settings
+
+    monkeypatch.setenv("OABENCH_WAREHOUSE", str(tmp_path / "warehouse" / "oabench.duckdb"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    with instance_for(Settings.from_env()) as instance:
+        storage = instance.event_log_storage
+        loads: list[str] = []
+        load = storage.get_dynamic_partitions
+        monkeypatch.setattr(storage, "get_dynamic_partitions", lambda name: loads.append(name) or load(name))
+
+        instance.add_dynamic_partitions("editions", ["43", "44"])
+        assert instance.has_dynamic_partition("editions", "44")
+        assert instance.has_dynamic_partition(partitions_def_name="editions", partition_key="44")
+        assert not instance.has_dynamic_partition("editions", "45")
+        assert instance.get_existing_dynamic_partitions("editions", ["43", "45"]) == {"43"}
+        assert instance.get_dynamic_partitions("editions") == ["43", "44"]
+        assert loads == ["editions"]
+
+        instance.add_dynamic_partitions("editions", ["45"])
+        instance.delete_dynamic_partition("editions", "43")
+        assert instance.get_dynamic_partitions("editions") == ["44", "45"]
+        assert not instance.has_dynamic_partition("editions", "43")
+        assert loads == ["editions", "editions"]
