@@ -13,7 +13,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from dagster import AssetSelection, DagsterInstance, Definitions, ExecuteInProcessResult, materialize
 from dagster._core.storage.defs_state.base import set_defs_state_storage
@@ -59,6 +59,7 @@ def instance_for(settings: Settings) -> DagsterInstance:
         ) from None
     _share_between_threads(instance)
     _cache_dynamic_partitions(instance)
+    _reuse_sqlite_engines()
     return instance
 
 
@@ -132,6 +133,53 @@ def _cache_dynamic_partitions(instance: DagsterInstance) -> None:
     instance.get_existing_dynamic_partitions = get_existing_dynamic_partitions  # type: ignore[method-assign]
     instance.add_dynamic_partitions = add_dynamic_partitions  # type: ignore[method-assign]
     instance.delete_dynamic_partition = delete_dynamic_partition  # type: ignore[method-assign]
+
+
+# Dagster's SQLite storages, and the name each calls to build a SQLAlchemy engine per connection.
+_SQLITE_STORAGE_MODULES = (
+    "dagster._core.storage.event_log.sqlite.sqlite_event_log",
+    "dagster._core.storage.runs.sqlite.sqlite_run_storage",
+    "dagster._core.storage.schedules.sqlite.sqlite_schedule_storage",
+)
+_ENGINES_KEPT = 256
+
+
+def _reuse_sqlite_engines() -> None:
+    """Give Dagster's SQLite storages one SQLAlchemy engine per database file instead of one per connection.
+
+    They build a new engine for every connection (each event stored, each record read): a new dialect to
+    initialise and an empty statement cache, so every query is compiled again. With the engine kept, a
+    cell run costs a quarter less CPU (0.33 -> 0.25 s per baseline cell, measured on /dev/shm), which is
+    most of what `oabench run` spends on the 58 baseline cells of the 29 editions. Connections are still
+    opened and closed per use (the engines keep `NullPool`), so what reaches the database is unchanged.
+    The most recently used `_ENGINES_KEPT` engines are kept (one per run's event-log file, a few more).
+    """
+    import importlib
+    from collections import OrderedDict
+
+    lock = threading.Lock()
+    engines: OrderedDict[tuple[str, str], Any] = OrderedDict()
+
+    def reusing(build: Any) -> Any:
+        def create_engine(url: Any, **kwargs: Any) -> Any:
+            key = (str(url), repr(sorted(kwargs.items(), key=lambda item: item[0])))
+            with lock:
+                if key in engines:
+                    engines.move_to_end(key)
+                    return engines[key]
+                engine = engines[key] = build(url, **kwargs)
+                if len(engines) > _ENGINES_KEPT:
+                    engines.popitem(last=False)
+                return engine
+
+        create_engine.reuses_engines = True  # type: ignore[attr-defined]
+        return create_engine
+
+    for name in _SQLITE_STORAGE_MODULES:
+        module = importlib.import_module(name)
+        build = getattr(module, "create_engine", None)
+        if build is not None and not getattr(build, "reuses_engines", False):
+            module.create_engine = reusing(build)  # type: ignore[attr-defined]
 
 
 def _check_writable(home: Path, origin: str) -> None:

@@ -99,3 +99,25 @@ def test_dynamic_partitions_are_read_once_and_reloaded_after_this_process_change
         assert instance.get_dynamic_partitions("editions") == ["44", "45"]
         assert not instance.has_dynamic_partition("editions", "43")
         assert loads == ["editions", "editions"]
+
+
+def test_dagster_sqlite_storages_reuse_one_engine_per_database(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """After the CLI's instance is made (runner._reuse_sqlite_engines), Dagster's SQLite storages get the same
+    engine back for the same database file, and the instance still reads what it wrote."""
+    import importlib
+
+    from oabench_pipeline.runner import _SQLITE_STORAGE_MODULES, instance_for
+    from oabench_pipeline.settings import Settings
+
+    monkeypatch.setenv("OABENCH_WAREHOUSE", str(tmp_path / "warehouse" / "oabench.duckdb"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    with instance_for(Settings.from_env()) as instance:
+        for name in _SQLITE_STORAGE_MODULES:
+            create_engine = importlib.import_module(name).create_engine
+            url = f"sqlite:///{tmp_path / 'x.db'}"
+            assert create_engine(url) is create_engine(url)
+            assert create_engine(url) is not create_engine(f"sqlite:///{tmp_path / 'y.db'}")
+        instance.add_dynamic_partitions("editions", ["43"])
+        assert instance.event_log_storage.get_dynamic_partitions("editions") == ["43"]
