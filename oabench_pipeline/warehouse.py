@@ -214,7 +214,9 @@ class Warehouse:
 
     @contextmanager
     def reader(
-        self, leave_out: Mapping[str, Collection[str]] | None = None
+        self,
+        leave_out: Mapping[str, Collection[str]] | None = None,
+        tables: Collection[str] | None = None,
     ) -> Iterator[duckdb.DuckDBPyConnection]:
         """An in-memory DuckDB with every table as a view: no lock on the warehouse file.
 
@@ -222,14 +224,17 @@ class Warehouse:
         whether, say, a price snapshot was ever taken. A query that fails on a damaged partition raises
         `DamagedPartitionError` naming it instead of DuckDB's message. `leave_out`: table → partition keys
         whose files the views skip (a reader over the healthy part of a table; see `scoring/inputs.py`).
+        `tables`: only these get a view. Making a view reads the footer of every file of its table, so a
+        query run once per cell names its tables: a reader over all of them costs ~60 ms of CPU.
         """
         con = duckdb.connect()
         try:
-            statements = self._view_statements(guarded=False, leave_out=leave_out or {})
+            statements = self._view_statements(guarded=False, leave_out=leave_out or {}, only=tables)
+            wanted = TABLES.keys() if tables is None else TABLES.keys() & set(tables)
             try:
                 for statement in statements.values():
                     con.execute(statement)
-                for table in TABLES.keys() - statements.keys():
+                for table in wanted - statements.keys():
                     con.register(table, empty_frame(table))
                 yield con
             except duckdb.Error:
@@ -238,8 +243,24 @@ class Warehouse:
         finally:
             con.close()
 
-    def query(self, sql: str, params: list | dict | None = None) -> pl.DataFrame:
-        with self.reader() as con:
+    @contextmanager
+    def partitions_reader(self, partitions: Mapping[str, str]) -> Iterator[duckdb.DuckDBPyConnection]:
+        """An in-memory DuckDB holding one partition of each named table (table → partition key) as that
+        table: what a step working on one cell reads, at a cost that does not grow with the warehouse."""
+        con = duckdb.connect()
+        try:
+            for table, partition_key in partitions.items():
+                frame = self.read(table, partition_key)
+                con.register(table, frame if frame.width else empty_frame(table))
+            yield con
+        finally:
+            con.close()
+
+    def query(
+        self, sql: str, params: list | dict | None = None, tables: Collection[str] | None = None
+    ) -> pl.DataFrame:
+        """One query's result; `tables`: the tables it reads, when known (a cheaper reader, above)."""
+        with self.reader(tables=tables) as con:
             return con.sql(sql, params=params).pl()
 
     # -- the DuckDB catalogue ----------------------------------------------------------------------------
@@ -256,9 +277,13 @@ class Warehouse:
         return sorted(p.name for p in self.tables_dir.iterdir() if p.is_dir() and any(p.glob("*.parquet")))
 
     def _view_statements(
-        self, guarded: bool = True, leave_out: Mapping[str, Collection[str]] | None = None
+        self,
+        guarded: bool = True,
+        leave_out: Mapping[str, Collection[str]] | None = None,
+        only: Collection[str] | None = None,
     ) -> dict[str, str]:
-        """`CREATE VIEW` per table; `guarded` views fail in a copy of the catalogue (see `_place_guard`).
+        """`CREATE VIEW` per table (per table of `only`, if given); `guarded` views fail in a copy of the
+        catalogue (see `_place_guard`).
 
         A table with partitions in `leave_out` reads the list of its other files instead of its glob
         (and gets no view when none is left: the reader then registers it empty).
@@ -266,6 +291,8 @@ class Warehouse:
         guard = f" WHERE {self._place_guard()}" if guarded else ""
         statements = {}
         for table in self.tables():
+            if only is not None and table not in only:
+                continue
             skipped = {partition_file_name(key) for key in (leave_out or {}).get(table, ())}
             if skipped:
                 files = sorted(p for p in self.table_dir(table).glob("*.parquet") if p.name not in skipped)

@@ -93,7 +93,8 @@ def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> Mate
         raise Failure(
             description=f"no inferences for {model_key} × edition {edition}: materialize inferences first"
         )
-    with store.reader() as con:
+    cell_inputs = {"inferences": str(context.partition_key), "questions": edition, "answer_keys": edition}
+    with store.partitions_reader(cell_inputs) as con:
         frame = score_inferences(con, model_key=model_key, edition=int(edition))
     store.write_partition("scores", frame, str(context.partition_key))
     # One line per run of the cell (a partition holds every run): summing across runs would mean nothing.
