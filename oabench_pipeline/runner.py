@@ -60,6 +60,7 @@ def instance_for(settings: Settings) -> DagsterInstance:
     _share_between_threads(instance)
     _cache_dynamic_partitions(instance)
     _reuse_sqlite_engines()
+    _reuse_migration_scripts()
     return instance
 
 
@@ -180,6 +181,32 @@ def _reuse_sqlite_engines() -> None:
         build = getattr(module, "create_engine", None)
         if build is not None and not getattr(build, "reuses_engines", False):
             module.create_engine = reusing(build)  # type: ignore[attr-defined]
+
+
+def _reuse_migration_scripts() -> None:
+    """Read Dagster's storage migration scripts once per process instead of twice per run.
+
+    Each run gets its own SQLite event-log file, which Dagster creates, checks and stamps with its schema
+    revision, reading and parsing its ~50 migration scripts (alembic's `ScriptDirectory`) each time. The
+    scripts are part of the installed Dagster: they cannot change while this process runs.
+    """
+    from alembic.script import ScriptDirectory
+
+    if getattr(ScriptDirectory.from_config, "reuses_scripts", False):
+        return
+    build = ScriptDirectory.from_config
+    lock = threading.Lock()
+    scripts: dict[str, ScriptDirectory] = {}
+
+    def from_config(config: Any) -> ScriptDirectory:
+        location = str(config.get_main_option("script_location"))
+        with lock:
+            if location not in scripts:
+                scripts[location] = build(config)
+            return scripts[location]
+
+    from_config.reuses_scripts = True  # type: ignore[attr-defined]
+    ScriptDirectory.from_config = from_config  # type: ignore[method-assign]
 
 
 def _check_writable(home: Path, origin: str) -> None:

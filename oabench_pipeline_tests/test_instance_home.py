@@ -121,3 +121,29 @@ def test_dagster_sqlite_storages_reuse_one_engine_per_database(
             assert create_engine(url) is not create_engine(f"sqlite:///{tmp_path / 'y.db'}")
         instance.add_dynamic_partitions("editions", ["43"])
         assert instance.event_log_storage.get_dynamic_partitions("editions") == ["43"]
+
+
+def test_dagster_migration_scripts_are_read_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """runner._reuse_migration_scripts: one alembic ScriptDirectory per script location, and a run (whose
+    event-log file Dagster creates and stamps with the head revision) still succeeds."""
+    from alembic.script import ScriptDirectory
+    from dagster import asset, materialize
+    from dagster._core.storage.event_log.sqlite import sqlite_event_log
+    from dagster._core.storage.sql import get_alembic_config
+
+    from oabench_pipeline.runner import instance_for
+    from oabench_pipeline.settings import Settings
+
+    @asset
+    def one() -> int:
+        return 1
+
+    monkeypatch.setenv("OABENCH_WAREHOUSE", str(tmp_path / "warehouse" / "oabench.duckdb"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    with instance_for(Settings.from_env()) as instance:
+        config = get_alembic_config(sqlite_event_log.__file__)
+        assert ScriptDirectory.from_config(config) is ScriptDirectory.from_config(
+            get_alembic_config(sqlite_event_log.__file__)
+        )
+        result = materialize([one], instance=instance)
+        assert result.success and instance.get_latest_materialization_event(one.key) is not None
