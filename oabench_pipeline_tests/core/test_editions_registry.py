@@ -17,6 +17,7 @@ from oabench_pipeline.core.editions import (
     Edition,
     EditionsRegistryError,
     load_editions,
+    load_suites,
     parse_editions,
 )
 from oabench_pipeline.core.records import LETTERS
@@ -109,6 +110,13 @@ def test_area_names_are_the_canonical_ones_of_the_current_scheme() -> None:
     ethics = {n: [s for s in e.areas if s.area == "Ética Profissional"] for n, e in registry().items()}
     assert (ethics[2][0].first, ethics[2][0].last) == (81, 90)  # the 2nd puts Ethics last
     assert all(spans[0].first == 1 for n, spans in ethics.items() if n >= 4)  # from the 4th on, first
+
+
+def test_fgv_2010s_starts_with_fgvs_first_exam_the_2nd(shared_oab: Path) -> None:
+    """FGV set the 2nd (2010.2) in a template of its own; the 1st (2010.1) was CESPE's."""
+    assert load_suites()["fgv-2010s"].editions == tuple(range(2, 26))
+    with pymupdf.open(shared_oab / manifests()[2]["booklet"]["file"]) as doc:
+        assert "A FGV realizará a coleta da impressão digital" in doc[0].get_text()
 
 
 # The 22nd's types 3 and 4 move whole areas (type 3 opens with Direito Civil, type 4 with ECA, the TIPO 1's
