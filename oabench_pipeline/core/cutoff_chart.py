@@ -25,6 +25,8 @@ def plot_accuracy_by_exam_date(
     points = by_edition.join(editions.select("edition", "exam_date"), on="edition", how="inner").filter(
         pl.col("exam_date").is_not_null()
     )
+    if "pooled" in contamination.columns:  # the pooled row is every key at once: no panel of its own
+        contamination = contamination.filter(~pl.col("pooled"))
     keys = contamination.sort("model_key")
     n = max(keys.height, 1)
     columns = min(n, 3)
