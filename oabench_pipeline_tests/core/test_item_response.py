@@ -202,6 +202,47 @@ def test_three_editions_cannot_tell() -> None:
     assert "cannot be estimated" in none.note
 
 
+def test_a_side_of_the_cutoff_all_right_or_all_wrong_gives_no_finite_effect_and_no_error() -> None:
+    """Separation: a strong key (θ 4.8) answers all 300 questions after its cutoff right (seed 2905, key 7,
+    found by running the zero-effect test on other seeds: the Fisher scoring divided by zero, which would
+    fail the whole analysis step). δ's likelihood then grows without bound: no estimate, the note says
+    which way the interval is unbounded; the pooled effect still comes from the keys with both sides mixed."""
+    sim = simulate(2905, n_keys=20, n_editions=29, per_edition=20)
+    fit = _fit(sim)
+    data = key_cutoff_data(fit, 7, sim.correct, sim.covered, sim.after(7))
+    assert data.after.sum() == 300 and data.correct[data.after == 1].all()
+    alone = cutoff_effect([data], [fit.ability[7]])
+    assert (alone.effect, alone.ci_low, alone.ci_high, alone.p_value) == (None, None, None, None)
+    assert alone.note == (
+        "every answer after the cutoff (300) is right: the effect has no finite estimate "
+        "(the interval is unbounded above)"
+    )
+    others = [key_cutoff_data(fit, k, sim.correct, sim.covered, sim.after(k)) for k in range(3)]
+    pooled = cutoff_effect([data, *others], fit.ability[[7, 0, 1, 2]])
+    without = cutoff_effect(others, fit.ability[[0, 1, 2]])
+    assert pooled.effect is not None and without.effect is not None and pooled.ci_high is not None
+    assert np.isfinite([pooled.effect, pooled.ci_low, pooled.ci_high, pooled.p_value]).all()
+    assert pooled.effect > without.effect  # all right after the cutoff: evidence for a higher δ
+    assert (pooled.n_after, pooled.n_before) == (
+        sum(int(d.after.sum()) for d in [data, *others]),
+        sum(int((1 - d.after).sum()) for d in [data, *others]),
+    )
+    # Every answer on or before the cutoff wrong: unbounded above too (worse before, better after).
+    correct = sim.correct.copy()
+    correct[0, ~sim.after(0)] = False
+    wrong_before = key_cutoff_data(fit, 0, correct, sim.covered, sim.after(0))
+    effect = cutoff_effect([wrong_before], [fit.ability[0]])
+    assert effect.effect is None and effect.note is not None
+    assert effect.note.startswith("every answer on or before the cutoff") and "unbounded above" in effect.note
+    # Every answer right: the key says nothing about δ, alone or pooled with itself.
+    correct[0] = sim.covered[0]
+    perfect = key_cutoff_data(fit, 0, correct, sim.covered, sim.after(0))
+    assert cutoff_effect([perfect, perfect], [fit.ability[0]] * 2).note == (
+        "no key has right and wrong answers on both sides of its cutoff: the effect has no finite "
+        "estimate (the interval is unbounded)"
+    )
+
+
 def test_pooled_effect_is_found_and_its_interval_is_narrower_than_each_keys() -> None:
     sim = simulate(13, n_keys=8, n_editions=29, per_edition=40, effects=np.r_[-0.5, -0.5, -0.5, np.zeros(5)])
     fit = _fit(sim)
