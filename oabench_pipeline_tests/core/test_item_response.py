@@ -160,10 +160,14 @@ def test_cutoff_test_rejects_5_percent_at_full_size() -> None:
 
 def test_cutoff_test_finds_a_drop_of_half_a_logit_with_29_editions() -> None:
     """A key that does 0.5 log-odds worse after its cutoff (29 editions × 80 questions, 12 keys, the
-    others unaffected): found in 10 of 10 benchmarks, at least 9 of the 10 intervals covering −0.5."""
+    others unaffected): found (p < 0.05, effect < 0) in at least 8 of 10 benchmarks, at least 8 of the
+    10 intervals covering −0.5. These seeds give 10 and 9; the bounds are what 10 draws allow at the
+    measured power (92% for this key, full-size test) and coverage (~95%): a right method fails them
+    with probability ~5% on other seeds (10 of 10 held on 6 of 12 other windows of 10 seeds), while a
+    method with half that power fails them 97% of the time (interval width: the coverage tests)."""
     results = _cutoff_tests(range(10), -0.5, [0], n_keys=12, n_editions=29, per_edition=80)
-    assert all(r.p_value < 0.05 and r.effect < 0 for r in results)
-    assert sum(r.ci_low <= -0.5 <= r.ci_high for r in results) >= 9
+    assert sum(r.p_value is not None and r.p_value < 0.05 and r.effect < 0 for r in results) >= 8
+    assert sum(r.ci_low is not None and r.ci_low <= -0.5 <= r.ci_high for r in results) >= 8
 
 
 @pytest.mark.simulation
@@ -278,11 +282,13 @@ def _audit(seeds: range, wrong: int) -> tuple[int, int, int, int]:
 
 def test_a_planted_wrong_key_is_flagged_and_right_keys_are_not() -> None:
     """10 benchmarks of the study's shape (11 keys, 3 editions), 4 wrong keys planted in each on
-    questions of ordinary difficulty: 39 of the 40 flagged, and 1 right key of 2,360 (a hard question
-    whose trap drew the strong keys; the rule's rate is ~0.04%, see the full-size test)."""
+    questions of ordinary difficulty: at least 35 of the 40 flagged, at most 4 of the 2,360 right keys
+    (these seeds: 39 and 1, a hard question whose trap drew the strong keys). The bounds are what 40
+    and 2,360 draws allow at the rule's rates (95% found, ~0.06% false; full-size test): a right rule
+    fails them with probability ~1.5% each on other seeds (39 and 1 held on 7 of 12 other windows)."""
     found, planted, false, right = _audit(range(10), 4)
-    assert planted == 40 and found >= 39
-    assert right == 2360 and false <= 1
+    assert planted == 40 and found >= 35
+    assert right == 2360 and false <= 4
 
 
 @pytest.mark.simulation
