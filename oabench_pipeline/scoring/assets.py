@@ -93,6 +93,8 @@ def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> Mate
         raise Failure(
             description=f"no inferences for {model_key} × edition {edition}: materialize inferences first"
         )
+    # The cell's own partitions only: another cell's unreadable file is that cell's to rebuild, and a view
+    # over every file of a table would cost more with every cell the warehouse holds.
     cell_inputs = {"inferences": str(context.partition_key), "questions": edition, "answer_keys": edition}
     with store.partitions_reader(cell_inputs) as con:
         frame = score_inferences(con, model_key=model_key, edition=int(edition))
@@ -445,7 +447,7 @@ def leaderboard_report(
     newest = "select max(created_at) as newest from inferences"
     if as_of is not None:  # the newest answer the as-of tables can count
         newest += f" where created_at < timestamptz '{as_of + dt.timedelta(days=1)} 00:00:00+00'"
-    data_as_of = store.query(newest)["newest"][0]
+    data_as_of = store.read_around_damage(lambda con: con.sql(newest).pl(), "inferences")["newest"][0]
     generated_at = dt.datetime.now(dt.UTC)
     editions = store.read("editions") if store.has_table("editions") else None
     files = write_reports(
