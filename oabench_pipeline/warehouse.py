@@ -44,6 +44,7 @@ from oabench_pipeline.core.files import write_atomically
 from oabench_pipeline.tables import TABLES, conform, empty_frame
 
 UNPARTITIONED = "all"
+VERSION_METADATA = "oabench_version"  # Parquet key-value metadata: the code version that wrote the rows
 STALE_TEMPORARY_S = 3600.0  # a write takes seconds; an older temporary was left by a killed process
 CATALOGUE_LOCK_TIMEOUT_S = 60.0  # a user's DuckDB session holding the catalogue: wait this long, then fail
 LOCK_POLL_S = 0.25
@@ -128,14 +129,20 @@ class Warehouse:
 
     # -- writing ---------------------------------------------------------------------------------------
 
-    def write_partition(self, table: str, frame: pl.DataFrame, partition_key: str = UNPARTITIONED) -> Path:
-        """Replace one partition's rows with `frame`, atomically: readers see the old or the new file."""
+    def write_partition(
+        self, table: str, frame: pl.DataFrame, partition_key: str = UNPARTITIONED, version: str | None = None
+    ) -> Path:
+        """Replace one partition's rows with `frame`, atomically: readers see the old or the new file.
+
+        `version`: the code version that computed the rows, kept in the file (`written_version`), so a
+        command can tell rows an older version computed without asking Dagster.
+        """
         frame = conform(table, frame)
         target = self.partition_path(table, partition_key)
         # Encoded in memory first: polars reports a full disk as "Invalid thrift: transport error",
         # while a plain file write says ENOSPC, which the user can act on.
         encoded = io.BytesIO()
-        frame.write_parquet(encoded)
+        frame.write_parquet(encoded, metadata={VERSION_METADATA: version} if version else None)
         try:
             write_atomically(target, encoded.getvalue())
         except OSError as error:
@@ -154,6 +161,14 @@ class Warehouse:
         return target
 
     # -- reading ---------------------------------------------------------------------------------------
+
+    def written_version(self, table: str, partition_key: str = UNPARTITIONED) -> str | None:
+        """The code version a partition's rows were computed by (`write_partition(version=)`); None when
+        the file is missing, unreadable, or was written without one (by an older release)."""
+        try:
+            return pl.read_parquet_metadata(self.partition_path(table, partition_key)).get(VERSION_METADATA)
+        except (pl.exceptions.PolarsError, OSError):
+            return None
 
     def read(self, table: str, partition_key: str | None = None) -> pl.DataFrame:
         """One partition, or the whole table; an empty frame when nothing was written yet.

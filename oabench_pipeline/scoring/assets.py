@@ -31,10 +31,10 @@ from oabench_pipeline.automation.downstream import (
 from oabench_pipeline.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.core.analysis.table_checks import TABLE_CHECKS, table_problems
 from oabench_pipeline.core.editions import EditionsRegistryError, Suite, default_suite
-from oabench_pipeline.core.leaderboard import ANALYSIS_VERSION, build_leaderboard_tables, suite_view
+from oabench_pipeline.core.leaderboard import build_leaderboard_tables, suite_view
 from oabench_pipeline.core.reports import REPORT_VERSION, write_reports
 from oabench_pipeline.core.scoring import SCORING_VERSION, score_inferences
-from oabench_pipeline.core.versions import frame_version
+from oabench_pipeline.core.versions import ANALYSIS_VERSION, frame_version
 from oabench_pipeline.inference.assets import cell_keys
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import model_edition_partitions
@@ -98,7 +98,7 @@ def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> Mate
     cell_inputs = {"inferences": str(context.partition_key), "questions": edition, "answer_keys": edition}
     with store.partitions_reader(cell_inputs) as con:
         frame = score_inferences(con, model_key=model_key, edition=int(edition))
-    store.write_partition("scores", frame, str(context.partition_key))
+    store.write_partition("scores", frame, str(context.partition_key), version=SCORING_VERSION)
     # One line per run of the cell (a partition holds every run): summing across runs would mean nothing.
     per_run = (
         frame.group_by("run_id")
@@ -229,7 +229,7 @@ def leaderboard(
     ]
     yield from stop_on_blocking_failures(checks, BLOCKING_CHECKS, "leaderboard")
     for name in selected:
-        store.write_partition(name, tables[name])
+        store.write_partition(name, tables[name], version=ANALYSIS_VERSION)
     as_of_text = as_of.isoformat() if as_of else "newest"
     for name in selected:
         metadata: dict[str, Any] = {"rows": tables[name].height, "as_of": as_of_text}
