@@ -2,8 +2,8 @@
 and as a no-op rerun.
 
 From an empty warehouse and DAGSTER_HOME (the ingest takes every registry edition: 29), runs the real
-`oabench` CLI (one process per command, as a
-user would) against a loopback mirror of the official host (`../shared/oab/mirror`) and a loopback
+`oabench` CLI (one process per command, as a user would) against a loopback mirror of the official host
+(`../shared/oab/mirror`) and a loopback
 OpenAI-compatible server replaying the published DeepSeek V3.2, Grok 4.1 Fast and Claude Haiku 4.5
 replies with zero latency. Prints each stage's wall time, the totals against the targets (cold < 60 s,
 no-op rerun < 10 s) and the requests the rerun made (must be 0 model requests and 0 downloads).
