@@ -20,7 +20,7 @@ import polars as pl
 # cells whose rows changed. Kept here rather than beside the parsers: their modules import pymupdf, which
 # loading the definitions must not pay for (`exams/assets.py` imports them inside the steps).
 ANSWER_KEY_PARSER_VERSION = "answer-key-2"
-BOOKLET_PARSER_VERSION = "booklet-3"
+BOOKLET_PARSER_VERSION = "booklet-4"
 
 # Columns of `inferences` that say when or by which Dagster run a row was (re)written: a rebuild of an
 # unchanged cell (a baseline recomputed, skipped rows re-dated, a rerun that sent nothing) changes them.
