@@ -10,8 +10,8 @@ Read-only. The state of a cell comes from three places:
 - the Dagster instance, when given: whether the cell's last `inferences` run failed or is in progress
   (a failed run leaves the partition's last good rows in place, so the rows alone cannot tell).
 
-States: `complete`; `missing` (no rows yet, or the edition is not ingested); `failed` (last run failed,
-or error or unanswered rows); `stale` (complete, but built before its inputs changed, or its response log
+States: `complete`; `missing` (no rows yet, only an aborted imported run, or the edition is not ingested);
+`failed` (last run failed, or error or unanswered rows); `stale` (complete, but built before its inputs changed, or its response log
 has damaged lines, each named `file:line: why`); `running`.
 Cells are the registry's models × the editions of the registry (plus discovered ones), and the existing
 cells of keys no longer in the registry (their history; they cannot be run again, so only cells that
@@ -366,6 +366,22 @@ def cell_status(
     return status, unpriced
 
 
+def _aborted_import(questions: pl.DataFrame, rows: pl.DataFrame) -> str | None:
+    """What the cell holds when its only rows are imported runs that left active questions unanswered (a
+    published run its authors aborted), else None. Such a cell is missing, not failed: it has no run to
+    count, and nothing of this pipeline failed (`published_runs` records it as an observation, so the UI
+    shows the partition as missing too)."""
+    if rows.is_empty() or not (rows["source"] == "imported").all():
+        return None
+    active = set(questions.filter(pl.col("status") == "active")["qid"])
+    answered = set(rows.filter(ANSWERED)["qid"]) & active
+    if answered == active:
+        return None
+    return (
+        f"an aborted imported run only ({len(answered)} of {len(active)} answered: kept, shown, not ranked)"
+    )
+
+
 def run_command(model_key: str, edition: str) -> str:
     """The command that completes one cell (resuming what it kept: nothing answered is asked again)."""
     return f"oabench run --models {model_key} --editions {edition}"
@@ -405,6 +421,8 @@ def _state(
         if run_state == "failed":
             return "failed", "last run failed before writing any row" + then("runs it again")
         return "missing", "never run"
+    if run_state is None and (aborted := _aborted_import(questions, rows)):
+        return "missing", aborted + then("answers it")
     if run_state == "failed":
         return "failed", "last run failed (the partition keeps its previous rows)" + then("runs it again")
     if errors or missing:
