@@ -10,7 +10,7 @@ Read-only. The state of a cell comes from three places:
 - the Dagster instance, when given: whether the cell's last `inferences` run failed or is in progress
   (a failed run leaves the partition's last good rows in place, so the rows alone cannot tell).
 
-States: `complete`; `missing` (no rows yet, only an aborted imported run, or the edition is not ingested);
+States: `complete`; `missing` (no rows yet, only an incomplete imported run, or the edition is not ingested);
 `failed` (last run failed, or error or unanswered rows); `stale` (complete, but built before its inputs changed, or its response log
 has damaged lines, each named `file:line: why`); `running`.
 Cells are the registry's models × the editions of the registry (plus discovered ones), and the existing
@@ -366,9 +366,9 @@ def cell_status(
     return status, unpriced
 
 
-def _aborted_import(questions: pl.DataFrame, rows: pl.DataFrame) -> str | None:
+def _incomplete_import(questions: pl.DataFrame, rows: pl.DataFrame) -> str | None:
     """What the cell holds when its only rows are imported runs that left active questions unanswered (a
-    published run its authors aborted), else None. Such a cell is missing, not failed: it has no run to
+    published run its authors aborted, or that ended with error rows), else None. Such a cell is missing, not failed: it has no run to
     count, and nothing of this pipeline failed (`published_runs` records it as an observation, so the UI
     shows the partition as missing too)."""
     if rows.is_empty() or not (rows["source"] == "imported").all():
@@ -377,9 +377,7 @@ def _aborted_import(questions: pl.DataFrame, rows: pl.DataFrame) -> str | None:
     answered = set(rows.filter(ANSWERED)["qid"]) & active
     if answered == active:
         return None
-    return (
-        f"an aborted imported run only ({len(answered)} of {len(active)} answered: kept, shown, not ranked)"
-    )
+    return f"an incomplete imported run only ({len(answered)} of {len(active)} answered: kept, shown, not ranked)"
 
 
 def run_command(model_key: str, edition: str) -> str:
@@ -421,8 +419,8 @@ def _state(
         if run_state == "failed":
             return "failed", "last run failed before writing any row" + then("runs it again")
         return "missing", "never run"
-    if run_state is None and (aborted := _aborted_import(questions, rows)):
-        return "missing", aborted + then("answers it")
+    if run_state is None and (incomplete := _incomplete_import(questions, rows)):
+        return "missing", incomplete + then("answers it")
     if run_state == "failed":
         return "failed", "last run failed (the partition keeps its previous rows)" + then("runs it again")
     if errors or missing:

@@ -40,7 +40,7 @@ def import_runs(path: str) -> None:
     cells = warehouse.query("select distinct model_key, edition from inferences where source = 'imported'")
 
     def score_cell(model_key: str, edition: int) -> tuple[str, str | None, RunOutcome | None]:
-        """(cell, how much of it an aborted run answered or None, the scores run or None when the edition
+        """(cell, how much of it an incomplete run answered or None, the scores run or None when the edition
         is not ingested)."""
         partition = cell_partition_key(model_key, edition)
         questions = warehouse.read("questions", str(edition))
@@ -50,22 +50,22 @@ def import_runs(path: str) -> None:
             warehouse, str(edition), warehouse.read("inferences", str(partition))
         )
         active = questions.filter(questions["status"] == "active").height
-        aborted = f"{active - len(unanswered)} of {active} answered" if unanswered else None
+        incomplete = f"{active - len(unanswered)} of {active} answered" if unanswered else None
         outcome = run_assets(defs, instance, ["scores"], partition_key=partition)
-        return f"{model_key} × {edition}", aborted, outcome
+        return f"{model_key} × {edition}", incomplete, outcome
 
-    scored, aborted_cells, keys, editions = 0, [], set(), set()
+    scored, incomplete_cells, keys, editions = 0, [], set(), set()
     # Every cell at once, each its own runs (as `oabench run`): Dagster's per-run bookkeeping overlaps.
     with _cell_pool(cells.height) as pool:
         results = list(pool.map(lambda row: score_cell(*row), cells.iter_rows()))
-    for (model_key, edition), (name, aborted, outcome) in zip(cells.iter_rows(), results, strict=True):
+    for (model_key, edition), (name, incomplete, outcome) in zip(cells.iter_rows(), results, strict=True):
         if outcome is None:
             click.echo(
                 f"{name}: edition not ingested, not scored (run `oabench ingest --editions {edition}`)"
             )
             continue
-        if aborted:
-            aborted_cells.append(f"{name} ({aborted})")
+        if incomplete:
+            incomplete_cells.append(f"{name} ({incomplete})")
             keys.add(model_key)
             editions.add(str(edition))
         _must(outcome, f"scores {cell_partition_key(model_key, edition)}")
@@ -75,11 +75,12 @@ def import_runs(path: str) -> None:
         f"imported {cells.height} cell(s) from {path}; scored {scored}; leaderboard rebuilt: "
         f"{leaderboard_outputs(warehouse)}"
     )
-    if aborted_cells:
+    if incomplete_cells:
         status = f"oabench status --models {','.join(sorted(keys))} --editions {','.join(sorted(editions, key=int))}"
         click.echo(
-            f"aborted run(s), kept and shown but not ranked (the cell stays missing until a complete run): "
-            f"{', '.join(aborted_cells)}; `{status}` says how to complete it"
+            "incomplete run(s) (aborted, or ended with errors), kept and shown but not ranked (the cell stays "
+            f"missing until a complete run): "
+            f"{', '.join(incomplete_cells)}; `{status}` says how to complete it"
         )
 
 

@@ -5,7 +5,8 @@ Each run folder is one run (its folder name is the run id). Its rows replace tha
 overwrites the study's run (which run counts is decided by the leaderboard, `core/runs.py`). Each
 folder's summary (or its absence: an aborted run) lands in `published_run_summaries`. A touched cell that
 answers every active question of its edition (or whose edition is not ingested yet) is reported as a
-materialization of that partition. An incomplete one (a run its authors aborted) is reported as an
+materialization of that partition. An incomplete one (a run its authors aborted, or that ended with error
+rows) is reported as an
 observation instead, saying what it holds: its rows are kept, shown and never ranked, but the cell has no
 complete run, so the UI shows the partition as missing, as `oabench status` does, and not as failed:
 nothing of this pipeline failed, and a newcomer importing the published runs is not greeted by a red
@@ -140,7 +141,8 @@ def published_runs(
                         "source": "imported",
                         "from": config.path,
                         "unanswered": len(unanswered),
-                        "state": "an aborted run: kept and shown, never ranked; the cell has no complete run",
+                        "state": "an incomplete run (aborted, or ended with errors): kept and shown, never "
+                        "ranked; the cell has no complete run",
                     },
                 )
             )
