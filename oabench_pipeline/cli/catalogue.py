@@ -214,6 +214,8 @@ def sync(answer: bool, concurrency: int | None) -> None:
         ensure_partitions(instance, "editions", outcome.editions)
         ensure_partitions(instance, "model_keys", [m.key for m in outcome.registered])
     _print_tick(outcome)
+    if outcome.registered:
+        click.echo(f"registry entries written to {setup.catalogue_file}")
     cells = pending_automatic_cells(setup) if answer else []
     assert outcome.snapshot is not None and outcome.budget is not None
     changed = outcome.previous is None or outcome.previous.data_version != outcome.snapshot.data_version

@@ -229,7 +229,7 @@ def test_partial_run_is_a_missing_cell_in_the_instance_as_in_status_not_a_failur
         assert (statuses or {}).get(partition) is None  # neither materialized nor failed: missing
         assert run_states(instance, [("45", PARTIAL_RUN_KEY)]) == {}
         observations = instance.fetch_observations(AssetKey("inferences"), limit=10).records
-        assert [o.partition_key for o in observations] == [partition]
+        assert {o.partition_key for o in observations} == {partition}  # one per import of the folder
         metadata = observations[0].asset_observation.metadata
         assert metadata["unanswered"].value == 79 and metadata["source"].value == "imported"
         report = collect_status(imported.settings, instance, ["45"], [PARTIAL_RUN_KEY])
