@@ -34,7 +34,7 @@ from oabench_pipeline.scoring.site_asset import leaderboard_site
 from oabench_pipeline.settings import Settings
 
 # Dagster's default executor with the other default: in-process unless a run asks for `multiprocess`. The
-# same name and config as Dagster's, so `--config-json '{"execution":{"config":{"in_process":{}}}}'` (README)
+# same name and config as Dagster's, so `--config-json '{"execution":{"config":{"in_process":{}}}}'` (docs/ui.md)
 # and `{"multiprocess": {...}}` from the launchpad keep working; only an empty config changes meaning.
 in_process_by_default_executor = ExecutorDefinition(
     name=multi_or_in_process_executor.name,

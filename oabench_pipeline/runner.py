@@ -29,12 +29,10 @@ class InstanceHomeError(Exception):
     """DAGSTER_HOME cannot hold the instance (missing and not creatable, not writable, unreadable storage)."""
 
 
-def instance_for(settings: Settings) -> DagsterInstance:
-    """The persistent instance: `$DAGSTER_HOME`, or `<warehouse folder>/dagster_home` when unset.
+def instance_home(settings: Settings) -> tuple[Path, str]:
+    """The instance's folder, ready to open: `$DAGSTER_HOME`, or `<warehouse folder>/dagster_home` when
+    unset; created with a `dagster.yaml` when new. Also (origin): how the folder was chosen, for messages.
 
-    The repository root's `dagster.yaml` points the `dagster`/`dg` command lines (run there with no
-    DAGSTER_HOME) at that same `warehouse/dagster_home` storage, so every tool shares one instance.
-    Use it as a context manager: entering it makes its storages the current ones for Dagster.
     Raises `InstanceHomeError` (one line naming DAGSTER_HOME) when the folder cannot be used.
     """
     home = settings.dagster_home
@@ -46,10 +44,23 @@ def instance_for(settings: Settings) -> DagsterInstance:
     if not home_path.is_absolute():
         raise InstanceHomeError(f"{origin} {home!r} must be an absolute path")
     _check_writable(home_path, origin)
-    os.environ["DAGSTER_HOME"] = str(home_path)
     config = home_path / "dagster.yaml"
     if not config.exists():
         config.write_text(DEFAULT_INSTANCE_YAML, encoding="utf-8")
+    return home_path, origin
+
+
+def instance_for(settings: Settings) -> DagsterInstance:
+    """The persistent instance: `$DAGSTER_HOME`, or `<warehouse folder>/dagster_home` when unset.
+
+    The repository root's `dagster.yaml` points the `dagster`/`dg` command lines (run there with no
+    DAGSTER_HOME) at that same `warehouse/dagster_home` storage, so every tool shares one instance;
+    `oabench ui` starts the UI on it with DAGSTER_HOME set (`cli/ui.py`).
+    Use it as a context manager: entering it makes its storages the current ones for Dagster.
+    Raises `InstanceHomeError` (one line naming DAGSTER_HOME) when the folder cannot be used.
+    """
+    home_path, origin = instance_home(settings)
+    os.environ["DAGSTER_HOME"] = str(home_path)
     try:
         instance = DagsterInstance.get()
     except Exception as error:  # sqlite3, Dagster config errors: one line, not 110 of traceback

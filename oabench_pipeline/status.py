@@ -10,8 +10,8 @@ Read-only. The state of a cell comes from three places:
 - the Dagster instance, when given: whether the cell's last `inferences` run failed or is in progress
   (a failed run leaves the partition's last good rows in place, so the rows alone cannot tell).
 
-States: `complete`; `missing` (no rows yet, or the edition is not ingested); `failed` (last run failed,
-or error or unanswered rows); `stale` (complete, but built before its inputs changed, or its response log
+States: `complete`; `missing` (no rows yet, only an incomplete imported run, or the edition is not ingested);
+`failed` (last run failed, or error or unanswered rows); `stale` (complete, but built before its inputs changed, or its response log
 has damaged lines, each named `file:line: why`); `running`.
 Cells are the registry's models × the editions of the registry (plus discovered ones), and the existing
 cells of keys no longer in the registry (their history; they cannot be run again, so only cells that
@@ -44,7 +44,7 @@ from oabench_pipeline.freshness import (
 )
 from oabench_pipeline.inference.cell import ANSWERED, CellPlan
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
-from oabench_pipeline.inference.cost import estimated_prompt_cost
+from oabench_pipeline.inference.cost import PRICING_HINT, estimated_prompt_cost
 from oabench_pipeline.partitions import cell_partition_key, model_edition_partitions
 from oabench_pipeline.runner import HOST_TAG, PID_TAG
 from oabench_pipeline.settings import Settings
@@ -120,11 +120,11 @@ class StatusReport:
         counts = ", ".join(f"{n} {state}" for state, n in self.counts().items() if n)
         priced = [c for c in self.cells if c.est_cost_usd is not None and (c.to_send or 0) > 0]
         if self.unpriced and not priced:
-            cost = f"{UNKNOWN_COST}: materialize model_pricing"
+            cost = f"{UNKNOWN_COST}: {PRICING_HINT}"
         else:
             cost = f"${self.est_cost_usd():.4f}"
             if self.unpriced:
-                cost += f" + unknown for {', '.join(self.unpriced)} (no price snapshot: materialize model_pricing)"
+                cost += f" + unknown for {', '.join(self.unpriced)} (no price snapshot: {PRICING_HINT})"
         line = f"{len(self.cells)} cell(s): {counts or 'none'}; est. prompt cost to complete {cost}"
         month = self.catalogue_month
         return line + (
@@ -366,13 +366,32 @@ def cell_status(
     return status, unpriced
 
 
+def _incomplete_import(questions: pl.DataFrame, rows: pl.DataFrame) -> str | None:
+    """What the cell holds when its only rows are imported runs that left active questions unanswered (a
+    published run its authors aborted, or that ended with error rows), else None. Such a cell is missing, not failed: it has no run to
+    count, and nothing of this pipeline failed (`published_runs` records it as an observation, so the UI
+    shows the partition as missing too)."""
+    if rows.is_empty() or not (rows["source"] == "imported").all():
+        return None
+    active = set(questions.filter(pl.col("status") == "active")["qid"])
+    answered = set(rows.filter(ANSWERED)["qid"]) & active
+    if answered == active:
+        return None
+    return f"an incomplete imported run only ({len(answered)} of {len(active)} answered: kept, shown, not ranked)"
+
+
+def run_command(model_key: str, edition: str) -> str:
+    """The command that completes one cell (resuming what it kept: nothing answered is asked again)."""
+    return f"oabench run --models {model_key} --editions {edition}"
+
+
 def _damaged_log_note(store: Warehouse, model_key: str, edition: str) -> str | None:
     """What the status says of a response log with damaged lines: the first, and how many more."""
     damaged = damaged_log_lines(store, model_key, edition)
     if not damaged:
         return None
     more = f" (and {len(damaged) - 1} more damaged line(s))" if len(damaged) > 1 else ""
-    return f"damaged response log: {damaged[0]}{more}; `oabench run` sets them aside"
+    return f"damaged response log: {damaged[0]}{more}; `{run_command(model_key, edition)}` sets them aside"
 
 
 def _state(
@@ -386,23 +405,31 @@ def _state(
     errors: int,
     missing: int,
 ) -> tuple[CellState, str]:
+    model_key = cell_key.partition("|")[2]
+
+    def then(action: str) -> str:
+        """The command that acts on the cell; none for a key that left the registry (it cannot run)."""
+        return f"; `{run_command(model_key, edition)}` {action}" if model is not None else ""
+
     if run_state == "running":
         return "running", "a run is materializing it"
     if run_state == "dead":
-        return "failed", "its last run died without finishing (process killed?); rerun `oabench run`"
+        return "failed", "its last run died without finishing (process killed?)" + then("resumes it")
     if rows.is_empty():
         if run_state == "failed":
-            return "failed", "last run failed before writing any row"
+            return "failed", "last run failed before writing any row" + then("runs it again")
         return "missing", "never run"
+    if run_state is None and (incomplete := _incomplete_import(questions, rows)):
+        return "missing", incomplete + then("answers it")
     if run_state == "failed":
-        return "failed", "last run failed (the partition keeps its previous rows)"
+        return "failed", "last run failed (the partition keeps its previous rows)" + then("runs it again")
     if errors or missing:
-        return "failed", f"{errors} error row(s), {missing} unanswered question(s)"
+        return "failed", f"{errors} error row(s), {missing} unanswered question(s)" + then("asks them again")
     reasons = stale_reasons(store, edition, cell_key, rows, model, questions)
-    if not scores_are_current(store, cell_key.partition("|")[2], edition):
-        reasons.append("scores older than the answers, or unreadable (`oabench run` re-scores it)")
+    if not scores_are_current(store, model_key, edition):
+        reasons.append("scores older than the answers, or unreadable")
     if reasons:
-        return "stale", "; ".join(reasons)
+        return "stale", "; ".join(reasons) + then("brings it up to date")
     return "complete", ""
 
 

@@ -106,7 +106,7 @@ def test_moved_warehouse_is_rebuilt_for_its_new_place(warehouse: Warehouse, tmp_
 
 
 def test_catalogue_opens_in_the_duckdb_command_line(warehouse: Warehouse) -> None:
-    """The README's `duckdb warehouse/oabench.duckdb "..."`: the PyPI duckdb-cli (1.5) reads our file."""
+    """docs/sql.md's `duckdb warehouse/oabench.duckdb "..."`: the PyPI duckdb-cli (1.5) reads our file."""
     assert DUCKDB_CLI.is_file(), f"no duckdb command line at {DUCKDB_CLI}: the dev extras install duckdb-cli"
     done = subprocess.run(
         [str(DUCKDB_CLI), "-csv", "-noheader", str(warehouse.db_path), "select count(*) from things"],

@@ -120,7 +120,8 @@ def test_status_says_unknown_cost_instead_of_zero() -> None:
     report = StatusReport(cells, unpriced=["openai/gpt-5-mini"])
     assert report.display_frame()["est_cost_usd"].to_list() == ["unknown (no price snapshot)", "$0.0000"]
     assert report.summary().endswith(
-        "est. prompt cost to complete unknown (no price snapshot): materialize model_pricing"
+        "est. prompt cost to complete unknown (no price snapshot): `dg launch --assets "
+        "model_catalogue,model_pricing` (from the repository root) takes one"
     )
     assert "$0.0000" not in report.summary()
 
@@ -151,7 +152,7 @@ def test_sql_is_read_only_and_errors_are_one_line(small_warehouse: Warehouse, tm
     assert refused.exit_code == 1 and not target.exists()
     assert refused.output.strip() == (
         "Error: query failed: read-only: only SELECT/SHOW/DESCRIBE/EXPLAIN queries run here, not COPY; "
-        "anything else: the duckdb command line on the warehouse's oabench.duckdb (README, Query the warehouse)"
+        f"anything else: the duckdb command line, `duckdb {small_warehouse.db_path}` (docs/sql.md)"
     )
     missing = CliRunner().invoke(main, ["sql", "select * from no_such_table"])
     assert missing.exit_code == 1 and len(missing.output.strip().splitlines()) == 1

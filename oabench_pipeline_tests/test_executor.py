@@ -2,7 +2,7 @@
 
 The UI launches an asset backfill through the implicit asset jobs and sensors through the named jobs; each
 must resolve, with no run config, to in-process execution, not Dagster's multiprocess default (a subprocess
-per step). The README's explicit `{"in_process": {}}` config must stay valid, and `multiprocess` available.
+per step). docs/ui.md's explicit `{"in_process": {}}` config must stay valid, and `multiprocess` available.
 """
 
 from __future__ import annotations

@@ -73,8 +73,8 @@ def test_failed_cells_end_the_output_and_the_leaderboard_is_built_from_the_healt
         assert "leaderboard rebuilt: 3 model key(s) × 1 edition(s), 3 cell(s) run" in first.output
         deadline = f"deadline OABENCH_MODEL_TIMEOUT_S={TIMEOUT_S} s passed before the reply was complete"
         assert lines[-3:] == [
-            "2 of 3 cell(s) not complete (rerun `oabench run` to ask again what failed; answers kept are not "
-            "asked again):",
+            f"2 of 3 cell(s) not complete (rerun `oabench run --models {SLOW},{DOWN} --editions {EDITION}` to "
+            "ask again what failed; answers kept are not asked again):",
             f"  {SLOW} × {EDITION}: 2 error row(s) (most often: gave up after 7 attempts: {deadline})",
             f"  {DOWN} × {EDITION}: POST {down}/chat/completions: connection refused by 127.0.0.1:"
             f"{down.split(':')[2].split('/')[0]} 4 times; is the server running and base_url right?; 0 answers "

@@ -5,7 +5,7 @@
 Prepares a warehouse and a Dagster instance in `--work` (a temporary folder by default) the way a person
 does, with the `oabench` CLI: ingest the three editions from the mirror beside the repo
 (`../shared/oab/mirror`), run the two offline baselines, import the published OABench runs (so the
-leaderboard has real rows, and the aborted GPT-5 Mini run shows as a failed cell), build the site
+leaderboard has real rows, and the aborted GPT-5 Mini run shows as a missing cell), build the site
 (`oabench site`). Then it starts `dagster-webserver` on 127.0.0.1 for that instance and has headless
 Chromium (Debian: `apt-get install chromium`), driven by Playwright as in
 `oabench_pipeline_tests/test_browser.py`, save PNGs of the UI's pages and of each kind of site page
@@ -53,8 +53,9 @@ PAGES = (
     ("leaderboard-report.png", "/assets/leaderboard_report?view=events", ("Data as of", "summary"), None),
     # One of its charts, opened from "[Show Markdown]" (the second one: cost vs accuracy).
     ("leaderboard-chart.png", "/assets/leaderboard_report?view=events", ("cost_vs_accuracy",), 1),
-    # The cells of `inferences`: the aborted GPT-5 Mini run is a failed cell, as `oabench status` says.
-    ("inferences-partitions.png", "/assets/inferences?view=partitions", ("Failed (1)",), None),
+    # The cells of `inferences`: the aborted GPT-5 Mini run is a missing cell (not failed, not
+    # materialized), as `oabench status` says.
+    ("inferences-partitions.png", "/assets/inferences?view=partitions", ("Missing (",), None),
 )
 
 # (file name, page of the site, text to wait for): one of each kind of page.

@@ -1,6 +1,6 @@
 """The run queue, with the endpoint tag no launcher can forget.
 
-`tag_concurrency_limits` on `oabench/endpoint` (README, "Scale past one machine") only hold runs that carry
+`tag_concurrency_limits` on `oabench/endpoint` (docs/scaling.md) only hold runs that carry
 the tag. `oabench run` and the sensors set it; a backfill launched from the UI sends no tags. This
 `QueuedRunCoordinator` derives it from the run's `dagster/partition/model` tag (the models registry gives
 the host) before the run is queued, so the daemon sees it when it applies the limits. Configured as

@@ -31,7 +31,14 @@ from oabench_pipeline.automation.catalogue_watch import (
     run_tick,
     suite_estimator,
 )
-from oabench_pipeline.cli.common import REPORT_ASSETS, _dagster, _must, ensure_partitions, run_assets
+from oabench_pipeline.cli.common import (
+    REPORT_ASSETS,
+    _dagster,
+    _must,
+    ensure_partitions,
+    leaderboard_outputs,
+    run_assets,
+)
 from oabench_pipeline.cli.group import main
 from oabench_pipeline.cli.output import format_table
 from oabench_pipeline.cli.run import answer_cells
@@ -207,6 +214,8 @@ def sync(answer: bool, concurrency: int | None) -> None:
         ensure_partitions(instance, "editions", outcome.editions)
         ensure_partitions(instance, "model_keys", [m.key for m in outcome.registered])
     _print_tick(outcome)
+    if outcome.registered:
+        click.echo(f"registry entries written to {setup.catalogue_file}")
     cells = pending_automatic_cells(setup) if answer else []
     assert outcome.snapshot is not None and outcome.budget is not None
     changed = outcome.previous is None or outcome.previous.data_version != outcome.snapshot.data_version
@@ -214,7 +223,9 @@ def sync(answer: bool, concurrency: int | None) -> None:
         _must(run_assets(defs, instance, ["model_pricing"]), "model_pricing")
         if setup.store.has_table("scores") and not cells:
             _must(run_assets(defs, instance, REPORT_ASSETS), "leaderboard")
-            click.echo("prices and leaderboard rebuilt from the new snapshot")
+            click.echo(
+                f"prices and leaderboard rebuilt from the new snapshot; {leaderboard_outputs(setup.store)}"
+            )
     if not answer:
         if outcome.registered:
             keys = ",".join(m.key for m in outcome.registered)

@@ -143,6 +143,12 @@ def _must(outcome: RunOutcome, what: str) -> None:
 REPORT_ASSETS = [*ANALYSIS_TABLES, "leaderboard_report"]
 
 
+def leaderboard_outputs(warehouse: Warehouse) -> str:
+    """Where a rebuilt leaderboard is to be seen, said after each rebuild."""
+    report = warehouse.root / "reports" / "leaderboard.html"
+    return f"`oabench leaderboard` prints it, the HTML report is {report}, `oabench site` writes the site"
+
+
 # Cell runs in flight in one `oabench` process. Requests are bounded by the models' capacities, not by
 # this; it only bounds the threads (and Dagster bookkeeping) at once.
 MAX_CELL_RUNS = 32

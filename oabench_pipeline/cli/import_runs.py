@@ -12,6 +12,7 @@ from oabench_pipeline.cli.common import (
     _cell_pool,
     _dagster,
     _must,
+    leaderboard_outputs,
     run_assets,
 )
 from oabench_pipeline.cli.group import main
@@ -38,44 +39,48 @@ def import_runs(path: str) -> None:
     warehouse = Warehouse(settings.warehouse_path)
     cells = warehouse.query("select distinct model_key, edition from inferences where source = 'imported'")
 
-    def score_cell(model_key: str, edition: int) -> tuple[str, bool, RunOutcome | None]:
-        """(cell, incomplete?, the scores run or None when the edition is not ingested)."""
+    def score_cell(model_key: str, edition: int) -> tuple[str, str | None, RunOutcome | None]:
+        """(cell, how much of it an incomplete run answered or None, the scores run or None when the edition
+        is not ingested)."""
         partition = cell_partition_key(model_key, edition)
-        if warehouse.read("questions", str(edition)).is_empty():
-            return f"{model_key} × {edition}", False, None
-        incomplete = bool(
-            unanswered_questions(warehouse, str(edition), warehouse.read("inferences", str(partition)))
+        questions = warehouse.read("questions", str(edition))
+        if questions.is_empty():
+            return f"{model_key} × {edition}", None, None
+        unanswered = unanswered_questions(
+            warehouse, str(edition), warehouse.read("inferences", str(partition))
         )
-        if incomplete:
-            # Recorded as the failed cell it is (failed check, failed partition), as `oabench status` says.
-            offline = {
-                "ops": {"inferences": {"config": {"offline": True}}},
-                "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},  # an expected failure
-            }
-            run_assets(defs, instance, ["inferences"], partition_key=partition, run_config=offline)
+        active = questions.filter(questions["status"] == "active").height
+        incomplete = f"{active - len(unanswered)} of {active} answered" if unanswered else None
         outcome = run_assets(defs, instance, ["scores"], partition_key=partition)
         return f"{model_key} × {edition}", incomplete, outcome
 
-    scored, incomplete = 0, []
+    scored, incomplete_cells, keys, editions = 0, [], set(), set()
     # Every cell at once, each its own runs (as `oabench run`): Dagster's per-run bookkeeping overlaps.
     with _cell_pool(cells.height) as pool:
         results = list(pool.map(lambda row: score_cell(*row), cells.iter_rows()))
-    for (model_key, edition), (name, was_incomplete, outcome) in zip(cells.iter_rows(), results, strict=True):
+    for (model_key, edition), (name, incomplete, outcome) in zip(cells.iter_rows(), results, strict=True):
         if outcome is None:
             click.echo(
                 f"{name}: edition not ingested, not scored (run `oabench ingest --editions {edition}`)"
             )
             continue
-        if was_incomplete:
-            incomplete.append(name)
+        if incomplete:
+            incomplete_cells.append(f"{name} ({incomplete})")
+            keys.add(model_key)
+            editions.add(str(edition))
         _must(outcome, f"scores {cell_partition_key(model_key, edition)}")
         scored += 1
     _must(run_assets(defs, instance, ["models", *REPORT_ASSETS]), "leaderboard")
-    click.echo(f"imported {cells.height} cell(s) from {path}; scored {scored}")
-    if incomplete:
+    click.echo(
+        f"imported {cells.height} cell(s) from {path}; scored {scored}; leaderboard rebuilt: "
+        f"{leaderboard_outputs(warehouse)}"
+    )
+    if incomplete_cells:
+        status = f"oabench status --models {','.join(sorted(keys))} --editions {','.join(sorted(editions, key=int))}"
         click.echo(
-            f"incomplete (not every question answered, shown as failed): {', '.join(incomplete)}; "
-            "`oabench status` has the counts"
+            "incomplete run(s) (aborted, or ended with errors), kept and shown but not ranked (the cell stays "
+            f"missing until a complete run): "
+            f"{', '.join(incomplete_cells)}; `{status}` says how to complete it"
         )
 
 

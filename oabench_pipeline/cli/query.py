@@ -25,9 +25,11 @@ import polars as pl
 from oabench_pipeline.warehouse import Warehouse
 
 QUERY_STATEMENTS = frozenset({duckdb.StatementType.SELECT})
-ELSEWHERE = (
-    "anything else: the duckdb command line on the warehouse's oabench.duckdb (README, Query the warehouse)"
-)
+
+
+def elsewhere(warehouse: Warehouse) -> str:
+    """Where a statement refused here can run: the duckdb command line on the catalogue (docs/sql.md)."""
+    return f"anything else: the duckdb command line, `duckdb {warehouse.db_path}` (docs/sql.md)"
 
 
 class QueryError(Exception):
@@ -40,7 +42,7 @@ def run_read_only(warehouse: Warehouse, sql: str) -> pl.DataFrame:
     refused = _writes(statement)
     if refused is not None:
         raise QueryError(
-            f"read-only: only SELECT/SHOW/DESCRIBE/EXPLAIN queries run here, not {refused}; {ELSEWHERE}"
+            f"read-only: only SELECT/SHOW/DESCRIBE/EXPLAIN queries run here, not {refused}; {elsewhere(warehouse)}"
         )
     try:
         with warehouse.reader() as con:

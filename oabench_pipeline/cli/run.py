@@ -21,6 +21,7 @@ from oabench_pipeline.cli.common import (
     choose_suite,
     edition_keys,
     ensure_partitions,
+    leaderboard_outputs,
     load_registry_suites,
     run_assets,
     suite_option,
@@ -40,7 +41,7 @@ from oabench_pipeline.freshness import (
 from oabench_pipeline.inference.catalogue_store import retired_models
 from oabench_pipeline.inference.cell import ANSWERED, cell_name
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
-from oabench_pipeline.inference.cost import cell_estimate
+from oabench_pipeline.inference.cost import PRICING_HINT, cell_estimate
 from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.response_log import cell_log_path
@@ -167,7 +168,7 @@ def answer_cells(
         if board.success:
             click.echo(
                 f"leaderboard rebuilt: {len(chosen)} model key(s) × {len(editions)} edition(s), {len(todo)} "
-                "cell(s) run; `oabench leaderboard` prints it"
+                f"cell(s) run; {leaderboard_outputs(warehouse)}"
             )
         else:
             click.echo(f"leaderboard not rebuilt: {one_line(board.errors)}", err=True)
@@ -207,17 +208,23 @@ def _report_incomplete(
 ) -> int:
     """Exit code 0 only when every requested cell is complete; else the last lines name each cell that is
     not, and why (a failed run: its failure, in one line)."""
-    incomplete = []
+    incomplete: list[str] = []
+    keys: dict[str, None] = {}  # in the registry's order, each once
+    editions: set[str] = set()
     for model, edition in cells:
         name = cell_name(model.key, edition)
         if _cell_is_current(warehouse, model, edition, replicates):
             continue
         why = failures.get(name) or _why_incomplete(warehouse, model, edition)
         incomplete.append(f"  {model.key} × {edition}: {why}")
+        keys[model.key] = None
+        editions.add(edition)
     if not incomplete:
         return 0
+    rerun = f"oabench run --models {','.join(keys)} --editions {','.join(sorted(editions, key=int))}"
+    rerun += f" --replicates {replicates}" if replicates != 1 else ""
     click.echo(
-        f"{len(incomplete)} of {len(cells)} cell(s) not complete (rerun `oabench run` to ask again what "
+        f"{len(incomplete)} of {len(cells)} cell(s) not complete (rerun `{rerun}` to ask again what "
         "failed; answers kept are not asked again):",
         err=True,
     )
@@ -248,7 +255,9 @@ def _why_incomplete(warehouse: Warehouse, model: ModelConfig, edition: str) -> s
         parts.append(f"{errors.height} error row(s) (most often: {common[:160]})")
     if unanswered:
         parts.append(f"{unanswered} unanswered question(s)")
-    return ", ".join(parts) or "not up to date (`oabench status` says why)"
+    return ", ".join(parts) or (
+        f"not up to date (`oabench status --models {model.key} --editions {edition}` says why)"
+    )
 
 
 def _set_aside_damaged_cells(
@@ -387,9 +396,7 @@ def _print_dry_run(warehouse: Warehouse, cells: list[tuple[ModelConfig, str]], r
         f"total: {total_calls} call(s), est. prompt cost ${total_cost:.4f} (prompt tokens × listed price)"
     )
     if unpriced:
-        click.echo(
-            f"no price snapshot for {', '.join(sorted(set(unpriced)))}: materialize model_pricing first"
-        )
+        click.echo(f"no price snapshot for {', '.join(sorted(set(unpriced)))}: {PRICING_HINT}")
 
 
 def _run_cells(

@@ -81,6 +81,15 @@ PARAGRAPH_EXTRA_GAP = 0.3
 SHORT_LINE = 5.0
 SHORT_TITLE = 40.0
 FULL_LINE_INDENT = 0.25
+# A question set justified ends its wrapped lines at one right edge of its own (within
+# JUSTIFIED_TOLERANCE points; some questions are set narrower than the rest of their column, 8th
+# q56): when at least JUSTIFIED_SHARE of its wrapped lines do, a line ending a sentence more than
+# SHORT_OF_JUSTIFIED points short of that edge is a paragraph's last line. Real booklets: wrapped
+# lines end within 0.5 pt of it; last lines before a paragraph set without a gap, from 1.9 pt
+# short (20th q73) to the 5 pt that SHORT_LINE catches.
+JUSTIFIED_TOLERANCE = 0.6
+JUSTIFIED_SHARE = 0.6
+SHORT_OF_JUSTIFIED = 1.5
 # Vector drawings smaller than this in either dimension are rules (under question numbers,
 # column separator, table borders), not pictures.
 MIN_PICTURE_SIDE = 6.0
@@ -628,7 +637,8 @@ def _finish(
     layout: Layout,
 ) -> ParsedQuestion:
     """Join each field's rows into text and work out pages and pictures for the question."""
-    texts = {name: joiner.join(rows) for name, rows in draft.fields.items()}
+    edges = _justified_edges(draft)
+    texts = {name: joiner.join(rows, edges) for name, rows in draft.fields.items()}
     _check_readable(draft, texts)
     for letter in LETTERS:
         marker = layout.choice_marker(texts[letter])
@@ -691,6 +701,33 @@ def _right_edges(rows: Iterable[_Row]) -> dict[tuple[int, int], float]:
     return edges
 
 
+def _justified_edges(draft: _Draft) -> dict[tuple[int, int], float]:
+    """Per (page, column) where the question sets its text justified: the right edge its wrapped
+    lines end at (the rightmost line end that a fifth of its rows, at least two, share). Columns
+    where fewer than JUSTIFIED_SHARE of its wrapped lines end there (ragged-right questions, 37th
+    q40) are left out."""
+    by_column: dict[tuple[int, int], list[_Row]] = {}
+    for row in draft.rows():
+        by_column.setdefault((row.page, row.column), []).append(row)
+    wrapped = [
+        a
+        for rows in draft.fields.values()
+        for a, b in itertools.pairwise(rows)
+        if (a.page, a.column) == (b.page, b.column)
+    ]
+    edges: dict[tuple[int, int], float] = {}
+    for key, rows in by_column.items():
+        ends = sorted((row.x1 for row in rows), reverse=True)
+        shared = max(2.0, 0.2 * len(ends))
+        edge = next((x for x in ends if sum(abs(y - x) <= JUSTIFIED_TOLERANCE for y in ends) >= shared), None)
+        lines = [row for row in wrapped if (row.page, row.column) == key]
+        if edge is None or not lines:
+            continue
+        if sum(edge - row.x1 <= JUSTIFIED_TOLERANCE for row in lines) >= JUSTIFIED_SHARE * len(lines):
+            edges[key] = edge
+    return edges
+
+
 def _words(rows: Iterable[_Row]) -> Counter[str]:
     """How often each word (hyphenated compounds whole) is printed inside a line of the booklet."""
     return Counter(word.lower() for row in rows for word in _WORD.findall(row.text))
@@ -705,10 +742,11 @@ class _Joiner:
     right_edges: dict[tuple[int, int], float]  # per (page, column): where full lines end
     words: Counter[str]  # the booklet's vocabulary, see _words
 
-    def join(self, rows: Sequence[_Row]) -> str:
+    def join(self, rows: Sequence[_Row], justified: dict[tuple[int, int], float]) -> str:
         """Rows to text: a wrapped line joins with a space, a wider-than-usual gap inside one
         column is a paragraph break, and a word broken at a line-end hyphen joins without space
-        (the booklets break lines at real hyphens: "jurídico-constitucional", "Trata-se")."""
+        (the booklets break lines at real hyphens: "jurídico-constitucional", "Trata-se").
+        `justified`: the question's justified right edge per (page, column), see _justified_edges."""
         parts: list[str] = []
         gaps = [b.y0 - a.y1 for a, b in itertools.pairwise(rows) if (a.page, a.column) == (b.page, b.column)]
         # A field whose every line is set wider apart (12th q80, 16th q22) is one paragraph at
@@ -717,7 +755,7 @@ class _Joiner:
         for previous, row in zip([None, *rows], rows, strict=False):
             if previous is not None:
                 same_column = (previous.page, previous.column) == (row.page, row.column)
-                if same_column and self._paragraph_break(previous, row, field_gap):
+                if same_column and self._paragraph_break(previous, row, field_gap, justified):
                     parts.append("\n")
                 elif hyphen := _LINE_END_HYPHEN.search(previous.text):
                     if self._syllable_break(hyphen.group(1), row.text):
@@ -727,7 +765,9 @@ class _Joiner:
             parts.append(row.text)
         return "".join(parts).strip()
 
-    def _paragraph_break(self, previous: _Row, row: _Row, field_gap: float) -> bool:
+    def _paragraph_break(
+        self, previous: _Row, row: _Row, field_gap: float, justified: dict[tuple[int, int], float]
+    ) -> bool:
         """Whether `row` starts a new paragraph after `previous`, in the same column.
 
         After a wider gap than between wrapped lines, when `previous` ends a sentence, quotation
@@ -736,7 +776,9 @@ class _Joiner:
         a paragraph end there. With or without a gap (the 3rd-6th editions never add one), a line
         that stops short of the justified right edge ends its paragraph when it ends a sentence or
         the next line starts like a paragraph (a capital after a title, an attribution, the
-        signature of a quoted law).
+        signature of a quoted law); in a question set justified, a sentence's end short of the
+        question's own right edge, before a capital, ends a paragraph even when the column's
+        longest lines end further right (21st q49 "... o prazo para impugnação." / "Você, como").
         """
         if _SENTENCE_GOES_ON.search(previous.text) and row.text[:1].islower():
             return False  # "... Ltda." / "responderão ...": an abbreviation, not a sentence end
@@ -747,6 +789,14 @@ class _Joiner:
         if wide_gap and (_PARAGRAPH_END.search(previous.text) or _LIST_OR_QUOTE_START.match(row.text)):
             return True
         if _SENTENCE_END.search(previous.text) and not self._spans_column(previous, SHORT_LINE):
+            return True
+        edge = justified.get((row.page, row.column))
+        if (
+            edge is not None
+            and previous.x1 < edge - SHORT_OF_JUSTIFIED
+            and _SENTENCE_END.search(previous.text)
+            and _PARAGRAPH_START.match(row.text)
+        ):
             return True
         # Without a sentence end, only a line clearly short of the column (a title, an attribution)
         # ends its paragraph: a few questions are set ragged-right, not justified (12th q12).

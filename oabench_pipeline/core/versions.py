@@ -20,7 +20,7 @@ import polars as pl
 # cells whose rows changed. Kept here rather than beside the parsers: their modules import pymupdf, which
 # loading the definitions must not pay for (`exams/assets.py` imports them inside the steps).
 ANSWER_KEY_PARSER_VERSION = "answer-key-2"
-BOOKLET_PARSER_VERSION = "booklet-3"
+BOOKLET_PARSER_VERSION = "booklet-4"
 
 # The analysis tables' code version: bump it with any change to how a table is computed, so that the
 # automation rebuilds them once (`automation/downstream.py`) and so does the next `oabench run`, which

@@ -39,7 +39,6 @@ from oabench_pipeline.core.versions import INFERENCE_BOOKKEEPING_COLUMNS, frame_
 from oabench_pipeline.freshness import summary_editions
 from oabench_pipeline.inference.catalogue_store import catalogue_prices, retirement_problem
 from oabench_pipeline.inference.cell import (
-    ANSWERED,
     CellPlan,
     api_cell_rows,
     baseline_cell_rows,
@@ -77,8 +76,9 @@ MAX_ERROR_RATE = 0.02
 PROGRESS_LOG_EVERY_S = 5.0
 
 INFERENCE_CHECKS = {
-    "every_active_question_has_a_row": "Each active question of the edition has an answer or an error row "
-    "(an incomplete cell, e.g. an aborted imported run, fails here); blocking: nothing is written.",
+    "every_active_question_has_a_row": "Each active question of the edition has an answer or an error row; "
+    "blocking: nothing is written. (An aborted imported run is not a materialization, so not checked: "
+    "`published_runs` records it as an observation.)",
     "one_row_per_question": "No question appears twice in the cell; blocking.",
     "error_rate_at_most_2_percent": "At most 2% of the active questions ended in an error (failed after "
     "retries); not blocking: the answers are kept and a rerun asks only the failed ones.",
@@ -90,10 +90,6 @@ class InferenceConfig(Config):
     """Per-run settings; the CLI's `--concurrency` and `--replicates` land here."""
 
     concurrency: int | None = None
-    offline: bool = False
-    """Send nothing: rebuild the cell from the rows it holds and its response log, and fail (blocking
-    check) when an active question has no answer. `oabench import` uses it to record an incomplete
-    imported run as the failed cell it is."""
     replicates: int = 1
     """Complete runs the cell must end with (any source); live replicates are resumed or started."""
 
@@ -138,10 +134,6 @@ def inferences(
         raise Failure(
             description=f"edition {edition} has no questions yet: run `oabench ingest --editions {edition}`"
         )
-    if config.offline:
-        existing = with_logical_run_ids(store.read("inferences", context.partition_key), model.key)
-        yield from _verify_offline(context, questions, existing)
-        return
     with _cell_lock(context, store, model.key, edition):
         # Read under the lock: a run that held it before may have answered and written the cell.
         existing = with_logical_run_ids(store.read("inferences", context.partition_key), model.key)
@@ -496,43 +488,4 @@ def _finish(
         # What the cell answers (request hashes, replies, errors), not when it was written: a rebuild
         # that changes no answer keeps the version, so nothing downstream re-runs (automation/downstream.py).
         data_version=DataVersion(frame_version(partition, INFERENCE_BOOKKEEPING_COLUMNS)),
-    )
-
-
-def _verify_offline(
-    context: AssetExecutionContext, questions: pl.DataFrame, existing: pl.DataFrame
-) -> Iterator[MaterializeResult | AssetCheckResult]:
-    """Send nothing: pass when some run of the cell answers every active question, else record the
-    most complete run's unanswered questions as the failed blocking check (the rows stay as they are)."""
-    active_qids = questions.filter(pl.col("status") == "active").sort("number")["qid"].to_list()
-    answered = existing.filter(ANSWERED) if not existing.is_empty() else existing
-    by_run = {
-        run_id: set(rows["qid"]) for (run_id,), rows in answered.partition_by("run_id", as_dict=True).items()
-    }
-    best = max(by_run, key=lambda run_id: len(by_run[run_id]), default=None)
-    unanswered = [q for q in active_qids if best is None or q not in by_run[best]]
-    run = [r for r in existing.filter(pl.col("run_id") == best).iter_rows(named=True)] if best else []
-    active_rows = [r for r in run if not r["skipped"]]
-    errors = sum(r["error"] is not None for r in active_rows)
-    seen = [r["qid"] for r in run]
-    checks = [
-        problems_result(
-            "every_active_question_has_a_row",
-            unanswered,
-            summary=f"{len(unanswered)} of {len(active_qids)} active questions without an answer"
-            + (f" (run {best})" if best else ""),
-        ),
-        problems_result("one_row_per_question", sorted({q for q in seen if seen.count(q) > 1})),
-        AssetCheckResult(
-            check_name="error_rate_at_most_2_percent",
-            passed=not active_rows or errors / len(active_rows) <= MAX_ERROR_RATE,
-            severity=AssetCheckSeverity.ERROR,
-            metadata={"errors": errors},
-        ),
-    ]
-    yield from stop_on_blocking_failures(checks, BLOCKING_INFERENCE_CHECKS, f"cell {context.partition_key}")
-    yield MaterializeResult(
-        metadata={"verified_run": best or "none", "requests_sent": 0},
-        check_results=checks,
-        data_version=DataVersion(frame_version(existing, INFERENCE_BOOKKEEPING_COLUMNS)),  # rows unchanged
     )

@@ -11,6 +11,11 @@ from oabench_pipeline.inference.cell import cell_name
 from oabench_pipeline.inference.types import ChatRequest
 from oabench_pipeline.warehouse import Warehouse
 
+# What takes a price snapshot by hand (the `daily_model_catalogue` schedule does it every day): the
+# catalogue's listing, then each registry model's price from it. Hints name it in full.
+PRICING_COMMAND = "dg launch --assets model_catalogue,model_pricing"
+PRICING_HINT = f"`{PRICING_COMMAND}` (from the repository root) takes one"
+
 CHARS_PER_TOKEN = 3.5  # conservative for Portuguese legal text: over-estimates tokens, so cost
 
 

@@ -2,7 +2,7 @@
 
 A Dagster pool is fixed per asset definition, so it cannot tell OpenRouter from a local vLLM; a run tag
 can. Every inference run the CLI or a sensor launches carries `oabench/endpoint`, and the instance's
-`tag_concurrency_limits` (README, "Scale past one machine") cap the runs in flight per endpoint.
+`tag_concurrency_limits` (docs/scaling.md) cap the runs in flight per endpoint.
 """
 
 from __future__ import annotations

@@ -3,11 +3,14 @@
 Each run folder is one run (its folder name is the run id). Its rows replace that run's rows in every
 `inferences` partition (model key × edition) it touches; the rows of other runs stay, so a rerun never
 overwrites the study's run (which run counts is decided by the leaderboard, `core/runs.py`). Each
-folder's summary (or its absence: an aborted run) lands in `published_run_summaries`. A touched cell that answers every active question of its edition (or whose edition is not ingested yet)
-is reported as a materialization of that partition; an incomplete one (an aborted run) is not: its rows
-are kept for `oabench status`, and `oabench import` then verifies it offline (`inferences` with
-`offline: true`), which fails its blocking check, so the partition shows as failed, as status says.
-Importing the same folder twice rewrites the same rows: nothing changes.
+folder's summary (or its absence: an aborted run) lands in `published_run_summaries`. A touched cell that
+answers every active question of its edition (or whose edition is not ingested yet) is reported as a
+materialization of that partition. An incomplete one (a run its authors aborted, or that ended with error
+rows) is reported as an
+observation instead, saying what it holds: its rows are kept, shown and never ranked, but the cell has no
+complete run, so the UI shows the partition as missing, as `oabench status` does, and not as failed:
+nothing of this pipeline failed, and a newcomer importing the published runs is not greeted by a red
+asset for an expected gap. Importing the same folder twice rewrites the same rows: nothing changes.
 """
 
 from pathlib import Path
@@ -16,6 +19,7 @@ import polars as pl
 from dagster import (
     AssetExecutionContext,
     AssetMaterialization,
+    AssetObservation,
     Config,
     Failure,
     MaterializeResult,
@@ -128,6 +132,20 @@ def published_runs(
             store.write_partition("inferences", merged, str(partition))
         if unanswered := unanswered_questions(store, str(edition), merged):
             incomplete.append(f"{partition} ({len(unanswered)} unanswered)")
+            context.log_event(
+                AssetObservation(
+                    asset_key="inferences",
+                    partition=str(partition),
+                    metadata={
+                        "rows": merged.height,
+                        "source": "imported",
+                        "from": config.path,
+                        "unanswered": len(unanswered),
+                        "state": "an incomplete run (aborted, or ended with errors): kept and shown, never "
+                        "ranked; the cell has no complete run",
+                    },
+                )
+            )
             continue
         context.log_event(
             AssetMaterialization(

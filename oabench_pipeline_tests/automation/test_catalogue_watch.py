@@ -316,7 +316,9 @@ def test_nothing_is_sent_beyond_the_months_budget_or_without_a_policy(
     assert env.cli("catalogue", "sync").exit_code == 0  # still short: nothing new is recorded
     assert len(env.warehouse.partitions("catalogue_decisions")) == 1
     write_policy(env, replay, monthly=5.0)  # budget enough: decided again at the next tick
-    assert "acme/fit: registered" in env.cli("catalogue", "sync").output  # registered, not run: no --run
+    synced = env.cli("catalogue", "sync").output
+    assert "acme/fit: registered" in synced  # registered, not run: no --run
+    assert f"registry entries written to {env.settings.catalogue_models_file}" in synced
 
     # The policy removed: nothing fetched, registered or sent, by any path.
     (env.root / "watch.toml").unlink()

@@ -19,7 +19,12 @@ from oabench_pipeline.core.exam_validation import (
     swallowed_choices,
 )
 from oabench_pipeline_tests.conftest import shared_oab_dir
-from oabench_pipeline_tests.core.test_booklet_layouts import archive_booklet, archive_entry, archive_pdf
+from oabench_pipeline_tests.core.test_booklet_layouts import (
+    archive_booklet,
+    archive_entry,
+    archive_pdf,
+    question,
+)
 
 pytestmark = pytest.mark.archive
 
@@ -50,3 +55,25 @@ def test_archived_booklet_passes_every_blocking_check(edition: int, shared_oab: 
     assert header_footer_leaks(questions) == []
     assert swallowed_choices(questions) == []
     assert not any(q.requires_image for q in questions)
+
+
+def test_a_sentence_ending_short_of_its_questions_justified_edge_ends_a_paragraph(shared_oab: Path) -> None:
+    """Paragraphs set without a gap between them, whose last line ends a sentence 1.9-5 pt short of
+    the question's justified right edge (less than the column's longest lines would tell): 13
+    stems of the 5th-25th editions, each checked against the page."""
+    paragraphs = question(21, 49).stem.split("\n")
+    last = paragraphs.index(
+        "O devedor enviou carta a todos os credores sujeitos ao plano, domiciliados ou sediados no país, "
+        "informando a distribuição do pedido, as condições do plano e o prazo para impugnação."
+    )
+    assert paragraphs[last + 1].startswith("Você, como advogado(a) de um desse credores, pretende impugnar")
+    assert (
+        question(20, 73).stem.split("\n")[1].startswith("De acordo com a CLT, sobre uma eventual reclamação")
+    )
+    assert (
+        question(24, 2).stem.split("\n")[1]
+        == "Sobre o direito de Inácio à percepção de honorários, assinale a afirmativa correta."
+    )
+    assert question(5, 43).stem.split("\n")[1].startswith("Analisando a hipótese e, estando Zélia de acordo")
+    # A ragged-right question keeps its sentences in one paragraph where no gap separates them.
+    assert "\n" not in question(37, 40).choice_b

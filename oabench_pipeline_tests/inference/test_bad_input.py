@@ -138,7 +138,10 @@ def test_huge_non_utf8_and_html_replies_end_as_error_rows(fresh_env: PipelineEnv
         # code says the cells are not complete, and the summary names each with its errors.
         assert result.exit_code == 1, result.output
         assert "leaderboard rebuilt" in result.output
-        assert "2 of 2 cell(s) not complete (rerun `oabench run`" in result.output
+        assert (
+            f"2 of 2 cell(s) not complete (rerun `oabench run --models {bad},{portal} --editions {EDITION}`"
+            in (result.output)
+        )
         assert f"{bad} × {EDITION}: 3 error row(s)" in result.output
         assert f"{portal} × {EDITION}: 80 error row(s) (most often: gave up after" in result.output
         per_prompt = server.stats.requests_per_prompt

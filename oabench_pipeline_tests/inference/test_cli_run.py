@@ -78,7 +78,10 @@ def test_dry_run_prints_calls_and_cost_and_sends_nothing(fresh_env: PipelineEnv)
         assert f"{priced} × {edition}: 80 call(s), est. prompt cost ${cost:.4f}" in lines
         assert f"{unpriced} × {edition}: 80 call(s), est. prompt cost $0.0000" in lines
     assert any(line.startswith("total: 320 call(s)") for line in lines)
-    assert f"no price snapshot for {unpriced}: materialize model_pricing first" in lines
+    assert (
+        f"no price snapshot for {unpriced}: `dg launch --assets model_catalogue,model_pricing` (from the "
+        "repository root) takes one" in lines
+    )
     assert not fresh_env.warehouse.has_table("inferences")
     assert not (settings.warehouse_path.parent / "responses").exists()
 

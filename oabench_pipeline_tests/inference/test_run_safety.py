@@ -116,6 +116,9 @@ def test_a_cell_whose_every_call_failed_exits_1_and_is_named(fresh_env: Pipeline
         use_replay_models(fresh_env, server.base_url, ["acme/m"])
         result = fresh_env.cli("run", "--models", "acme/m", "--editions", "45")
     assert result.exit_code == 1, result.output
-    assert "1 of 1 cell(s) not complete (rerun `oabench run` to ask again what failed;" in result.output
+    assert (
+        "1 of 1 cell(s) not complete (rerun `oabench run --models acme/m --editions 45` to ask again what failed;"
+        in result.output
+    )
     assert "acme/m × 45: 80 error row(s) (most often: HTTP 400: " in result.output
     assert "maximum context length" in result.output

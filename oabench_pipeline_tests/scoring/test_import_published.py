@@ -33,6 +33,14 @@ def imported(
         copy_ingested(ingested_template, env.settings.warehouse_path.parent)
         result = env.cli("import", str(shared_oab / "published-runs"))
         assert result.exit_code == 0, result.output
+        assert result.output.splitlines()[-1] == (
+            "incomplete run(s) (aborted, or ended with errors), kept and shown but not ranked (the cell stays "
+            "missing until a complete run): "
+            f"{PARTIAL_RUN_KEY} × 45 (1 of 80 answered); `oabench status --models {PARTIAL_RUN_KEY} --editions 45` "
+            "says how to complete it"
+        )
+        report = env.settings.warehouse_path.parent / "reports" / "leaderboard.html"
+        assert f"the HTML report is {report}" in result.output
         yield env
 
 
@@ -198,32 +206,41 @@ def test_reports_are_real_images(imported: PipelineEnv) -> None:
     assert "deepseek/deepseek-v3.2" in html and "data:image/png;base64" in html
 
 
-def test_partial_run_is_a_failed_cell_in_the_instance_as_in_status(imported: PipelineEnv) -> None:
-    """The aborted GPT-5 Mini run must not look healthy in the UI: failed check, failed partition."""
+def test_partial_run_is_a_missing_cell_in_the_instance_as_in_status_not_a_failure(
+    imported: PipelineEnv,
+) -> None:
+    """The aborted GPT-5 Mini run is real data, and an expected gap: the UI shows its partition missing (not
+    green, not red), with an observation saying what it holds, as `oabench status` calls it missing."""
     from dagster import AssetCheckKey, AssetKey, DagsterInstance
     from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
+    from oabench_pipeline.partitions import model_edition_partitions
     from oabench_pipeline.status import collect_status, run_states
 
-    cell = ("45", PARTIAL_RUN_KEY)
+    partition = f"45|{PARTIAL_RUN_KEY}"
     with DagsterInstance.get() as instance:
         check = AssetCheckKey(AssetKey("inferences"), "every_active_question_has_a_row")
-        history = instance.event_log_storage.get_asset_check_execution_history(check, limit=20)
-        failed = [r for r in history if r.status == AssetCheckExecutionRecordStatus.FAILED]
-        assert failed  # one per import: only the aborted run's cell, the finished ones pass
-        partitions = {instance.get_run_by_id(r.run_id).tags["dagster/partition"] for r in failed}
-        assert partitions == {f"45|{PARTIAL_RUN_KEY}"}
-        evaluation = failed[0].event.dagster_event.event_specific_data
-        assert evaluation.passed is False
-        assert evaluation.metadata["problems"].value.startswith(
-            "79 of 80 active questions without an answer (run 2026-03-03T13-41-07-320Z_openai--gpt-5-mini_direto):"
-            " oab-45-1f-q1; oab-45-1f-q2;"
+        history = instance.event_log_storage.get_asset_check_execution_history(check, limit=50)
+        # Imports are not checked (only the cells this pipeline answers are): no evaluation failed.
+        assert not [r for r in history if r.status == AssetCheckExecutionRecordStatus.FAILED]
+        statuses = instance.get_status_by_partition(
+            AssetKey("inferences"), [partition], model_edition_partitions
         )
-        assert run_states(instance, [cell]) == {f"45|{PARTIAL_RUN_KEY}": "failed"}
+        assert (statuses or {}).get(partition) is None  # neither materialized nor failed: missing
+        assert run_states(instance, [("45", PARTIAL_RUN_KEY)]) == {}
+        observations = instance.fetch_observations(AssetKey("inferences"), limit=10).records
+        assert {o.partition_key for o in observations} == {partition}  # one per import of the folder
+        metadata = observations[0].asset_observation.metadata
+        assert metadata["unanswered"].value == 79 and metadata["source"].value == "imported"
         report = collect_status(imported.settings, instance, ["45"], [PARTIAL_RUN_KEY])
-    assert [c.state for c in report.cells] == ["failed"]
-    # The imported answers stay: the failed verification wrote nothing over them.
-    rows = imported.warehouse.read("inferences", f"45|{PARTIAL_RUN_KEY}")
+    (cell,) = report.cells
+    assert cell.state == "missing"
+    assert cell.reason == (
+        "an incomplete imported run only (1 of 80 answered: kept, shown, not ranked); "
+        f"`oabench run --models {PARTIAL_RUN_KEY} --editions 45` answers it"
+    )
+    # The imported answers stay.
+    rows = imported.warehouse.read("inferences", partition)
     assert rows.filter(pl.col("source") == "imported").height == 24
 
 
