@@ -262,8 +262,11 @@ concurrency:
 
 DEFAULT_INSTANCE_YAML = (
     """\
-# Written by `oabench` for a new DAGSTER_HOME: local SQLite storage, no telemetry, run limits for cells.
+# Written by `oabench` for a new DAGSTER_HOME: local SQLite storage, no telemetry, no "join the community"
+# pop-up on the UI's first page, run limits for cells.
 telemetry:
+  enabled: false
+nux:
   enabled: false
 """
     + DEFAULT_CONCURRENCY_YAML
