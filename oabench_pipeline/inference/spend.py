@@ -2,7 +2,8 @@
 
 The record of what was paid is the response log: every line is a reply that was received, and so paid for,
 whatever became of it. A line's cost is what the endpoint reported (`total_cost_usd`: every attempt), else
-its reported tokens × the model's newest catalogue price, else nothing (a reply with neither has cost the
+its reported tokens × the catalogue's price for the model when the reply arrived (`Price.at`: a later price
+change does not rewrite what a month spent), else nothing (a reply with neither has cost the
 provider nothing it told us about). Months are calendar months in UTC, by when the reply arrived (a damaged line
 that lost its time counts in every month asked).
 
@@ -39,10 +40,12 @@ def this_month() -> str:
 
 
 def answer_cost(result: ChatResult, price: Price | None) -> tuple[float, bool]:
-    """(USD, reported): the endpoint's cost, else reported tokens × the listed price, else 0."""
+    """(USD, reported): the endpoint's cost, else reported tokens × the price listed when the reply arrived,
+    else 0."""
     reported = result.total_cost_usd if result.total_cost_usd is not None else result.cost_usd
     if reported is not None:
         return reported, True
+    price = price.at(result.finished_at) if price is not None else None
     if price is None or price.prompt is None or result.prompt_tokens is None:
         return 0.0, False
     return result.prompt_tokens * price.prompt + (result.completion_tokens or 0) * (

@@ -6,10 +6,14 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from oabench_pipeline.inference.catalogue_store import Price
+import polars as pl
+
+from oabench_pipeline.inference.catalogue_store import Price, catalogue_prices
 from oabench_pipeline.inference.response_log import ResponseLog, cell_log_path
 from oabench_pipeline.inference.spend import AutomaticBudget, answer_cost, keys_spend
 from oabench_pipeline.inference.types import ChatResult
+from oabench_pipeline.tables import conform
+from oabench_pipeline.warehouse import Warehouse
 
 MAY = dt.datetime(2026, 5, 20, tzinfo=dt.UTC)
 APRIL = dt.datetime(2026, 4, 30, 23, 59, tzinfo=dt.UTC)
@@ -48,6 +52,32 @@ def test_spend_per_month_and_per_model(tmp_path: Path) -> None:
     may = keys_spend(tmp_path, {"acme/a": "acme/a", "acme/b": "acme/b"}, PRICES, "2026-05")
     assert (may.reported_usd, round(may.estimated_usd, 6)) == (2.75, 0.00102)
     assert keys_spend(tmp_path, {"acme/a": "acme/a"}, PRICES).reported_usd == 1.75  # all time
+
+
+def test_a_reply_with_no_reported_cost_is_priced_as_listed_when_it_arrived(tmp_path: Path) -> None:
+    """A later price change (a cut, say) does not rewrite what a month spent: that would free budget
+    already paid for."""
+    warehouse = Warehouse(tmp_path / "warehouse" / "oabench.duckdb")
+    for day, prompt in [(1, 2.0), (10, 2.0), (21, 0.5), (25, 0.5)]:  # $ per Mtok; cut on the 21st
+        fetched = dt.datetime(2026, 5, day, 6, tzinfo=dt.UTC)
+        listing = [{"model": "acme/a", "prompt_usd_per_mtok": prompt, "completion_usd_per_mtok": 2 * prompt}]
+        frame = pl.DataFrame(listing).with_columns(fetched_at=pl.lit(fetched), catalogue_url=pl.lit("x"))
+        warehouse.write_partition("model_catalogue", conform("model_catalogue", frame), f"2026-05-{day:02}")
+    price = catalogue_prices(warehouse)["acme/a"]
+    assert (price.prompt, len(price.listed)) == (0.5e-6, 2)  # the newest; the history keeps the changes only
+    write_log(
+        tmp_path / "responses",
+        "acme/a",
+        "45",
+        [
+            result("q1", dt.datetime(2026, 4, 30, tzinfo=dt.UTC), None),  # before the first listing: its price
+            result("q2", MAY, None),  # the 20th: still $2
+            result("q3", dt.datetime(2026, 5, 21, 6, tzinfo=dt.UTC), None),  # the cut's snapshot on
+        ],
+    )
+    spend = keys_spend(tmp_path / "responses", {"acme/a": "acme/a"}, {"acme/a": price})
+    assert round(spend.estimated_usd, 9) == round(2 * (1000 * 2e-6 + 10 * 4e-6) + 1000 * 0.5e-6 + 10 * 1e-6, 9)
+    assert price.at(None) == price and Price(1e-6, 2e-6).at(MAY) == Price(1e-6, 2e-6)
 
 
 def test_an_automatic_run_stops_at_the_models_ceiling_and_the_months_budget(tmp_path: Path) -> None:
