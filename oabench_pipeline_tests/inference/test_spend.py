@@ -101,3 +101,26 @@ def test_an_automatic_run_stops_at_the_models_ceiling_and_the_months_budget(tmp_
     assert "exceeds the watch policy's max_run_cost_usd" in (budget(1.0, 10.0).would_pass(0.5) or "")
     assert budget(1.0, 10.0).would_pass(0.25) is None
     assert other_cell.is_file() and not own.exists()
+
+
+def test_cells_sending_in_one_process_see_each_others_spend_at_once(tmp_path: Path) -> None:
+    """`oabench run` sends a model's cells at once in threads: each must count the others' running spend
+    now, not a second later from their logs (against a fast endpoint every cell would reach the ceiling)."""
+    now_month = dt.datetime.now(dt.UTC)
+    write_log(tmp_path, "acme/a", "43", [result("q0", now_month, 0.25)])  # paid in an earlier run: on disk
+    keys = {"acme/a": "acme/a", "acme/b": "acme/b"}
+
+    def cell(key: str, edition: str) -> AutomaticBudget:
+        guard = AutomaticBudget(
+            responses_root=tmp_path, own_log=cell_log_path(tmp_path, key, edition), model_id=key,
+            model_keys={key: key}, automatic_keys=keys, prices=PRICES, ceiling_usd=1.0, monthly_budget_usd=1.5,
+        )  # fmt: skip
+        guard.start()
+        return guard
+
+    a44, a45, b45 = cell("acme/a", "44"), cell("acme/a", "45"), cell("acme/b", "45")
+    with a44.sending(), a45.sending(), b45.sending():
+        assert a44.reached(0.5) is None  # 0.25 on disk + 0.5
+        assert "max_run_cost_usd $1" in (a45.reached(0.25) or "")  # + 0.5 of the sibling cell, not yet on disk
+        assert "monthly_budget_usd $1.5" in (b45.reached(0.6) or "")  # 0.25 + 0.5 + 0.25 of acme/a, + 0.6
+    assert a45.reached(0.25) is None  # the siblings stopped sending: only what their logs hold counts again
