@@ -23,6 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from oabench_pipeline.core.editions import format_editions, load_suites, resolve_suite
 from oabench_pipeline.core.models_registry import load_models_registry
 from oabench_pipeline.core.watch_policy import load_watch_policy
 from oabench_pipeline_tests.conftest import REPO_ROOT, shared_oab_dir
@@ -98,11 +99,18 @@ def main() -> None:
             "OABENCH_CATALOGUE_URL": catalogue.url,
             "OABENCH_WATCH_FILE": str(EXAMPLE_POLICY),
         }
-        run(["ingest"], env)
+        # The suite's editions only: the estimate is on them (every edition would take minutes, for nothing).
+        suite = resolve_suite(policy.suite, load_suites())
+        run(["ingest", "--editions", format_editions(suite.editions)], env)
         preview = json.loads(run(["catalogue", "--format", "json"], env).stdout)
     print(
         f"example policy {EXAMPLE_POLICY.name}: suite {preview['suite']} (editions {preview['editions']}), "
         f"max_run_cost_usd ${policy.max_run_cost_usd:g}, monthly_budget_usd ${policy.monthly_budget_usd:g}"
+    )
+    print(
+        f"  include {', '.join(policy.include)}; exclude {', '.join(policy.exclude) or 'none'}; created_after "
+        f"{policy.created_after}; protocols {', '.join(policy.protocols)}; {policy.base_url} "
+        f"(key ${policy.api_key_env}), concurrency {policy.concurrency}"
     )
     print(f"\n{'model':<38} {'decision':<16} {'estimate $':>10} {'study run $':>12} {'estimate/run':>12}")
     would_spend = run_total = 0.0

@@ -7,7 +7,9 @@ the catalogue (reported as a materialization of `model_catalogue`), a decision o
 one (logged one line each, and written to `catalogue_decisions`), the taken models appended to the
 generated registry file; then this sensor adds their `model_keys` partitions and requests their cells on
 the policy's suite (the ingested editions of it), tagged with their endpoint like every cell run, plus a
-refresh of the `models` table. A problem (no policy, a bad policy or registry, the catalogue down, slow or
+refresh of the `models` table. When the listing changed (or models were taken) it also requests
+`model_pricing`, which takes the prices from this very snapshot (no second fetch), so the leaderboard's
+estimated costs follow a price change and price the new models. A problem (no policy, a bad policy or registry, the catalogue down, slow or
 not JSON) writes nothing and is the tick's skip reason, in one line; the sensor never raises.
 """
 
@@ -24,7 +26,12 @@ from dagster import (
 )
 
 from oabench_pipeline.automation.catalogue_watch import TickOutcome, WatchSetup, run_tick
-from oabench_pipeline.automation.jobs import cell_requests, inference_cell_job, models_table_job
+from oabench_pipeline.automation.jobs import (
+    cell_requests,
+    inference_cell_job,
+    models_table_job,
+    pricing_job,
+)
 from oabench_pipeline.automation.sensor_support import missing_partitions, never_raise
 from oabench_pipeline.inference.catalogue_assets import tick_materializations
 from oabench_pipeline.inference.resources import ModelCatalogueResource, ModelsRegistryResource
@@ -93,19 +100,26 @@ def _partition_requests(context: SensorEvaluationContext, outcome: TickOutcome) 
 
 
 def _run_requests(outcome: TickOutcome) -> list[RunRequest]:
-    """The taken models' cells on the suite's ingested editions, and the models table that lists them."""
-    if not outcome.registered or outcome.snapshot is None:
+    """The taken models' cells on the suite's ingested editions and the models table that lists them; and,
+    when the listing changed or models were taken, `model_pricing` from this snapshot (as `oabench catalogue
+    sync` does), so the leaderboard's estimated costs follow the new prices and price the new models."""
+    if outcome.snapshot is None:
         return []
     stamp = outcome.snapshot.stamp
-    table = RunRequest(job_name=models_table_job.name, run_key=f"models-catalogue-{stamp}")
-    return [table, *cell_requests(outcome.editions, outcome.registered, run_key_prefix=f"catalogue-{stamp}")]
+    runs = []
+    if outcome.prices_changed:
+        runs.append(RunRequest(job_name=pricing_job.name, run_key=f"pricing-catalogue-{stamp}"))
+    if outcome.registered:
+        runs.append(RunRequest(job_name=models_table_job.name, run_key=f"models-catalogue-{stamp}"))
+        runs += cell_requests(outcome.editions, outcome.registered, run_key_prefix=f"catalogue-{stamp}")
+    return runs
 
 
 @sensor(
     name=CATALOGUE_SENSOR_NAME,
     minimum_interval_seconds=CATALOGUE_SENSOR_TICK_S,
     default_status=DefaultSensorStatus.STOPPED,
-    jobs=[models_table_job, inference_cell_job],
+    jobs=[models_table_job, inference_cell_job, pricing_job],
     description="Snapshots the model catalogue and benchmarks new models the watch policy takes, within "
     "its budgets (stopped by default: starting it is the opt-in to automatic spending).",
 )

@@ -234,6 +234,15 @@ class TickOutcome:
     fetch_failed: bool = False
     """The catalogue could not be read (down, slow, not a listing): `problem` says how."""
 
+    @property
+    def prices_changed(self) -> bool:
+        """Whether `model_pricing` must be taken again from this tick's snapshot: the listing changed since
+        the snapshot before (new prices, retirements), or models were registered (prices for their keys)."""
+        if self.snapshot is None:
+            return False
+        changed = self.previous is None or self.previous.data_version != self.snapshot.data_version
+        return changed or bool(self.registered)
+
     def summary(self) -> str:
         if self.problem:
             return self.problem

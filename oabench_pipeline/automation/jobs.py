@@ -41,6 +41,12 @@ catalogue_job = define_asset_job(
     selection=AssetSelection.assets("model_catalogue", "model_pricing"),
     description="Snapshot the model catalogue, then take the registry models' prices from it.",
 )
+pricing_job = define_asset_job(
+    "refresh_model_pricing",
+    selection=AssetSelection.assets("model_pricing"),
+    description="Take the registry models' prices from the newest model catalogue snapshot (no new fetch of "
+    "it; other endpoints' price lists are asked).",
+)
 models_table_job = define_asset_job(
     "refresh_models_table", selection=AssetSelection.assets("models"), description="Rebuild the models table."
 )

@@ -218,8 +218,7 @@ def sync(answer: bool, concurrency: int | None) -> None:
         click.echo(f"registry entries written to {setup.catalogue_file}")
     cells = pending_automatic_cells(setup) if answer else []
     assert outcome.snapshot is not None and outcome.budget is not None
-    changed = outcome.previous is None or outcome.previous.data_version != outcome.snapshot.data_version
-    if changed:  # new prices or retirements: the leaderboard shows them (`oabench run` rebuilds it below)
+    if outcome.prices_changed:  # new prices, retirements or models: the leaderboard shows them (or `--run`)
         _must(run_assets(defs, instance, ["model_pricing"]), "model_pricing")
         if setup.store.has_table("scores") and not cells:
             _must(run_assets(defs, instance, REPORT_ASSETS), "leaderboard")

@@ -13,7 +13,7 @@ exhausted budget the step fails and the table keeps its last good rows (the log 
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import polars as pl
@@ -348,7 +348,7 @@ def _call_model(
     publish(progress)
     log = ResponseLog(log_path, on_durable)
     try:
-        with log, interrupts.stop_on_signals():
+        with log, interrupts.stop_on_signals(), budget.sending() if budget is not None else nullcontext():
             stats = run_blocking(
                 run_chat_requests(
                     endpoint, plan.pending, concurrency, on_result, should_stop, capacity=capacity

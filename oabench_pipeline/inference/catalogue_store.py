@@ -1,7 +1,9 @@
-"""What the stored catalogue snapshots say about a model: its newest prices, and whether it is retired.
+"""What the stored catalogue snapshots say about a model: its prices over time, and whether it is retired.
 
 Read from `model_catalogue` (every snapshot, the newest row per model id): a model the latest listing no
-longer shows keeps the last prices and dates it was listed with. Retirement is by model id: a model whose
+longer shows keeps the last prices and dates it was listed with. A `Price` is the newest, and keeps every
+price the model was listed at before, so a reply is priced at the price of the moment it arrived: a later
+price change does not rewrite what a month spent. Retirement is by model id: a model whose
 newest `expiration_date` is today or past (UTC) is retired; it stays on the leaderboard, marked, and no
 path sends it another request (`oabench run`, the sensors, the `inferences` step itself).
 """
@@ -18,30 +20,60 @@ from oabench_pipeline.warehouse import Warehouse
 NEWEST_PER_MODEL = "QUALIFY row_number() OVER (PARTITION BY model ORDER BY fetched_at DESC) = 1"
 
 
+# Each model's first listing and every listing whose prices differ from the one before: its price history.
+PRICE_CHANGES = """
+SELECT model, fetched_at, prompt_usd_per_mtok, completion_usd_per_mtok FROM model_catalogue
+WINDOW w AS (PARTITION BY model ORDER BY fetched_at)
+QUALIFY row_number() OVER w = 1
+    OR prompt_usd_per_mtok IS DISTINCT FROM lag(prompt_usd_per_mtok) OVER w
+    OR completion_usd_per_mtok IS DISTINCT FROM lag(completion_usd_per_mtok) OVER w
+ORDER BY model, fetched_at
+"""
+
+
 @dataclass(frozen=True)
 class Price:
-    """USD per token, from the newest catalogue snapshot listing the model."""
+    """USD per token, from the newest catalogue snapshot listing the model; `listed`: every price it was
+    listed at, as (since, prompt, completion) oldest first (empty: this one only)."""
 
     prompt: float | None
     completion: float | None
+    listed: tuple[tuple[dt.datetime, float | None, float | None], ...] = ()
+
+    def at(self, moment: dt.datetime | None) -> Price:
+        """The price listed when `moment` came: the newest listing fetched at or before it (before the
+        first listing: the first one, the price the model was taken at); without a moment, the newest."""
+        if moment is None or not self.listed:
+            return self
+        moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+        _, prompt, completion = self.listed[0]
+        for since, listed_prompt, listed_completion in self.listed:
+            if since > moment:
+                break
+            prompt, completion = listed_prompt, listed_completion
+        return Price(prompt, completion)
 
 
 def catalogue_prices(store: Warehouse) -> dict[str, Price]:
-    """Model id → its prices in the newest `model_catalogue` snapshot that lists it."""
+    """Model id → its prices in the newest `model_catalogue` snapshot that lists it, and those before."""
     if not store.has_table("model_catalogue"):
         return {}
-    return prices_of(store.query(f"SELECT * FROM model_catalogue {NEWEST_PER_MODEL}"))
+    return prices_of(store.query(PRICE_CHANGES))
 
 
-def prices_of(listing: pl.DataFrame) -> dict[str, Price]:
-    """Model id → its prices in `model_catalogue` rows (one row per model), per token."""
-    rows = listing.select("model", "prompt_usd_per_mtok", "completion_usd_per_mtok").iter_rows()
-    return {
-        model: Price(
-            None if prompt is None else prompt / 1e6, None if completion is None else completion / 1e6
+def prices_of(listings: pl.DataFrame) -> dict[str, Price]:
+    """Model id → its prices (per token) in `model_catalogue` rows, the newest last for each model."""
+    history: dict[str, list[tuple[dt.datetime, float | None, float | None]]] = {}
+    rows = listings.select("model", "fetched_at", "prompt_usd_per_mtok", "completion_usd_per_mtok")
+    for model, since, prompt, completion in rows.iter_rows():
+        history.setdefault(model, []).append(
+            (
+                since,
+                None if prompt is None else prompt / 1e6,
+                None if completion is None else completion / 1e6,
+            )
         )
-        for model, prompt, completion in rows
-    }
+    return {model: Price(listed[-1][1], listed[-1][2], tuple(listed)) for model, listed in history.items()}
 
 
 def retired_models(store: Warehouse, today: dt.date | None = None) -> dict[str, dt.date]:

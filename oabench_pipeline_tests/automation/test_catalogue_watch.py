@@ -186,7 +186,8 @@ def test_one_sensor_tick_registers_and_runs_exactly_the_fitting_models_cells_the
         }
         assert set(cells) == {("45", FIT)}  # the suite's ingested editions, nothing else
         assert all(r.tags["oabench/endpoint"] == replay.base_url.split("/")[2] for r in cells.values())
-        assert "refresh_models_table" in {r.job_name for r in result.run_requests or []}
+        jobs = {r.job_name for r in result.run_requests or []}
+        assert {"refresh_models_table", "refresh_model_pricing"} <= jobs  # its price, from this snapshot
         added = {
             r.partitions_def_name: list(r.partition_keys)
             for r in result.dynamic_partitions_requests or []
@@ -223,12 +224,15 @@ def test_one_sensor_tick_registers_and_runs_exactly_the_fitting_models_cells_the
                 tags=request.tags,
             )
             assert outcome.success, outcome.errors
+        assert run_assets(defs, instance, ["model_pricing"]).success  # the refresh_model_pricing run
         assert run_assets(defs, instance, ["models", *ANALYSIS_TABLES]).success
         assert replay.stats.total_requests == 80 and max(replay.stats.requests_per_prompt.values()) == 1
         assert {model for model, _ in replay.stats.requests_per_prompt} == {FIT}
 
         board = env.warehouse.read("leaderboard").filter(pl.col("model_key") == FIT)
         assert board["complete"].item() and board["rank"].item() == 1 and not board["retired"].item()
+        estimated_before = board["estimated_cost_usd"].item()
+        assert estimated_before > 0  # priced from the tick's snapshot, not left for the daily schedule
         ranked = env.cli("leaderboard", "--suite", "oabench-2026", "--format", "csv").output
         assert next(row for row in ranked.splitlines() if ",acme/fit," in row).startswith("1,")
 
@@ -243,14 +247,18 @@ def test_one_sensor_tick_registers_and_runs_exactly_the_fitting_models_cells_the
             instance.report_runless_asset_event(event)
         assert ticks.tick() == {}  # the same listing, the same data version: nothing to rebuild
 
-        # A later listing retires the model: the automation rebuilds the tables, which mark it.
+        # A later listing doubles the price and retires the model: the sensor asks for the prices again, and
+        # the automation rebuilds the tables, which mark it and cost it at the new price.
         catalogue.models = listing(expiration_date=dt.datetime.now(dt.UTC).date().isoformat())
+        catalogue.models[0]["pricing"]["prompt"] = "0.000002"
         third = sensor_tick(env, instance, defs)
+        assert [r.job_name for r in third.run_requests or []] == ["refresh_model_pricing"]  # no model request
         for event in third.asset_events:
             instance.report_runless_asset_event(event)
         assert ticks.tick() == {**{table: {None} for table in TABLES}, REPORT: {None}}
-        assert run_assets(defs, instance, list(ANALYSIS_TABLES)).success
-        assert env.warehouse.read("leaderboard").filter(pl.col("model_key") == FIT)["retired"].item()
+        assert run_assets(defs, instance, ["model_pricing", *ANALYSIS_TABLES]).success
+        board = env.warehouse.read("leaderboard").filter(pl.col("model_key") == FIT)
+        assert board["retired"].item() and board["estimated_cost_usd"].item() > estimated_before
         assert replay.stats.total_requests == 80
 
 
@@ -319,6 +327,8 @@ def test_nothing_is_sent_beyond_the_months_budget_or_without_a_policy(
     synced = env.cli("catalogue", "sync").output
     assert "acme/fit: registered" in synced  # registered, not run: no --run
     assert f"registry entries written to {env.settings.catalogue_models_file}" in synced
+    priced = env.warehouse.query("select prompt_price_per_token from model_pricing where model = ?", [FIT])
+    assert priced["prompt_price_per_token"].to_list() == [1e-6]  # on the same listing: its price all the same
 
     # The policy removed: nothing fetched, registered or sent, by any path.
     (env.root / "watch.toml").unlink()

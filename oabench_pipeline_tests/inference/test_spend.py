@@ -6,10 +6,14 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from oabench_pipeline.inference.catalogue_store import Price
+import polars as pl
+
+from oabench_pipeline.inference.catalogue_store import Price, catalogue_prices
 from oabench_pipeline.inference.response_log import ResponseLog, cell_log_path
 from oabench_pipeline.inference.spend import AutomaticBudget, answer_cost, keys_spend
 from oabench_pipeline.inference.types import ChatResult
+from oabench_pipeline.tables import conform
+from oabench_pipeline.warehouse import Warehouse
 
 MAY = dt.datetime(2026, 5, 20, tzinfo=dt.UTC)
 APRIL = dt.datetime(2026, 4, 30, 23, 59, tzinfo=dt.UTC)
@@ -50,6 +54,32 @@ def test_spend_per_month_and_per_model(tmp_path: Path) -> None:
     assert keys_spend(tmp_path, {"acme/a": "acme/a"}, PRICES).reported_usd == 1.75  # all time
 
 
+def test_a_reply_with_no_reported_cost_is_priced_as_listed_when_it_arrived(tmp_path: Path) -> None:
+    """A later price change (a cut, say) does not rewrite what a month spent: that would free budget
+    already paid for."""
+    warehouse = Warehouse(tmp_path / "warehouse" / "oabench.duckdb")
+    for day, prompt in [(1, 2.0), (10, 2.0), (21, 0.5), (25, 0.5)]:  # $ per Mtok; cut on the 21st
+        fetched = dt.datetime(2026, 5, day, 6, tzinfo=dt.UTC)
+        listing = [{"model": "acme/a", "prompt_usd_per_mtok": prompt, "completion_usd_per_mtok": 2 * prompt}]
+        frame = pl.DataFrame(listing).with_columns(fetched_at=pl.lit(fetched), catalogue_url=pl.lit("x"))
+        warehouse.write_partition("model_catalogue", conform("model_catalogue", frame), f"2026-05-{day:02}")
+    price = catalogue_prices(warehouse)["acme/a"]
+    assert (price.prompt, len(price.listed)) == (0.5e-6, 2)  # the newest; the history keeps the changes only
+    write_log(
+        tmp_path / "responses",
+        "acme/a",
+        "45",
+        [
+            result("q1", dt.datetime(2026, 4, 30, tzinfo=dt.UTC), None),  # before the first listing: its price
+            result("q2", MAY, None),  # the 20th: still $2
+            result("q3", dt.datetime(2026, 5, 21, 6, tzinfo=dt.UTC), None),  # the cut's snapshot on
+        ],
+    )
+    spend = keys_spend(tmp_path / "responses", {"acme/a": "acme/a"}, {"acme/a": price})
+    assert round(spend.estimated_usd, 9) == round(2 * (1000 * 2e-6 + 10 * 4e-6) + 1000 * 0.5e-6 + 10 * 1e-6, 9)
+    assert price.at(None) == price and Price(1e-6, 2e-6).at(MAY) == Price(1e-6, 2e-6)
+
+
 def test_an_automatic_run_stops_at_the_models_ceiling_and_the_months_budget(tmp_path: Path) -> None:
     now_month = dt.datetime.now(dt.UTC)
     other_cell = write_log(tmp_path, "acme/a", "44", [result("q1", now_month, 0.75)])
@@ -71,3 +101,26 @@ def test_an_automatic_run_stops_at_the_models_ceiling_and_the_months_budget(tmp_
     assert "exceeds the watch policy's max_run_cost_usd" in (budget(1.0, 10.0).would_pass(0.5) or "")
     assert budget(1.0, 10.0).would_pass(0.25) is None
     assert other_cell.is_file() and not own.exists()
+
+
+def test_cells_sending_in_one_process_see_each_others_spend_at_once(tmp_path: Path) -> None:
+    """`oabench run` sends a model's cells at once in threads: each must count the others' running spend
+    now, not a second later from their logs (against a fast endpoint every cell would reach the ceiling)."""
+    now_month = dt.datetime.now(dt.UTC)
+    write_log(tmp_path, "acme/a", "43", [result("q0", now_month, 0.25)])  # paid in an earlier run: on disk
+    keys = {"acme/a": "acme/a", "acme/b": "acme/b"}
+
+    def cell(key: str, edition: str) -> AutomaticBudget:
+        guard = AutomaticBudget(
+            responses_root=tmp_path, own_log=cell_log_path(tmp_path, key, edition), model_id=key,
+            model_keys={key: key}, automatic_keys=keys, prices=PRICES, ceiling_usd=1.0, monthly_budget_usd=1.5,
+        )  # fmt: skip
+        guard.start()
+        return guard
+
+    a44, a45, b45 = cell("acme/a", "44"), cell("acme/a", "45"), cell("acme/b", "45")
+    with a44.sending(), a45.sending(), b45.sending():
+        assert a44.reached(0.5) is None  # 0.25 on disk + 0.5
+        assert "max_run_cost_usd $1" in (a45.reached(0.25) or "")  # + 0.5 of the sibling cell, not yet on disk
+        assert "monthly_budget_usd $1.5" in (b45.reached(0.6) or "")  # 0.25 + 0.5 + 0.25 of acme/a, + 0.6
+    assert a45.reached(0.25) is None  # the siblings stopped sending: only what their logs hold counts again
