@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from oabench_pipeline.cli.output import cost_text
+from oabench_pipeline.core.numbers import short_decimal, whole_ms
 from oabench_pipeline.core.site import paths
 from oabench_pipeline.core.site.data import CANONICAL_SCORES_SQL
 from oabench_pipeline.core.site.labels import Words
@@ -379,12 +380,24 @@ def test_site_report_terminal_and_sql_agree_on_every_figure_they_share(
         official = report[key][3]  # "85.0% [79.9–89.0]"
         assert official.startswith(f"{100 * row['official_accuracy']:.1f}%")
         assert f"[{100 * row['accuracy_ci_low']:.1f}–{100 * row['accuracy_ci_high']:.1f}]" in official
+        # The cost: one set of digits in every view, marked when estimated (`*`, the report's `(est.)`).
+        terminal_cost = cost_text(row["effective_cost_usd"], row["cost_source"]).strip()
         if row["effective_cost_usd"] is not None:
-            assert report[key][7].startswith(f"${row['effective_cost_usd']:,.4f}")
-            assert report[key][7].endswith("(est.)") == (row["cost_source"] == "estimated")
+            digits = short_decimal(row["effective_cost_usd"])
+            estimated = row["cost_source"] == "estimated"
+            assert report[key][7] == f"${digits}" + (" (est.)" if estimated else "")
+            assert (
+                cells[8].removeprefix("US$ ").replace(",", ".") == terminal_cost == digits + "*" * estimated
+            )
+        else:
+            assert report[key][7] == "–" and cells[8] == terminal_cost == "—"
+        # The median latency: whole ms rounded half up on the page and in the report (10036.5 → 10037).
+        if row["p50_latency_ms"] is not None:
+            whole = whole_ms(row["p50_latency_ms"])
+            assert report[key][8] == f"{whole:,} ms" and cells[9] == f"{whole:,} ms".replace(",", ".")
         line = next(line for line in terminal if f" {key}" in line)
         assert f"{row['official_score']}/{row['official_total']}" in line
-        assert cost_text(row["effective_cost_usd"], row["cost_source"]).strip() in line
+        assert terminal_cost in line
         assert (
             f"{row['official_accuracy']:.3f} [{row['accuracy_ci_low']:.3f}–{row['accuracy_ci_high']:.3f}]"
             in line

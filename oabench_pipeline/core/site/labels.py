@@ -1,14 +1,15 @@
 """The site's words in Portuguese (default: the audience) and English, and how numbers are written in each.
 
-Portuguese writes `85,0%`, `US$ 0,0092` and `1.238 ms`; English `85.0%`, `$0.0092` and `1,238 ms`. The
+Portuguese writes `85,0%`, `US$ 0,00919` and `1.238 ms`; English `85.0%`, `$0.00919` and `1,238 ms`. The
 figures are the warehouse's, rounded for display only (the Dados page has every value at full precision).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import math
 from typing import Literal
+
+from oabench_pipeline.core.numbers import short_decimal, whole_ms
 
 Lang = Literal["pt", "en"]
 LANGS: tuple[Lang, ...] = ("pt", "en")
@@ -191,16 +192,16 @@ def interval(low: float | None, high: float | None, lang: Lang) -> str:
 
 
 def usd(value: float | None, lang: Lang) -> str:
-    """Dollars with 4 decimals (the report's precision); tiny non-zero amounts keep 2 significant digits."""
+    """Dollars with the terminal's digits (`core/numbers.py`): `US$ 0,1812`, `US$ 0,00919`, `$0.00919`."""
     if value is None:
         return NO_VALUE
-    decimals = 4 if value == 0 or abs(value) >= 0.0001 else 6
-    return ("US$ " if lang == "pt" else "$") + number(value, decimals, lang)
+    digits = short_decimal(value)
+    return ("US$ " + digits.replace(".", ",")) if lang == "pt" else "$" + digits
 
 
 def ms(value: float | None, lang: Lang) -> str:
-    """Whole milliseconds, halves rounded up (a median of two calls can end in .5)."""
-    return NO_VALUE if value is None else number(math.floor(value + 0.5), 0, lang) + " ms"
+    """Whole milliseconds, halves rounded up (a median of two calls can end in .5), as the report."""
+    return NO_VALUE if value is None else number(whole_ms(value), 0, lang) + " ms"
 
 
 def integer(value: int | None, lang: Lang) -> str:
