@@ -301,6 +301,42 @@ def test_site_walk_home_model_missed_question_edition(
     assert browser.requests and all(url.startswith(site_prefix) for url in browser.requests), browser.requests
 
 
+def test_site_suite_switcher_matches_oabench_leaderboard_suite(
+    published: Published, built_site: Path, browser: Browser
+) -> None:
+    """Início's switcher opens each other suite's ranking, as `oabench leaderboard --suite` prints it."""
+    words = Words("pt")
+    browser.new_page()
+    browser.goto((built_site / "index.html").as_uri())
+    suites = browser.evaluate("[...document.querySelectorAll('#suites a')].map(a => a.innerText)")
+    expected = [
+        r["suite"]
+        for r in json.loads(published.env.cli("sql", "select suite from suites", "--format", "json").output)
+    ]
+    assert suites == expected and "all" in suites
+    browser.page.click("#suites a:text-is('all')")
+    browser.wait_for_text("Conjunto all")
+    assert browser.page.url.endswith("suite/all.html")
+    result = published.env.cli("leaderboard", "--suite", "all", "--format", "json")
+    assert result.exit_code == 0, result.output
+    board = json.loads(result.output)
+    shown = browser.evaluate(
+        "[...document.querySelectorAll('#leaderboard tbody tr')].map(r => "
+        "({key: r.dataset.modelKey, cells: [...r.cells].map(c => c.innerText.trim())}))"
+    )
+    assert [row["key"] for row in shown] == [row["model_key"] for row in board]
+    for row, want in zip(shown, board, strict=True):
+        rank, _, _, score, accuracy, *_ = row["cells"]
+        assert rank.split()[0] == (str(want["rank"]) if want["rank"] is not None else "—")
+        assert score == f"{want['official_score']}/{want['official_total']}"
+        assert accuracy == words.pct(want["official_accuracy"])
+    browser.page.click("#suites a:text-is('oabench-2026')")
+    browser.wait_for_text("Conjunto oabench-2026")
+    assert browser.page.url.endswith("/index.html")
+    site_prefix = built_site.resolve().as_uri() + "/"
+    assert all(url.startswith(site_prefix) for url in browser.requests), browser.requests
+
+
 def test_a_reply_with_html_is_shown_as_text(built_site: Path, browser: Browser) -> None:
     browser.new_page()  # the UI's page polls its server: not this test's requests
     browser.goto((built_site / "questao" / "oab-43-1f-q14.html").as_uri())
