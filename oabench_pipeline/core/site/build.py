@@ -283,13 +283,29 @@ def _model(
         protocol=data.protocols.get(key, "—"),
         passed_text=passed_text(row, len(covered.get(key, [])), ctx.words.t("of")),
         per_edition=per_edition,
-        per_area=data.by_area.filter(pl.col("model_key") == key).to_dicts(),
+        per_area=_areas_in_booklet_order(data, key, [e["edition"] for e in per_edition]),
         latency_chart=paths.relative(at, paths.chart(_latency_chart(ctx.slugs[key])))
         if has_latency
         else None,
         runs=runs,
         variance=variance_row,
         missed=missed_rows,
+    )
+
+
+def _areas_in_booklet_order(data: SiteData, key: str, editions: list[int]) -> list[dict]:
+    """The key's areas (every edition it ran) in the order its editions' booklets put them: the table's
+    `area_order` is the first question number over every edition, where areas of different editions tie."""
+    first = (
+        data.questions.filter(pl.col("edition").is_in(editions))
+        .group_by("area")
+        .agg(first_number=pl.col("number").min())
+    )
+    return (
+        data.by_area.filter(pl.col("model_key") == key)
+        .join(first, on="area", how="left")
+        .sort("first_number", "area_order", "area", nulls_last=True)
+        .to_dicts()
     )
 
 

@@ -117,6 +117,8 @@ _LABELS: dict[str, tuple[str, str]] = {
     "status": ("Situação", "Status"),
     "active": ("ativa", "active"),
     "annulled": ("anulada", "annulled"),
+    "annulled_one": ("anulada", "annulled"),
+    "annulled_many": ("anuladas", "annulled"),
     "annulled_note": (
         "Anulada pela banca: creditada a todos os modelos (escore oficial), fora do escore técnico.",
         "Annulled by the examiners: credited to every model (official score), left out of the technical score.",
