@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from oabench_pipeline.cli.output import cost_text
-from oabench_pipeline.core.numbers import short_decimal, whole_ms
+from oabench_pipeline.cli.output import cost_text, render_cell
+from oabench_pipeline.core.numbers import grouped, short_decimal
 from oabench_pipeline.core.site import paths
 from oabench_pipeline.core.site.data import CANONICAL_SCORES_SQL
 from oabench_pipeline.core.site.labels import Words
@@ -427,10 +427,17 @@ def test_site_report_terminal_and_sql_agree_on_every_figure_they_share(
             )
         else:
             assert report[key][7] == "–" and cells[8] == terminal_cost == "—"
-        # The median latency: whole ms rounded half up on the page and in the report (10036.5 → 10037).
+        # The median latency: the terminal's digits (10036.5), thousands grouped on the page and the report.
         if row["p50_latency_ms"] is not None:
-            whole = whole_ms(row["p50_latency_ms"])
-            assert report[key][8] == f"{whole:,} ms" and cells[9] == f"{whole:,} ms".replace(",", ".")
+            digits = render_cell(float(row["p50_latency_ms"]))
+            assert report[key][8] == f"{grouped(row['p50_latency_ms'])} ms"
+            assert cells[9] == f"{grouped(row['p50_latency_ms'], '.', ',')} ms"
+            assert (
+                report[key][8].replace(",", "")
+                == cells[9].replace(".", "").replace(",", ".")
+                == f"{digits} ms"
+            )
+            assert f" {digits}" in next(line for line in terminal if f" {key}" in line)
         line = next(line for line in terminal if f" {key}" in line)
         assert f"{row['official_score']}/{row['official_total']}" in line
         assert terminal_cost in line

@@ -22,7 +22,7 @@ from oabench_pipeline.core.editions import format_editions
 from oabench_pipeline.core.files import write_atomically
 from oabench_pipeline.core.leaderboard import suite_view
 from oabench_pipeline.core.markdown import markdown_table
-from oabench_pipeline.core.numbers import short_decimal, whole_ms
+from oabench_pipeline.core.numbers import grouped, short_decimal
 from oabench_pipeline.core.rendering import render
 from oabench_pipeline.tables import csv_ready
 
@@ -75,8 +75,8 @@ def _fmt_cost(value: float | None) -> str:
 
 
 def _fmt_ms(value: float | None) -> str:
-    """Whole milliseconds rounded half up, as the site (10036.5 → `10,037 ms`)."""
-    return "–" if value is None else f"{whole_ms(value):,} ms"
+    """The terminal's digits, thousands grouped: `10,036.5 ms` (`core/numbers.py`)."""
+    return "–" if value is None else f"{grouped(value)} ms"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The site's words in Portuguese (default: the audience) and English, and how numbers are written in each.
 
-Portuguese writes `85,0%`, `US$ 0,00919` and `1.238 ms`; English `85.0%`, `$0.00919` and `1,238 ms`. The
+Portuguese writes `85,0%`, `US$ 0,00919` and `10.036,5 ms`; English `85.0%`, `$0.00919` and `10,036.5 ms`. The
 figures are the warehouse's, rounded for display only (the Dados page has every value at full precision).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from oabench_pipeline.core.numbers import short_decimal, whole_ms
+from oabench_pipeline.core.numbers import grouped, short_decimal
 
 Lang = Literal["pt", "en"]
 LANGS: tuple[Lang, ...] = ("pt", "en")
@@ -217,8 +217,10 @@ def usd(value: float | None, lang: Lang) -> str:
 
 
 def ms(value: float | None, lang: Lang) -> str:
-    """Whole milliseconds, halves rounded up (a median of two calls can end in .5), as the report."""
-    return NO_VALUE if value is None else number(whole_ms(value), 0, lang) + " ms"
+    """Milliseconds with the terminal's digits (a median of two calls ends in .5): `10.036,5 ms`."""
+    if value is None:
+        return NO_VALUE
+    return (grouped(value, ".", ",") if lang == "pt" else grouped(value)) + " ms"
 
 
 def integer(value: int | None, lang: Lang) -> str:
