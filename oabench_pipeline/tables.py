@@ -556,12 +556,12 @@ DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
         ("n", pl.Int64, "Complete keys compared"),
     ),
     "contamination_by_cutoff": _columns(
-        ("model_key", pl.String, "Model configuration key"),
-        ("knowledge_cutoff", pl.Date, "The model's training-data cutoff"),
-        ("editions_after", pl.UInt32, "Editions held after the cutoff"),
+        ("model_key", pl.String, "Model configuration key (NULL on the pooled row)"),
+        ("knowledge_cutoff", pl.Date, "The model's training-data cutoff (NULL on the pooled row)"),
+        ("editions_after", pl.UInt32, "Editions held after the cutoff (NULL on the pooled row)"),
         ("correct_after", pl.Int64, "Correct answers on those editions (active questions)"),
         ("total_after", pl.Int64, "Active questions of those editions"),
-        ("editions_before", pl.UInt32, "Editions held on or before the cutoff"),
+        ("editions_before", pl.UInt32, "Editions held on or before the cutoff (NULL on the pooled row)"),
         ("correct_before", pl.Int64, "Correct answers on those editions"),
         ("total_before", pl.Int64, "Active questions of those editions"),
         ("accuracy_after", pl.Float64, "Technical accuracy after the cutoff"),
@@ -582,7 +582,18 @@ DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
         ("effect_ci_low", pl.Float64, "Lower end of the effect's 95% Wald interval"),
         ("effect_ci_high", pl.Float64, "Upper end of the effect's 95% Wald interval"),
         ("p_value", pl.Float64, "Two-sided Wald p-value of no effect"),
-        ("note", pl.String, "Why the effect could not be estimated (e.g. every question after the cutoff)"),
+        (
+            "note",
+            pl.String,
+            "Why the effect could not be estimated (e.g. every question after the cutoff); on the pooled "
+            "row, what it pools",
+        ),
+        (
+            "pooled",
+            pl.Boolean,
+            "The last row, when some key has a cutoff: every such key together (counts summed, one effect "
+            "shared, each key its own level: the row of contamination_pooled); false on a key's row",
+        ),
     ),
     "contamination_pooled": _columns(
         ("n_models", pl.Int64, "Model keys with a knowledge cutoff"),
@@ -807,7 +818,7 @@ ANALYSIS_DESCRIPTIONS: dict[str, str] = {
     "contamination_by_cutoff": "One row per key with a knowledge cutoff: technical accuracy on editions held "
     "after the cutoff versus on or before it, and the change in log-odds after the cutoff net of each "
     "question's difficulty (from the Rasch fit without that key) with a 95% interval and a p-value "
-    "(a drop after the cutoff hints at contamination).",
+    "(a drop after the cutoff hints at contamination); then one pooled row (`pooled`) for all of them.",
     "contamination_pooled": "One row: the training-cutoff effect shared by every key with a knowledge "
     "cutoff (each key its own level), net of question difficulty, with a 95% interval and a p-value.",
     "item_abilities": "One row per key: its Rasch ability (log-odds of a right answer on an average "

@@ -26,10 +26,11 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import quote, unquote
 
 import duckdb
@@ -52,6 +53,7 @@ CATALOGUE_VERSION = 2
 # the python package's default (2.0) is not readable by it.
 CATALOGUE_STORAGE_VERSION = "v1.4.0"
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
@@ -220,20 +222,37 @@ class Warehouse:
 
         A contracted table with no file yet appears empty (with its columns), so queries need not care
         whether, say, a price snapshot was ever taken. A query that fails on a damaged partition raises
-        `DamagedPartitionError` naming it instead of DuckDB's message. `leave_out`: table → partition keys
-        whose files the views skip (a reader over the healthy part of a table; see `scoring/inputs.py`).
+        `DamagedPartitionError` naming it instead of DuckDB's message. A table whose damaged file keeps its
+        view from being made (DuckDB reads every footer to bind it) gets no view, and only a query that
+        names it fails so: one cell's damaged `scores` file must not stop every reader of `inferences`.
+        `leave_out`: table → partition keys whose files the views skip (a reader over the healthy part of
+        a table; see `scoring/inputs.py`).
         """
+        leave_out = leave_out or {}
         con = duckdb.connect()
         try:
-            statements = self._view_statements(guarded=False, leave_out=leave_out or {})
-            try:
-                for statement in statements.values():
+            statements = self._view_statements(guarded=False, leave_out=leave_out)
+            without_view: dict[str, DamagedPartitionError] = {}
+            for table, statement in statements.items():
+                try:
                     con.execute(statement)
-                for table in TABLES.keys() - statements.keys():
-                    con.register(table, empty_frame(table))
+                except duckdb.Error:
+                    try:
+                        self._raise_if_damaged([table], leave_out)
+                    except DamagedPartitionError as damage:
+                        without_view[table] = damage
+                        continue
+                    self._raise_if_damaged(sorted(statements.keys() - without_view.keys()), leave_out)
+                    raise
+            for table in TABLES.keys() - statements.keys():
+                con.register(table, empty_frame(table))
+            try:
                 yield con
-            except duckdb.Error:
-                self._raise_if_damaged(statements, leave_out or {})
+            except duckdb.Error as error:
+                for table, damaged in without_view.items():
+                    if re.search(rf"\b{re.escape(table)}\b", str(error)):
+                        raise damaged from None
+                self._raise_if_damaged(sorted(statements.keys() - without_view.keys()), leave_out)
                 raise
         finally:
             con.close()
@@ -241,6 +260,24 @@ class Warehouse:
     def query(self, sql: str, params: list | dict | None = None) -> pl.DataFrame:
         with self.reader() as con:
             return con.sql(sql, params=params).pl()
+
+    def read_around_damage(
+        self, read: Callable[[duckdb.DuckDBPyConnection], T], table: str, needed: Collection[str] = ()
+    ) -> T:
+        """`read(con)` in a `reader` whose view of `table` leaves out each damaged file it meets (but those
+        of the partitions in `needed`, whose damage is raised): one cell's unreadable file must not stop a
+        step that reads other cells (the models table, another cell's scores, the report's date). Costs
+        nothing more while no file is damaged (each damaged file found costs one more try)."""
+        skipped: list[str] = []
+        while True:
+            try:
+                with self.reader(leave_out={table: skipped}) as con:
+                    return read(con)
+            except DamagedPartitionError as damage:
+                if damage.table != table or damage.partition_key in (*needed, *skipped):
+                    raise
+                log.debug("left out of this read: %s", damage)
+                skipped.append(damage.partition_key)
 
     # -- the DuckDB catalogue ----------------------------------------------------------------------------
     #

@@ -194,6 +194,10 @@ def test_sql_is_sandboxed_by_duckdb_and_refuses_every_statement_that_writes(
         "install httpfs": "LOAD",
         "load httpfs": "LOAD",
         "set enable_external_access = true": "SET",
+        "set allowed_directories = ['/']": "SET",
+        "set lock_configuration = false": "SET",
+        "reset enable_external_access": "SET",
+        "reset allowed_directories": "SET",
         "pragma version": "PRAGMA",
         "checkpoint": "CALL",
         "create table t as select 1": "CREATE",
@@ -205,6 +209,8 @@ def test_sql_is_sandboxed_by_duckdb_and_refuses_every_statement_that_writes(
             f"Error: query failed: read-only: only SELECT/SHOW/DESCRIBE/EXPLAIN queries run here, not {kind}; "
             "anything else: the duckdb command line"
         ), (query, output)
+    two = f"select 1; copy (select 42) to '{small_warehouse.root}/inside.csv'"
+    assert sql(two) == (1, "Error: query failed: one statement at a time, got 2")
     assert table_file.read_bytes() == before and not outside.exists()
     assert sorted(p.name for p in small_warehouse.root.iterdir()) == [
         "oabench.duckdb",

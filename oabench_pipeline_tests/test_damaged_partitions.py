@@ -138,6 +138,41 @@ def test_unreadable_cells_are_rebuilt_from_the_log_and_damaged_log_lines_set_asi
     assert (api_cell.parent / f".{api_cell.name}.damaged").is_file(), "kept for inspection, out of the table"
 
 
+def test_another_cells_damaged_files_stop_neither_the_run_nor_the_scoring_of_this_one(
+    fresh_env: PipelineEnv,
+) -> None:
+    """Issue 23.2 with a damaged cell: the baseline cell's `inferences` and `scores` files unreadable must
+    not stop `oabench run` of the model's cell. They did: the models step and the model's own scoring read
+    every table's files (`models registry: FAILED`, or `scores: ...DamagedPartitionError` on the model's
+    cell). The damaged cell stays out of the analysis tables until its own run rebuilds it."""
+    with ReplayServer(api_key=TEST_KEY) as server:
+        use_models(fresh_env, server.base_url)
+        first = fresh_env.cli("run", "--models", f"{MODEL},{BASELINE}", "--editions", EDITION)
+        assert first.exit_code == 0, first.output
+        store = fresh_env.warehouse
+        for table in ("inferences", "scores"):
+            truncate(store.partition_path(table, f"{EDITION}|{BASELINE}"))
+        model_scores = store.partition_path("scores", f"{EDITION}|{MODEL}")
+        scored_before = model_scores.stat().st_mtime_ns
+
+        other = fresh_env.cli("run", "--models", MODEL, "--editions", EDITION, "--force")
+        assert other.exit_code == 0, other.output
+        assert "FAILED" not in other.output and "Traceback" not in other.output
+        assert f"{MODEL} × {EDITION}: answers up to date, re-scored" in other.output
+        assert model_scores.stat().st_mtime_ns > scored_before
+        assert sorted(store.read("leaderboard")["model_key"]) == [MODEL]  # the damaged cell left out
+        assert server.stats.total_requests == 80
+
+        status = fresh_env.cli("status", "--models", BASELINE, "--editions", EDITION, "--format", "json")
+        (cell,) = json.loads(status.output)["cells"]
+        assert cell["state"] == "failed" and "is unreadable" in cell["reason"], cell
+
+        repaired = fresh_env.cli("run", "--models", BASELINE, "--editions", EDITION)
+        assert repaired.exit_code == 0, repaired.output
+    assert sorted(store.read("leaderboard")["model_key"]) == sorted([BASELINE, MODEL])
+    assert store.damaged_partitions("inferences") == store.damaged_partitions("scores") == []
+
+
 def test_unreadable_exam_tables_are_named_then_rebuilt_by_ingest_without_download(
     fresh_env: PipelineEnv, mirror_server: StaticFileServer
 ) -> None:

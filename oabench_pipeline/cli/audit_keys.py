@@ -5,9 +5,17 @@ from __future__ import annotations
 import click
 import polars as pl
 
-from oabench_pipeline.cli.common import _split, table_format_option
+from oabench_pipeline.cli.common import (
+    EDITIONS_HELP,
+    choose_suite,
+    edition_keys,
+    load_registry_suites,
+    suite_option,
+    table_format_option,
+)
 from oabench_pipeline.cli.group import main
 from oabench_pipeline.cli.output import format_table
+from oabench_pipeline.core.editions import format_editions
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import Warehouse
 
@@ -30,10 +38,11 @@ _COLUMNS = {
 
 
 @main.command(name="audit-keys")
-@click.option("--editions", help="Only these editions, e.g. 43,44 (default: every edition).")
+@click.option("--editions", help=f"Only these {EDITIONS_HELP} (default: every edition).")
+@suite_option("Only the editions of this suite (e.g. oabench-2026, all); not with --editions.")
 @click.option("--all", "show_all", is_flag=True, help="Every question, not only the suspicious ones.")
 @table_format_option
-def audit_keys_cmd(editions: str | None, show_all: bool, fmt: str) -> None:
+def audit_keys_cmd(editions: str | None, suite: str | None, show_all: bool, fmt: str) -> None:
     """Print the questions whose published answer key looks wrong: strong models agree on another letter.
 
     Each model's vote is weighted by its Rasch ability (a model at chance weighs nothing); a question is
@@ -41,18 +50,18 @@ def audit_keys_cmd(editions: str | None, show_all: bool, fmt: str) -> None:
     or more), or 70% with at least 6 models, the stronger ones, behind it (docs/item_response.md). A flag asks for a person to check the
     question against the examiners' definitive key. The exit code is 0 either way.
     """
+    listed = edition_keys(editions)
+    if suite is not None and editions is not None:
+        raise click.UsageError("--suite and --editions both choose the editions: give one")
     settings = Settings.from_env()
+    chosen = choose_suite(load_registry_suites(settings), suite) if suite is not None else None
     warehouse = Warehouse(settings.warehouse_path)
     if not warehouse.has_table("key_audit"):
         raise click.ClickException("no key_audit table yet: run `oabench run` or `oabench import` first")
     audit = warehouse.read("key_audit")
-    wanted = _split(editions)
-    if wanted:
-        try:
-            numbers = [int(e) for e in wanted]
-        except ValueError:
-            raise click.ClickException(f"--editions {editions!r}: not a list of edition numbers") from None
-        audit = audit.filter(pl.col("edition").is_in(numbers))
+    wanted = [str(e) for e in chosen.editions] if chosen else listed
+    if wanted is not None:
+        audit = audit.filter(pl.col("edition").is_in([int(e) for e in wanted]))
     shown = audit if show_all else audit.filter(pl.col("suspicious"))
     site = settings.warehouse_path.parent
     pages = [site / QUESTION_PAGE.format(qid=qid) for qid in shown["qid"].to_list()]
@@ -68,7 +77,9 @@ def audit_keys_cmd(editions: str | None, show_all: bool, fmt: str) -> None:
         click.echo(format_table(frame, fmt))
         return
     flagged = int(audit["suspicious"].sum())
-    scope = f"editions {', '.join(wanted)}" if wanted else "every edition"
+    scope = f"editions {', '.join(wanted)}" if wanted is not None else "every edition"
+    if chosen is not None:
+        scope = f"suite {chosen.name}: editions {format_editions(chosen.editions)}"
     click.echo(f"{flagged} suspicious of {audit.height} questions ({scope})")
     if frame.height:
         click.echo(format_table(frame, fmt))

@@ -80,15 +80,20 @@ def ingest(editions_opt: str | None, force: bool) -> None:
 
 
 def _summary(warehouse: Warehouse, edition: str) -> str:
+    """`80 questions, 77 active, 3 annulled (3, 26, 27); preliminary answer key`.
+
+    The numbers the key itself annuls come first; those only the registry records (annulled after a
+    preliminary key) follow `per the registry`: the organizers annulled them, the registry says so.
+    """
     questions = warehouse.read("questions", edition)
-    annulled = questions.filter(pl.col("status") == "annulled")
-    listed = [
-        f"{n}" if source == "key" else f"{n} by the registry"
-        for n, source in annulled.select("number", "status_source").rows()
-    ]
+    annulled = questions.filter(pl.col("status") == "annulled").sort("number")
+    rows = annulled.select("number", "status_source").rows()
+    by_key = ", ".join(str(n) for n, source in rows if source == "key")
+    by_registry = ", ".join(str(n) for n, source in rows if source != "key")
+    listed = "; ".join(part for part in (by_key, by_registry and f"{by_registry} per the registry") if part)
     preliminary = (questions["key_status"] == "preliminary").any()
     return (
         f"{questions.height} questions, {questions.height - annulled.height} active, {annulled.height} annulled"
-        + (f" ({', '.join(listed)})" if listed else "")
+        + (f" ({listed})" if listed else "")
         + ("; preliminary answer key" if preliminary else "")
     )

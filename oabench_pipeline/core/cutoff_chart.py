@@ -25,6 +25,8 @@ def plot_accuracy_by_exam_date(
     points = by_edition.join(editions.select("edition", "exam_date"), on="edition", how="inner").filter(
         pl.col("exam_date").is_not_null()
     )
+    if "pooled" in contamination.columns:  # the pooled row is every key at once: no panel of its own
+        contamination = contamination.filter(~pl.col("pooled"))
     keys = contamination.sort("model_key")
     n = max(keys.height, 1)
     columns = min(n, 3)
@@ -78,7 +80,9 @@ def plot_accuracy_by_exam_date(
 def _effect_text(row: dict) -> str:
     """The panel's one-line verdict: the effect net of difficulty with its interval, or why there is none."""
     if row["effect_log_odds"] is None:
-        return "effect: cannot be estimated (all exams on one side)"
+        if not row.get("questions_before") or not row.get("questions_after"):
+            return "effect: cannot be estimated (all exams on one side)"
+        return "effect: cannot be estimated (one side all right or all wrong)"
     return (
         f"effect {row['effect_log_odds']:+.2f} log-odds "
         f"[{row['effect_ci_low']:+.2f}, {row['effect_ci_high']:+.2f}], p = {row['p_value']:.2g}"

@@ -317,6 +317,8 @@ def write_reports(
     markdown = leaderboard_markdown(tables, context) + (f"\n{caption}\n" if caption else "")
     pngs = {COST_PLOT: cost_png, AREA_PLOT: area_png}
     contamination = exports.get("contamination_by_cutoff")
+    if contamination is not None and "pooled" in contamination.columns:
+        contamination = contamination.filter(~pl.col("pooled"))  # a panel per key, not for them all
     if editions is not None and contamination is not None and not contamination.is_empty():
         every_key = exports.get("leaderboard_by_suite", exports["leaderboard"])  # `all` has every key
         labels = dict(every_key.select("model_key", "label").unique("model_key").iter_rows())

@@ -49,7 +49,14 @@ def models(models_registry: ModelsRegistryResource, warehouse: WarehouseResource
         rows += gone.with_columns(in_registry=pl.lit(False)).to_dicts()
     known = {r["model_key"] for r in rows}
     if store.has_table("inferences"):
-        history = store.query("select distinct model_key, model, protocol, reasoning_effort from inferences")
+        # A cell's unreadable file is its own run's to rebuild (or `oabench import`'s): it must not stop
+        # this step, and with it every other cell's run. Its key is back once the file is.
+        history = store.read_around_damage(
+            lambda con: con.sql(
+                "select distinct model_key, model, protocol, reasoning_effort from inferences"
+            ).pl(),
+            "inferences",
+        )
         for r in history.filter(~pl.col("model_key").is_in(list(known))).iter_rows(named=True):
             rows.append(
                 {

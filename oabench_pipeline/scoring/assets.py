@@ -93,8 +93,12 @@ def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> Mate
         raise Failure(
             description=f"no inferences for {model_key} × edition {edition}: materialize inferences first"
         )
-    with store.reader() as con:
-        frame = score_inferences(con, model_key=model_key, edition=int(edition))
+    # Another cell's unreadable answers are that cell's to rebuild, not a reason to stop scoring this one.
+    frame = store.read_around_damage(
+        lambda con: score_inferences(con, model_key=model_key, edition=int(edition)),
+        "inferences",
+        needed=[str(context.partition_key)],
+    )
     store.write_partition("scores", frame, str(context.partition_key))
     # One line per run of the cell (a partition holds every run): summing across runs would mean nothing.
     per_run = (
@@ -444,7 +448,7 @@ def leaderboard_report(
     newest = "select max(created_at) as newest from inferences"
     if as_of is not None:  # the newest answer the as-of tables can count
         newest += f" where created_at < timestamptz '{as_of + dt.timedelta(days=1)} 00:00:00+00'"
-    data_as_of = store.query(newest)["newest"][0]
+    data_as_of = store.read_around_damage(lambda con: con.sql(newest).pl(), "inferences")["newest"][0]
     generated_at = dt.datetime.now(dt.UTC)
     editions = store.read("editions") if store.has_table("editions") else None
     files = write_reports(

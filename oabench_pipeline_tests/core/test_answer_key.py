@@ -1,8 +1,10 @@
-"""parse_answer_key on the three real keys (rows checked by eye) and on synthetic keys."""
+"""parse_answer_key on the 29 real keys (every TIPO 1 letter checked by eye) and on synthetic keys."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 from functools import cache
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import pymupdf
 import pytest
 
 from oabench_pipeline.core.answer_key import AnswerKeyParseError, parse_answer_key
+from oabench_pipeline.core.editions import load_editions
 from oabench_pipeline.core.records import ParsedAnswerKey
 from oabench_pipeline_tests.conftest import shared_oab_dir
 from oabench_pipeline_tests.core.synthetic_pdfs import answer_letters, make_answer_key_pdf
@@ -158,17 +161,39 @@ SHAPES_BY_EDITION = {
     12: "correspondence-key",
     **{e: "type-tables" for e in (*range(3, 12), *range(13, 26), 37)},
 }
-# The head of the TIPO 1 table of each layout, read by eye from the PDFs rendered at 80 dpi; `*` annulled.
-FIRST_LETTERS_BY_EYE = {
-    1: "ADAABADACDCBDCACDDBC",  # Questão/Gabarito grid, "Caderno: Afonso Aninos"
-    2: "CABACDCABCDBADBBABDA",  # 001 – C; 002 – A; ...
-    3: "ACDBDBACACDBBABAADBB",  # EXAME DE ORDEM 2010.3 – TIPO 1 – BRANCO
-    9: "DC*BDBDBBBCBCADCDCBD",  # a red "*" by the C of question 3
-    12: "DDBBCDBCBCBABCAACADD",  # the Gabarito column of the correspondence table
-    17: "CCAAABBDCDCBCACBCDC*",  # definitive: "*" in place of the letter
-    37: "DDBDBC*ADCDBABCBBDDA",
+# Every letter of the TIPO 1 table of each archived key, read by eye from the PDFs rendered at 80 dpi, a
+# row of the table (20 questions) between spaces; `*` annulled. Layouts: the 1st's Questão/Gabarito grid
+# ("Caderno: Afonso Aninos"), the 2nd's `001 – C; 002 – A; ...` list, the 12th's Gabarito column of the
+# correspondence table, the others' `... – TIPO 1 – BRANCO` tables (the 9th's red "*" beside the letters of
+# 3, 26 and 27; the definitive 15th's, 17th's and 37th's "*" in place of the letter).
+TIPO_1_KEYS_BY_EYE = {
+    1: "ADAABADACDCBDCACDDBC DCACBBDDCBCADCAABCDA CDBBDCBAABDCDADDBCDD CDBCABABBABCCCADCCCD AABABBBCDABAABDBDACB",
+    2: "CABACDCABCDBADBBABDA BBAACBCADDCDCDABDBAC BBBDCCBDDBCACDBDAAAC DDCACCBDDBBABDADDDAD DCAACACCCBCBBACABDDC",
+    3: "ACDBDBACACDBBABAADBB AABCBCDCDACDCDDDCACB DBCCBABBDABACCDBCDDB ACCDACCBADCCDDADCDAB AADBCBABABDDCABDCDAB",
+    4: "DACDBABDCBAABCDDBACC ABDACADACBDBBCCBDDBB CAACBDCAADCDABCCCDDD BDBBAAADCBACACDBABCB",
+    5: "ABBBCDCDCCBCCBABBDDD DBCABCCBCADDCCCBAACB CDCAADCBAADBBBBADACA BAABDACDDADCDBCDDAAD",
+    6: "BCBBCDDADDBCBACADACC ABBCDDADABBBCDADCACA CAABCCBCDDDADDDBDBDD BCACCBCCAADABCCADBBA",
+    7: "BBDABCBDDCBBBCDBDDCB BCCADDDCDCDDDABBCBDD DBBCCBBADCDBBACCCCDB ADBAADCAABBABCBDDCDC",
+    8: "CCBBCCBBCDDCABDBADCB DAAABCDBAAABCBADACDB BDCDACBBBACCBACBCBBB AACBACCBDDCCBBBCCAAC",
+    9: "DC*BDBDBBBCBCADCDCBD BCABA**DCBDCCADACBDC BABADDAABDCADACBBBCA BBAABAADDBCCACCCBDBA",
+    10: "BDBBABBBDCDBDDCBDBBD ACBDBDDBDAABDDBABBCC BCADCAAAADDDADACDBBA BABCADCCCDBBACCDDCAB",
+    11: "BBBBCCBBDBBDBDDCDBDC BBCADBABDACCDBCBCDBB ACCAADCADBCABDCDCBBD CDCADCDABAACBBBCACDC",
+    12: "DDBBCDBCBCBABCAACADD CDCDAAADBCDCBDBDDBBA CCCBCBBBBCCBAACCCDCA BCCCCBADDCABDADCBDDB",
+    13: "BBDACBBBBCBDDBADCBDD CCACACDACACACBDCAADA DADCDADBDDBADADDCACC DDBDABBDBDBACDABBCAB",
+    14: "BBADABDDDCBABABBDCAB DCABCCABDBBBDADBDCDD AADACACCBABCBBBACAAC AACBDBCABCDBCCCDABAB",
+    15: "CCBABDCCBABACADBDBDA BDBBDCBDBCAD*CBDCCCD AAACADBCCBCACACDDCCB BBDBCABBBAABADBBB*AC",
+    16: "DADCBDBCACBACCCBABAD AACBDABCBBDABCCAAABA BCDCBCDDCDCBDDBABACC DCBCDAACDCDADCBCBCAC",
+    17: "CCAAABBDCDCBCACBCDC* DADBDDBBACCADBADCADD CABCCBDACDABBACDADDD BCCABDBCBBABDAB*DABA",
+    18: "ADABADADACCCDACBCCBA BBDCADDCABBDBADCADDB DCDCBCCBBACABBBDDDCD ADCDCDBCCDACACBAACAA",
+    19: "DBCCCDDDABADBDAADBBD ABCCCCCCBBCDDCCCBCBC CBCACACCABDACBDDABBB DBBADABDDBDABDADDCAD",
+    20: "BDBDCBADACDBCACBDCDB AACBBDDACADABCCAABBD CDCCDCCDBABCDBDBCABC DDCADAABDDCADBADCDAB",
+    21: "ADBBCCCBDBCDBBDBDCDC CADDDCACBCDCCCBBCDDA CADDBBCABADCACBBBCAA BCDDBABAAAABCABABBCD",
+    22: "DABDBABCBDADCDCBABBD DACDADBCCACDADACADDA BBDDADBBBCDCCBCCDCAA BDCACBBBABAAACDCCACB",
+    23: "DCACAABCDADBBBACADBB CDCABDCDADAADDACACAC BBDDCBCDCBDBCCCBCBBC DBDCDBDCDCBDCAADCDAA",
+    24: "DBACCCADBCDBBABBCCDC BBBCDBCDDBCABBDADCDB BCDAAACDABBDCDCBBCAA DBDACBCDAACDCBDAAADA",
+    25: "BDCDCDACABACBDCCCDAA BDCDCBCCABDDABDBADBB ADCCAABBABABBCBDCCDA ADABBBACDCABAAAACBBA",
+    37: "DDBDBC*ADCDBABCBBDDA CABCCBDADADDDACBBCAC BBDDCACDACCCBCDBBACD ABDDBCAC*AAADBBABADB",
 }
-LAST_LETTERS_BY_EYE = {1: "AABABBBCDABAABDBDACB", 2: "DCAACACCCBCBBACABDDC", 12: "BCCCCBADDCABDADCBDDB"}
 
 
 def test_every_archived_key_parses_with_its_layout_edition_and_status(shared_oab: Path) -> None:
@@ -180,12 +205,9 @@ def test_every_archived_key_parses_with_its_layout_edition_and_status(shared_oab
         assert [e.number for e in key.entries] == list(range(1, entry["questions"] + 1))
 
 
-@pytest.mark.parametrize("edition", sorted(FIRST_LETTERS_BY_EYE))
-def test_archived_key_rows_match_the_pdf_by_eye(edition: int, shared_oab: Path) -> None:
-    shown = letters(archived_key(edition))
-    assert shown[:20] == FIRST_LETTERS_BY_EYE[edition]
-    if edition in LAST_LETTERS_BY_EYE:
-        assert shown[-20:] == LAST_LETTERS_BY_EYE[edition]
+@pytest.mark.parametrize("edition", sorted(TIPO_1_KEYS_BY_EYE))
+def test_archived_key_letters_match_the_pdf_by_eye(edition: int, shared_oab: Path) -> None:
+    assert letters(archived_key(edition)) == TIPO_1_KEYS_BY_EYE[edition].replace(" ", "")
 
 
 def test_annulments_the_archived_keys_show(shared_oab: Path) -> None:
@@ -201,6 +223,48 @@ def test_annulments_the_archived_keys_show(shared_oab: Path) -> None:
     expected = {e: m.get("annulled_after_preliminary_key") for e, m in archive_manifest().items()}
     assert annulled[9] == expected[9]
     assert annulled[3] == [] and annulled[19] == [] and expected[3] and expected[19]
+
+
+# How each key prints the day of the exam: `Aplicação: 13/6/2010` (1st), `Prova objetiva – 26/09/2010` (2nd),
+# `PROVAS DO DIA 13/02/2011` (3rd on; the 7th's with no-break spaces).
+KEY_DATE_RE = re.compile(
+    r"(?:Aplicação:|Prova\s+objetiva\s+–|PROVAS\s+DO\s+DIA)\s*(\d{1,2})/(\d{1,2})/(\d{4})"
+)
+
+
+def test_every_key_prints_the_exam_date_of_the_registry(shared_oab: Path) -> None:
+    """`exam_date` is the day the key's first page gives, not only the manifest's (test_editions_registry.py)."""
+    for edition in load_editions():
+        with pymupdf.open(shared_oab / archived_or_study_key_file(edition.edition)) as doc:
+            dates = {dt.date(int(y), int(m), int(d)) for d, m, y in KEY_DATE_RE.findall(doc[0].get_text())}
+        assert dates == {edition.exam_date}, edition.edition
+
+
+def archived_or_study_key_file(edition: int) -> str:
+    if edition in archive_manifest():
+        return archive_manifest()[edition]["answer_key"]["file"]
+    manifest = json.loads((shared_oab_dir() / "manifest.json").read_text(encoding="utf-8"))
+    return next(e for e in manifest["editions"] if e["edition"] == edition)["gabarito"]["file"]
+
+
+# What the first question pages of each archived booklet say it is: the key's TIPO 1 column (3rd-25th, 37th),
+# or the one booklet the 1st's and 2nd's keys name ("Caderno: Afonso Aninos", "Caderno de Prova nº 01").
+BOOKLET_TYPE_RE = re.compile(
+    r"TIPO\s+0?(\d)\s*[–-]\s*BRANC[AO]|Caderno\s+(AFONSO\s+ARINOS)|Caderno de Prova\s+(\d+)"
+)
+
+
+@pytest.mark.archive  # opens every archived booklet (~0.4 s)
+def test_every_archived_booklet_is_the_one_whose_key_is_read(shared_oab: Path) -> None:
+    says = {}
+    for edition, entry in archive_manifest().items():
+        with pymupdf.open(shared_oab / entry["booklet"]["file"]) as doc:
+            found = BOOKLET_TYPE_RE.findall(doc[1].get_text() + doc[2].get_text())
+        says[edition] = {" ".join("".join(groups).split()) for groups in found}
+    assert says == {1: {"AFONSO ARINOS"}, 2: {"01"}, **{e: {"1"} for e in archive_manifest() if e > 2}}
+    assert archived_key(1).table_heading == "Caderno: Afonso Aninos"  # sic
+    assert archived_key(2).table_heading == "Caderno de Prova nº 01"
+    assert all("TIPO 1" in archived_key(e).table_heading for e in archive_manifest() if e > 2)
 
 
 def test_a_key_with_one_table_has_no_other_type(shared_oab: Path) -> None:

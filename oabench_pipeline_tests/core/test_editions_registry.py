@@ -8,6 +8,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pymupdf
 import pytest
 
 from oabench_pipeline.core.edition_names import edition_in_text, roman_value
@@ -16,8 +17,10 @@ from oabench_pipeline.core.editions import (
     Edition,
     EditionsRegistryError,
     load_editions,
+    load_suites,
     parse_editions,
 )
+from oabench_pipeline.core.records import LETTERS
 from oabench_pipeline_tests.conftest import shared_oab_dir
 
 ARCHIVED = (*range(1, 26), 37)
@@ -107,6 +110,77 @@ def test_area_names_are_the_canonical_ones_of_the_current_scheme() -> None:
     ethics = {n: [s for s in e.areas if s.area == "Ética Profissional"] for n, e in registry().items()}
     assert (ethics[2][0].first, ethics[2][0].last) == (81, 90)  # the 2nd puts Ethics last
     assert all(spans[0].first == 1 for n, spans in ethics.items() if n >= 4)  # from the 4th on, first
+
+
+def test_fgv_2010s_starts_with_fgvs_first_exam_the_2nd(shared_oab: Path) -> None:
+    """FGV set the 2nd (2010.2) in a template of its own; the 1st (2010.1) was CESPE's."""
+    assert load_suites()["fgv-2010s"].editions == tuple(range(2, 26))
+    with pymupdf.open(shared_oab / manifests()[2]["booklet"]["file"]) as doc:
+        assert "A FGV realizará a coleta da impressão digital" in doc[0].get_text()
+
+
+# The 22nd's types 3 and 4 move whole areas (type 3 opens with Direito Civil, type 4 with ECA, the TIPO 1's
+# 37th and 44th questions): their permutations cross most boundaries, so that edition's blocks come from type 2.
+WHOLE_AREAS_MOVED = {22: (3, 4)}
+# Boundaries that split a block, set from the questions' text: the 3rd's types shuffle 19-37 (Processo Civil
+# and Constitucional) and 90-100 (four small areas, question by question) as single blocks.
+BOUNDARIES_INSIDE_BLOCKS = {3: {27, *range(91, 99)}}
+
+
+def correspondence_rows(pdf: Path) -> list[tuple[int, ...]]:
+    """(TIPO 1, TIPO 2, TIPO 3, TIPO 4) of each question in a key's `TABELA DE CORRESPONDÊNCIA`, by geometry:
+    the rows under its `TIPO 1 TIPO 2 ...` header, the letters of the 12th's `Gabarito` column left out."""
+    rows: list[tuple[int, ...]] = []
+    with pymupdf.open(pdf) as doc:
+        under_header = False
+        for page in doc:
+            lines: dict[float, list[tuple[float, str]]] = {}
+            for x0, y0, _, y1, text, *_ in page.get_text("words"):
+                middle = (y0 + y1) / 2
+                line = next((y for y in lines if abs(y - middle) <= 3), middle)
+                lines.setdefault(line, []).append((x0, text))
+            for y in sorted(lines):
+                words = [text for _, text in sorted(lines[y])]
+                joined = " ".join(words)
+                under_header = under_header or ("TIPO 1" in joined and "TIPO 2" in joined)
+                cells = [w for w in words if w not in LETTERS]
+                if under_header and cells and all(c.isdigit() for c in cells) and len(cells) % 4 == 0:
+                    rows.extend(tuple(int(c) for c in cells[i : i + 4]) for i in range(0, len(cells), 4))
+    return rows
+
+
+def block_ends(rows: list[tuple[int, ...]], types: tuple[int, ...], count: int) -> set[int]:
+    """The numbers q where no type's permutation crosses from 1..q into q+1..count: FGV shuffles the
+    questions of each type within an area, so every area ends at one of them."""
+    by_first = {row[0]: row for row in rows}
+    ends, reach = set(), dict.fromkeys(types, 0)
+    for q in range(1, count + 1):
+        for t in types:
+            reach[t] = max(reach[t], by_first[q][t - 1])
+        if all(reach[t] == q for t in types):
+            ends.add(q)
+    return ends
+
+
+def test_every_area_boundary_is_one_no_booklet_type_crosses(shared_oab: Path) -> None:
+    """The structural half of how the schemes were established (ARCHITECTURE.md, "Area schemes")."""
+    with_table = []
+    for number, edition in registry().items():
+        rows = correspondence_rows(shared_oab / manifests()[number]["answer_key"]["file"])
+        if not rows:
+            continue
+        with_table.append(number)
+        count = edition.question_count
+        for column in range(4):  # each type's column numbers every question once
+            assert sorted(row[column] for row in rows) == list(range(1, count + 1)), (number, column + 1)
+        types = tuple(t for t in (1, 2, 3, 4) if t not in WHOLE_AREAS_MOVED.get(number, ()))
+        ends = block_ends(rows, types, count)
+        boundaries = {span.last for span in edition.areas}
+        assert boundaries - ends == BOUNDARIES_INSIDE_BLOCKS.get(number, set()), number
+        if number in (43, 45):  # the current edital's 20 areas are exactly the blocks
+            assert ends == boundaries
+    # The 1st (CESPE) and 2nd keys have one booklet's list; the 44th's key prints no correspondence table.
+    assert with_table == [n for n in registry() if n not in (1, 2, 44)]
 
 
 BASE = {

@@ -160,10 +160,14 @@ def test_cutoff_test_rejects_5_percent_at_full_size() -> None:
 
 def test_cutoff_test_finds_a_drop_of_half_a_logit_with_29_editions() -> None:
     """A key that does 0.5 log-odds worse after its cutoff (29 editions × 80 questions, 12 keys, the
-    others unaffected): found in 10 of 10 benchmarks, at least 9 of the 10 intervals covering −0.5."""
+    others unaffected): found (p < 0.05, effect < 0) in at least 8 of 10 benchmarks, at least 8 of the
+    10 intervals covering −0.5. These seeds give 10 and 9; the bounds are what 10 draws allow at the
+    measured power (92% for this key, full-size test) and coverage (~95%): a right method fails them
+    with probability ~5% on other seeds (10 of 10 held on 6 of 12 other windows of 10 seeds), while a
+    method with half that power fails them 97% of the time (interval width: the coverage tests)."""
     results = _cutoff_tests(range(10), -0.5, [0], n_keys=12, n_editions=29, per_edition=80)
-    assert all(r.p_value < 0.05 and r.effect < 0 for r in results)
-    assert sum(r.ci_low <= -0.5 <= r.ci_high for r in results) >= 9
+    assert sum(r.p_value is not None and r.p_value < 0.05 and r.effect < 0 for r in results) >= 8
+    assert sum(r.ci_low is not None and r.ci_low <= -0.5 <= r.ci_high for r in results) >= 8
 
 
 @pytest.mark.simulation
@@ -202,6 +206,47 @@ def test_three_editions_cannot_tell() -> None:
     assert "cannot be estimated" in none.note
 
 
+def test_a_side_of_the_cutoff_all_right_or_all_wrong_gives_no_finite_effect_and_no_error() -> None:
+    """Separation: a strong key (θ 4.8) answers all 300 questions after its cutoff right (seed 2905, key 7,
+    found by running the zero-effect test on other seeds: the Fisher scoring divided by zero, which would
+    fail the whole analysis step). δ's likelihood then grows without bound: no estimate, the note says
+    which way the interval is unbounded; the pooled effect still comes from the keys with both sides mixed."""
+    sim = simulate(2905, n_keys=20, n_editions=29, per_edition=20)
+    fit = _fit(sim)
+    data = key_cutoff_data(fit, 7, sim.correct, sim.covered, sim.after(7))
+    assert data.after.sum() == 300 and data.correct[data.after == 1].all()
+    alone = cutoff_effect([data], [fit.ability[7]])
+    assert (alone.effect, alone.ci_low, alone.ci_high, alone.p_value) == (None, None, None, None)
+    assert alone.note == (
+        "every answer after the cutoff (300) is right: the effect has no finite estimate "
+        "(the interval is unbounded above)"
+    )
+    others = [key_cutoff_data(fit, k, sim.correct, sim.covered, sim.after(k)) for k in range(3)]
+    pooled = cutoff_effect([data, *others], fit.ability[[7, 0, 1, 2]])
+    without = cutoff_effect(others, fit.ability[[0, 1, 2]])
+    assert pooled.effect is not None and without.effect is not None and pooled.ci_high is not None
+    assert np.isfinite([pooled.effect, pooled.ci_low, pooled.ci_high, pooled.p_value]).all()
+    assert pooled.effect > without.effect  # all right after the cutoff: evidence for a higher δ
+    assert (pooled.n_after, pooled.n_before) == (
+        sum(int(d.after.sum()) for d in [data, *others]),
+        sum(int((1 - d.after).sum()) for d in [data, *others]),
+    )
+    # Every answer on or before the cutoff wrong: unbounded above too (worse before, better after).
+    correct = sim.correct.copy()
+    correct[0, ~sim.after(0)] = False
+    wrong_before = key_cutoff_data(fit, 0, correct, sim.covered, sim.after(0))
+    effect = cutoff_effect([wrong_before], [fit.ability[0]])
+    assert effect.effect is None and effect.note is not None
+    assert effect.note.startswith("every answer on or before the cutoff") and "unbounded above" in effect.note
+    # Every answer right: the key says nothing about δ, alone or pooled with itself.
+    correct[0] = sim.covered[0]
+    perfect = key_cutoff_data(fit, 0, correct, sim.covered, sim.after(0))
+    assert cutoff_effect([perfect, perfect], [fit.ability[0]] * 2).note == (
+        "no key has right and wrong answers on both sides of its cutoff: the effect has no finite "
+        "estimate (the interval is unbounded)"
+    )
+
+
 def test_pooled_effect_is_found_and_its_interval_is_narrower_than_each_keys() -> None:
     sim = simulate(13, n_keys=8, n_editions=29, per_edition=40, effects=np.r_[-0.5, -0.5, -0.5, np.zeros(5)])
     fit = _fit(sim)
@@ -237,11 +282,13 @@ def _audit(seeds: range, wrong: int) -> tuple[int, int, int, int]:
 
 def test_a_planted_wrong_key_is_flagged_and_right_keys_are_not() -> None:
     """10 benchmarks of the study's shape (11 keys, 3 editions), 4 wrong keys planted in each on
-    questions of ordinary difficulty: 39 of the 40 flagged, and 1 right key of 2,360 (a hard question
-    whose trap drew the strong keys; the rule's rate is ~0.04%, see the full-size test)."""
+    questions of ordinary difficulty: at least 35 of the 40 flagged, at most 4 of the 2,360 right keys
+    (these seeds: 39 and 1, a hard question whose trap drew the strong keys). The bounds are what 40
+    and 2,360 draws allow at the rule's rates (95% found, ~0.06% false; full-size test): a right rule
+    fails them with probability ~1.5% each on other seeds (39 and 1 held on 7 of 12 other windows)."""
     found, planted, false, right = _audit(range(10), 4)
-    assert planted == 40 and found >= 39
-    assert right == 2360 and false <= 1
+    assert planted == 40 and found >= 35
+    assert right == 2360 and false <= 4
 
 
 @pytest.mark.simulation

@@ -212,6 +212,39 @@ def test_synthetic_planted_anomalies(synthetic: tuple[Any, dict[str, pl.DataFram
     assert corr["n"] == lb["complete"].sum() and -1 <= corr["spearman_rho"] <= 1
 
 
+def test_cutoff_table_ends_with_the_pooled_row(
+    synthetic: tuple[Any, dict[str, pl.DataFrame], pl.DataFrame],
+) -> None:
+    """Issue 22: `contamination_by_cutoff` keeps its raw columns, gains the effect net of difficulty per
+    key, and a pooled row: every key with a cutoff together, the effect of `contamination_pooled`."""
+    from oabench_pipeline.core.analysis.table_checks import table_problems
+
+    _, tables, _ = synthetic
+    cutoff, pooled = tables["contamination_by_cutoff"], tables["contamination_pooled"].row(0, named=True)
+    keys = cutoff.filter(~pl.col("pooled"))
+    assert keys.height >= 3 and keys["model_key"].null_count() == 0
+    assert keys["effect_log_odds"].null_count() < keys.height  # some keys have exams on both sides
+    last = cutoff.row(-1, named=True)
+    assert last["pooled"] is True and cutoff["pooled"].sum() == 1
+    assert (last["model_key"], last["knowledge_cutoff"], last["editions_after"]) == (None, None, None)
+    for column in ("correct_after", "total_after", "correct_before", "total_before"):
+        assert last[column] == keys[column].sum(), column
+    assert last["accuracy_after"] == pytest.approx(last["correct_after"] / last["total_after"])
+    assert last["delta"] == pytest.approx(last["accuracy_after"] - last["accuracy_before"])
+    for column in ("effect_log_odds", "effect_ci_low", "effect_ci_high", "p_value"):
+        assert last[column] == pooled[column], column
+    assert last["effect_ci_low"] < last["effect_log_odds"] < last["effect_ci_high"]
+    assert last["note"].startswith(f"pooled: one effect shared by {keys.height} model key(s)")
+    checks = table_problems("contamination_by_cutoff", cutoff)
+    assert set(checks) == {"one_row_per_key", "correct_within_total", "effect_interval_valid"}
+    assert not any(checks.values()), checks
+    twice = pl.concat([cutoff, cutoff.tail(1)])
+    assert table_problems("contamination_by_cutoff", twice)["one_row_per_key"] == [
+        "(pooled): 2 rows",
+        f"{keys.height} key row(s) and 2 pooled row(s)",
+    ]
+
+
 def test_deterministic_for_a_seed(synthetic: tuple[Any, dict[str, pl.DataFrame], pl.DataFrame]) -> None:
     warehouse, tables, _ = synthetic
     again = build_leaderboard_tables(register(duckdb.connect(), warehouse))

@@ -133,3 +133,17 @@ def test_cutoff_chart_is_drawn_for_keys_with_a_knowledge_cutoff(
     image = mpimg.imread(files.cutoff_plot)
     assert image.shape[0] > 300 and image[..., :3].std() > 0.05  # drawn, not blank
     assert "accuracy_by_exam_date.png" in files.html.read_text(encoding="utf-8")
+
+
+def test_cutoff_chart_says_why_a_panel_has_no_effect() -> None:
+    from oabench_pipeline.core.cutoff_chart import _effect_text
+
+    none = dict.fromkeys(("effect_log_odds", "effect_ci_low", "effect_ci_high", "p_value"))
+    assert _effect_text(none | {"questions_before": 0, "questions_after": 238}) == (
+        "effect: cannot be estimated (all exams on one side)"
+    )
+    assert _effect_text(none | {"questions_before": 280, "questions_after": 300}) == (
+        "effect: cannot be estimated (one side all right or all wrong)"
+    )
+    row = {"effect_log_odds": -0.5, "effect_ci_low": -0.8, "effect_ci_high": -0.2, "p_value": 0.001}
+    assert _effect_text(row) == "effect -0.50 log-odds [-0.80, -0.20], p = 0.001"

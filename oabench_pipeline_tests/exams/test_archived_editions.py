@@ -29,7 +29,7 @@ def keyed(tmp_path_factory: pytest.TempPathFactory, mirror_server: StaticFileSer
     env = make_env(tmp_path_factory.mktemp("archived"), monkeypatch, mirror_server.base_url)
     result = env.cli("ingest", "--editions", "3")
     assert result.exit_code == 0, result.output
-    assert "edition 3: 100 questions, 99 active, 1 annulled (72 by the registry); preliminary answer key" in (
+    assert "edition 3: 100 questions, 99 active, 1 annulled (72 per the registry); preliminary answer key" in (
         result.output
     )
     yield env
@@ -83,7 +83,7 @@ def test_a_registry_annulment_and_area_edit_reach_the_tables_on_the_next_ingest(
 
     result = fresh_env.cli("ingest", "--editions", "44")
     assert result.exit_code == 0, result.output
-    assert "edition 44: 80 questions, 79 active, 1 annulled (5 by the registry) [" in result.output
+    assert "edition 44: 80 questions, 79 active, 1 annulled (5 per the registry) [" in result.output
     questions = fresh_env.warehouse.read("questions", "44").sort("number")
     fifth = questions.filter(pl.col("number") == 5).row(0, named=True)
     assert (fifth["status"], fifth["status_source"]) == ("annulled", "registry: a test")

@@ -253,6 +253,13 @@ def test_abilities_order_the_models_as_accuracy_and_three_editions_cannot_tell_a
     assert "cannot be estimated" in row["note"]
     pooled = imported.warehouse.read("contamination_pooled").row(0, named=True)
     assert pooled["n_models_estimable"] == 0 and pooled["effect_log_odds"] is None
+    pooled_row = (
+        imported.warehouse.read("contamination_by_cutoff").filter(pl.col("pooled")).row(0, named=True)
+    )
+    assert pooled_row["model_key"] is None and pooled_row["effect_log_odds"] is None
+    assert (
+        "0 with questions on both sides" in pooled_row["note"] and "cannot be estimated" in pooled_row["note"]
+    )
 
     ranked = imported.cli("leaderboard", "--rank-by", "ability")
     assert ranked.exit_code == 0, ranked.output

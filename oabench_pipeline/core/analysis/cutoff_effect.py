@@ -113,22 +113,60 @@ def cutoff_effect(data: list[CutoffData], starts: npt.ArrayLike) -> CutoffEffect
             f"every question ({n_after + n_before}) is {side} the cutoff: no before/after contrast, "
             "so the effect cannot be estimated (the interval is unbounded)",
         )
+    # A key whose every answer is right (or every one wrong) says nothing about δ (its α is infinite);
+    # one with a side all right or all wrong bounds δ on one side only. At least one key with right and
+    # wrong answers on both sides must remain, else δ has no finite estimate (separation).
+    chosen = [i for i in chosen if 0 < data[i].correct.sum() < data[i].correct.size]
+    bounded = [i for i in chosen if _separation(data[i]) is None]
+    if not bounded:
+        separated = [why for d in data if (why := _separation(d)) is not None]
+        return _not_estimable(usable, separated[0] if len(data) == 1 and separated else _NO_CONTRAST)
     contrasted = [data[i] for i in chosen]
     alpha = start_values[chosen].copy()
     delta = 0.0
-    for _ in range(_MAX_ITERATIONS):
-        score_a, score_d, info_aa, info_ad, info_dd = _scoring_terms(contrasted, alpha, delta)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for _ in range(_MAX_ITERATIONS):
+            score_a, score_d, info_aa, info_ad, info_dd = _scoring_terms(contrasted, alpha, delta)
+            schur = info_dd - float((info_ad**2 / info_aa).sum())
+            step_d = (score_d - float((info_ad * score_a / info_aa).sum())) / schur if schur > 0 else np.nan
+            step_a = (score_a - info_ad * step_d) / info_aa
+            if not (np.isfinite(step_d) and np.isfinite(step_a).all()):
+                break
+            alpha += step_a
+            delta += step_d
+            if max(abs(step_d), float(np.abs(step_a).max())) < 1e-7:
+                break
+        _, _, info_aa, info_ad, info_dd = _scoring_terms(contrasted, alpha, delta)
         schur = info_dd - float((info_ad**2 / info_aa).sum())
-        step_d = (score_d - float((info_ad * score_a / info_aa).sum())) / schur
-        step_a = (score_a - info_ad * step_d) / info_aa
-        alpha += step_a
-        delta += step_d
-        if max(abs(step_d), float(np.abs(step_a).max())) < 1e-7:
-            break
-    _, _, info_aa, info_ad, info_dd = _scoring_terms(contrasted, alpha, delta)
-    se = float(np.sqrt(1.0 / (info_dd - float((info_ad**2 / info_aa).sum()))))  # 1 / Schur complement
+    if not (np.isfinite(delta) and np.isfinite(schur) and schur > 0):
+        return _not_estimable(
+            usable, "the fit did not converge (no finite estimate): the effect is not given"
+        )
+    se = float(np.sqrt(1.0 / schur))  # 1 / Schur complement
     p_value = float(2.0 * stats.norm.sf(abs(delta) / se))
     return CutoffEffect(delta, delta - Z95 * se, delta + Z95 * se, p_value, n_after, n_before, None)
+
+
+_NO_CONTRAST = (
+    "no key has right and wrong answers on both sides of its cutoff: the effect has no finite estimate "
+    "(the interval is unbounded)"
+)
+
+
+def _separation(data: CutoffData) -> str | None:
+    """Why this key alone gives δ no finite estimate: a side of its cutoff where every answer is right
+    (or every one wrong), which the likelihood fits best with δ at ±∞ (None: both sides are mixed)."""
+    for side, is_after in (("after", 1.0), ("on or before", 0.0)):
+        mask = data.after == is_after
+        n, right = int(mask.sum()), int(data.correct[mask].sum())
+        if n and right in (0, n):
+            bound = "above" if (right == n) == (is_after == 1.0) else "below"
+            outcome = "right" if right == n else "wrong"
+            return (
+                f"every answer {side} the cutoff ({n}) is {outcome}: the effect has no finite estimate "
+                f"(the interval is unbounded {bound})"
+            )
+    return None
 
 
 def key_cutoff_data(

@@ -12,6 +12,7 @@ import polars as pl
 
 from oabench_pipeline.core.analysis.contamination import contamination_by_cutoff
 from oabench_pipeline.core.analysis.cutoff_effect import CutoffEffect, cutoff_effect, key_cutoff_data
+from oabench_pipeline.core.analysis.frames import safe_div
 from oabench_pipeline.core.analysis.item_response import Z95, RaschFit, fit_rasch
 from oabench_pipeline.core.analysis.key_audit import key_audit
 
@@ -141,7 +142,8 @@ def cutoff_tables(
     fit: RaschFit,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """`contamination_by_cutoff` (the raw before/after accuracies, and the effect net of difficulty per
-    key) and `contamination_pooled` (one effect shared by every key with a cutoff)."""
+    key, then a pooled row when some key has a cutoff) and `contamination_pooled` (that pooled effect:
+    one shared by every key with a cutoff, with how many keys it rests on)."""
     raw = contamination_by_cutoff(by_edition, keys_df, edition_dates)
     index = {key: i for i, key in enumerate(keys_df["model_key"].to_list())}
     exam_day = _exam_days(questions, edition_dates)
@@ -157,7 +159,9 @@ def cutoff_tables(
         datas.append(data)
         starts.append(fit.ability[i])
     effects = pl.DataFrame(per_key, schema=_EFFECT_SCHEMA | {"model_key": pl.String})
-    table = raw.join(effects, on="model_key", how="left", maintain_order="left")
+    table = raw.join(effects, on="model_key", how="left", maintain_order="left").with_columns(
+        pooled=pl.lit(False)
+    )
     pooled = cutoff_effect(datas, starts) if datas else None
     estimable = sum(1 for d in datas if 0 < d.after.sum() < d.after.size)
     pooled_row = {
@@ -170,7 +174,35 @@ def cutoff_tables(
     pooled_table = pl.DataFrame(
         [pooled_row], schema={"n_models": pl.Int64, "n_models_estimable": pl.Int64, **_EFFECT_SCHEMA}
     )
+    if pooled is not None:
+        table = pl.concat([table, _pooled_row(raw, pooled, len(datas), estimable)], how="diagonal_relaxed")
     return table, pooled_table
+
+
+def _pooled_row(raw: pl.DataFrame, pooled: CutoffEffect, n_models: int, estimable: int) -> pl.DataFrame:
+    """`contamination_by_cutoff`'s last row: every key with a cutoff together (model_key NULL, `pooled`
+    true), the raw counts summed over them and the one shared effect of `contamination_pooled`."""
+    why = f"; {pooled.note}" if pooled.note else ""
+    note = (
+        f"pooled: one effect shared by {n_models} model key(s) with a knowledge cutoff, each its own "
+        f"level ({estimable} with questions on both sides of its cutoff){why}"
+    )
+    return (
+        raw.select(pl.sum("correct_after", "total_after", "correct_before", "total_before"))
+        .with_columns(
+            accuracy_after=safe_div(pl.col("correct_after"), pl.col("total_after")),
+            accuracy_before=safe_div(pl.col("correct_before"), pl.col("total_before")),
+        )
+        .with_columns(delta=pl.col("accuracy_after") - pl.col("accuracy_before"))
+        .with_columns(
+            model_key=pl.lit(None, dtype=pl.String),
+            pooled=pl.lit(True),
+            **{
+                name: pl.lit(value, dtype=_EFFECT_SCHEMA[name])
+                for name, value in (_effect_columns(pooled) | {"note": note}).items()
+            },
+        )
+    )
 
 
 _EFFECT_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {

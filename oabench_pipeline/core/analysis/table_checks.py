@@ -67,6 +67,31 @@ def _effect_checks(frame: pl.DataFrame, keys: Sequence[str]) -> list[str]:
     )
 
 
+def _pooled_named(frame: pl.DataFrame) -> pl.DataFrame:
+    """`contamination_by_cutoff` with its pooled row's NULL model_key named, for the problems' labels."""
+    if "pooled" not in frame.columns:
+        return frame
+    return frame.with_columns(
+        model_key=pl.when(pl.col("pooled")).then(pl.lit("(pooled)")).otherwise(pl.col("model_key"))
+    )
+
+
+def _pooled_row_problems(frame: pl.DataFrame) -> list[str]:
+    """The pooled row is there exactly when a key's row is, once, with no model_key; keys' rows have one."""
+    if "pooled" not in frame.columns:
+        return []
+    pooled = frame.filter(pl.col("pooled"))
+    keys = frame.filter(~pl.col("pooled"))
+    problems = []
+    if pooled.height != (1 if keys.height else 0):
+        problems.append(f"{keys.height} key row(s) and {pooled.height} pooled row(s)")
+    if pooled["model_key"].is_not_null().any():
+        problems.append("the pooled row has a model_key")
+    if keys["model_key"].null_count():
+        problems.append(f"{keys['model_key'].null_count()} key row(s) without a model_key")
+    return problems
+
+
 Check = Callable[[pl.DataFrame], list[str]]
 
 _WEIGHTS = ["weight_a", "weight_b", "weight_c", "weight_d"]
@@ -209,18 +234,21 @@ _CHECKS: dict[str, dict[str, tuple[str, Check]]] = {
     },
     "contamination_by_cutoff": {
         "one_row_per_key": (
-            "Each model key with a knowledge cutoff appears once; blocking.",
-            lambda f: duplicated(f, ["model_key"]),
+            "Each model key with a knowledge cutoff appears once, and the pooled row (model_key NULL) once "
+            "when there is any; blocking.",
+            lambda f: duplicated(_pooled_named(f), ["model_key"]) + _pooled_row_problems(f),
         ),
         "correct_within_total": (
             "0 ≤ correct ≤ total on both sides of the cutoff; blocking.",
             lambda f: _within_totals(
-                f, ["model_key"], [("correct_after", "total_after"), ("correct_before", "total_before")]
+                _pooled_named(f),
+                ["model_key"],
+                [("correct_after", "total_after"), ("correct_before", "total_before")],
             ),
         ),
         "effect_interval_valid": (
             "effect_ci_low ≤ effect_log_odds ≤ effect_ci_high and p_value in [0, 1]; blocking.",
-            lambda f: _effect_checks(f, ["model_key"]),
+            lambda f: _effect_checks(_pooled_named(f), ["model_key"]),
         ),
     },
     "contamination_pooled": {
