@@ -152,6 +152,15 @@ def test_an_inicio_per_suite_with_a_switcher(store: Warehouse, tmp_path: Path) -
     assert not (tmp_path / "never").exists()
 
 
+def test_every_shipped_suite_has_its_portuguese_description() -> None:
+    """The registry's suites read in Portuguese on the Portuguese site: a description edited in the
+    registry fails here until its translation follows (the site shows the English text meanwhile)."""
+    from oabench_pipeline.core.editions import load_suites
+    from oabench_pipeline.core.site.labels import SUITE_DESCRIPTIONS_PT
+
+    assert {s.description for s in load_suites().values()} <= set(SUITE_DESCRIPTIONS_PT)
+
+
 def test_english_labels(store: Warehouse, tmp_path: Path) -> None:
     build(store, tmp_path / "en", lang="en")
     index = (tmp_path / "en" / "index.html").read_text(encoding="utf-8")

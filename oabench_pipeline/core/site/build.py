@@ -30,7 +30,7 @@ from oabench_pipeline.core.reports import REPORT_VERSION, editions_covered, fram
 from oabench_pipeline.core.scoring import SCORING_VERSION
 from oabench_pipeline.core.site import paths
 from oabench_pipeline.core.site.data import SiteData, SuiteBoard, load_site_data
-from oabench_pipeline.core.site.labels import Lang, Words, moment
+from oabench_pipeline.core.site.labels import SUITE_DESCRIPTIONS_PT, Lang, Words, moment
 from oabench_pipeline.core.site.recompute import RECIPES
 from oabench_pipeline.core.site.writer import SiteWriter
 from oabench_pipeline.core.versions import ANSWER_KEY_PARSER_VERSION, BOOKLET_PARSER_VERSION, frame_version
@@ -210,9 +210,10 @@ def _index(data: SiteData, ctx: _Context, suite: SuiteBoard) -> tuple[str, str]:
 
 
 def _suite_description(ctx: _Context, suite: SuiteBoard) -> str:
-    """The registry's description (English), or the site's words for the suites the pipeline ships."""
-    key = f"suite:{suite.name}"
-    return ctx.words.t(key) if ctx.lang == "pt" and ctx.words.has(key) else suite.description
+    """The registry's description (English), in Portuguese for the suites the pipeline ships as shipped."""
+    if ctx.lang == "pt":
+        return SUITE_DESCRIPTIONS_PT.get(suite.description, suite.description)
+    return suite.description
 
 
 def _edition_rows(data: SiteData, ctx: _Context, at: str) -> list[dict]:

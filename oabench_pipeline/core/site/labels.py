@@ -170,20 +170,6 @@ _LABELS: dict[str, tuple[str, str]] = {
     "protocol": ("Protocolo", "Protocol"),
     "versions": ("Versões", "Versions"),
     "suite_home": ("Classificação do conjunto", "The suite's leaderboard"),
-    # The suites the pipeline ships (registry/editions.toml): their descriptions in Portuguese.
-    "suite:oabench-2026": (
-        "O estudo OABench (março de 2026): a 43ª, a 44ª e a 45ª edições, aplicadas em 2025",
-        "The OABench study (March 2026): the 43rd-45th editions, held in 2025",
-    ),
-    "suite:fgv-2010s": (
-        "Todos os exames da FGV dos anos 2010 que o arquivo guarda: do 3º (2010.3, o primeiro da FGV) ao "
-        "25º (2018)",
-        "Every FGV exam of the 2010s the archive holds: the 3rd (2010.3, FGV's first) to the 25th (2018)",
-    ),
-    "suite:all": (
-        "Todas as edições que o registro de edições e o sensor do portal conhecem",
-        "Every edition the editions registry and the portal sensor know",
-    ),
 }
 
 
@@ -244,9 +230,6 @@ class Words:
     def t(self, key: str) -> str:
         return label(key, self.lang)
 
-    def has(self, key: str) -> bool:
-        return key in _LABELS
-
     def pct(self, value: float | None, decimals: int = 1) -> str:
         return pct(value, self.lang, decimals)
 
@@ -262,3 +245,20 @@ class Words:
 
     def integer(self, value: int | None) -> str:
         return integer(value, self.lang)
+
+
+# The descriptions of the suites the pipeline ships (registry/editions.toml), in Portuguese, keyed by the
+# registry's English text: a description edited in the registry (or a suite of one's own) shows as written
+# there, never as a translation of what it used to say.
+SUITE_DESCRIPTIONS_PT: dict[str, str] = {
+    "The OABench study (March 2026): the 43rd-45th editions, held in 2025": (
+        "O estudo OABench (março de 2026): a 43ª, a 44ª e a 45ª edições, aplicadas em 2025"
+    ),
+    "Every FGV exam of the 2010s the archive holds: the 2nd (2010.2, FGV's first) to the 25th (2018)": (
+        "Todos os exames da FGV dos anos 2010 que o arquivo guarda: do 2º (2010.2, o primeiro da FGV) ao "
+        "25º (2018)"
+    ),
+    "Every edition the editions registry and the portal sensor know": (
+        "Todas as edições que o registro de edições e o sensor do portal conhecem"
+    ),
+}
