@@ -100,15 +100,19 @@ def measure(name: str, env: dict[str, str]) -> None:
     store = Warehouse(Path(env["OABENCH_WAREHOUSE"]))
     questions = store.read("questions").height
     keys = store.read("leaderboard").height
-    print(f"{name}: {questions:,} questions × {keys} model keys")
+    print(f"{name}: {questions:,} questions × {keys} model keys", flush=True)
     for step in ("first build", "rebuild, nothing changed", "rebuild after one new cell"):
         if step == "rebuild after one new cell":
             add_one_cell(store)
+        load_before = os.getloadavg()[0]
         seconds, cpu, output = oabench(env, "site")
         summary = re.search(r"site: .*", output)
+        # The 1-minute load average before and after: on a shared machine the wall time is only read with it.
         print(
             f"  {step}: {seconds:.1f} s = {seconds / TARGET_S:.2f} × the {TARGET_S:.0f} s target "
-            f"(CPU {cpu:.1f} s = {cpu / TARGET_S:.2f} ×)  [{summary.group(0) if summary else output.strip()}]"
+            f"(CPU {cpu:.1f} s = {cpu / TARGET_S:.2f} ×; load average {load_before:.1f} → "
+            f"{os.getloadavg()[0]:.1f})  [{summary.group(0) if summary else output.strip()}]",
+            flush=True,
         )
 
 
