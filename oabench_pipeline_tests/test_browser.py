@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from oabench_pipeline.cli.output import cost_text
+from oabench_pipeline.cli.output import cost_text, render_cell
+from oabench_pipeline.core.numbers import grouped, short_decimal
 from oabench_pipeline.core.site import paths
 from oabench_pipeline.core.site.data import CANONICAL_SCORES_SQL
 from oabench_pipeline.core.site.labels import Words
@@ -303,6 +304,42 @@ def test_site_walk_home_model_missed_question_edition(
     assert browser.requests and all(url.startswith(site_prefix) for url in browser.requests), browser.requests
 
 
+def test_site_suite_switcher_matches_oabench_leaderboard_suite(
+    published: Published, built_site: Path, browser: Browser
+) -> None:
+    """Início's switcher opens each other suite's ranking, as `oabench leaderboard --suite` prints it."""
+    words = Words("pt")
+    browser.new_page()
+    browser.goto((built_site / "index.html").as_uri())
+    suites = browser.evaluate("[...document.querySelectorAll('#suites a')].map(a => a.innerText)")
+    expected = [
+        r["suite"]
+        for r in json.loads(published.env.cli("sql", "select suite from suites", "--format", "json").output)
+    ]
+    assert suites == expected and "all" in suites
+    browser.page.click("#suites a:text-is('all')")
+    browser.wait_for_text("Conjunto all")
+    assert browser.page.url.endswith("suite/all.html")
+    result = published.env.cli("leaderboard", "--suite", "all", "--format", "json")
+    assert result.exit_code == 0, result.output
+    board = json.loads(result.output)
+    shown = browser.evaluate(
+        "[...document.querySelectorAll('#leaderboard tbody tr')].map(r => "
+        "({key: r.dataset.modelKey, cells: [...r.cells].map(c => c.innerText.trim())}))"
+    )
+    assert [row["key"] for row in shown] == [row["model_key"] for row in board]
+    for row, want in zip(shown, board, strict=True):
+        rank, _, _, score, accuracy, *_ = row["cells"]
+        assert rank.split()[0] == (str(want["rank"]) if want["rank"] is not None else "—")
+        assert score == f"{want['official_score']}/{want['official_total']}"
+        assert accuracy == words.pct(want["official_accuracy"])
+    browser.page.click("#suites a:text-is('oabench-2026')")
+    browser.wait_for_text("Conjunto oabench-2026")
+    assert browser.page.url.endswith("/index.html")
+    site_prefix = built_site.resolve().as_uri() + "/"
+    assert all(url.startswith(site_prefix) for url in browser.requests), browser.requests
+
+
 def test_a_reply_with_html_is_shown_as_text(built_site: Path, browser: Browser) -> None:
     browser.new_page()  # the UI's page polls its server: not this test's requests
     browser.goto((built_site / "questao" / "oab-43-1f-q14.html").as_uri())
@@ -382,12 +419,31 @@ def test_site_report_terminal_and_sql_agree_on_every_figure_they_share(
         official = report[key][3]  # "85.0% [79.9–89.0]"
         assert official.startswith(f"{100 * row['official_accuracy']:.1f}%")
         assert f"[{100 * row['accuracy_ci_low']:.1f}–{100 * row['accuracy_ci_high']:.1f}]" in official
+        # The cost: one set of digits in every view, marked when estimated (`*`, the report's `(est.)`).
+        terminal_cost = cost_text(row["effective_cost_usd"], row["cost_source"]).strip()
         if row["effective_cost_usd"] is not None:
-            assert report[key][7].startswith(f"${row['effective_cost_usd']:,.4f}")
-            assert report[key][7].endswith("(est.)") == (row["cost_source"] == "estimated")
+            digits = short_decimal(row["effective_cost_usd"])
+            estimated = row["cost_source"] == "estimated"
+            assert report[key][7] == f"${digits}" + (" (est.)" if estimated else "")
+            assert (
+                cells[8].removeprefix("US$ ").replace(",", ".") == terminal_cost == digits + "*" * estimated
+            )
+        else:
+            assert report[key][7] == "–" and cells[8] == terminal_cost == "—"
+        # The median latency: the terminal's digits (10036.5), thousands grouped on the page and the report.
+        if row["p50_latency_ms"] is not None:
+            digits = render_cell(float(row["p50_latency_ms"]))
+            assert report[key][8] == f"{grouped(row['p50_latency_ms'])} ms"
+            assert cells[9] == f"{grouped(row['p50_latency_ms'], '.', ',')} ms"
+            assert (
+                report[key][8].replace(",", "")
+                == cells[9].replace(".", "").replace(",", ".")
+                == f"{digits} ms"
+            )
+            assert f" {digits}" in next(line for line in terminal if f" {key}" in line)
         line = next(line for line in terminal if f" {key}" in line)
         assert f"{row['official_score']}/{row['official_total']}" in line
-        assert cost_text(row["effective_cost_usd"], row["cost_source"]).strip() in line
+        assert terminal_cost in line
         assert (
             f"{row['official_accuracy']:.3f} [{row['accuracy_ci_low']:.3f}–{row['accuracy_ci_high']:.3f}]"
             in line

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
 from oabench_pipeline.core.markdown import markdown_table
+from oabench_pipeline.core.numbers import short_decimal
 from oabench_pipeline.inference.progress import CellProgress, listening
 from oabench_pipeline.tables import csv_ready
 
@@ -170,12 +171,7 @@ def render_cell(value: object) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        if value != value:  # NaN
-            return "NaN"
-        if value != 0 and abs(value) < 0.01:
-            return f"{value:.3g}"
-        text = f"{value:.4f}".rstrip("0").rstrip(".")
-        return "0" if text == "-0" else text
+        return short_decimal(value)  # the digits the report and the site print too
     return " ".join(str(value).split())
 
 

@@ -24,7 +24,13 @@ SITE_ASSET = "leaderboard_site"
 @click.option(
     "--lang", type=click.Choice(["pt", "en"]), default="pt", show_default=True, help="Language of the labels."
 )
-def site_cmd(out_dir: Path | None, lang: str) -> None:
+@click.option(
+    "--suite",
+    metavar="NAME",
+    help="Suite ranked on index.html (default: oabench-2026, the study's); every other suite gets "
+    "suite/<name>.html, all linked from a switcher.",
+)
+def site_cmd(out_dir: Path | None, lang: str, suite: str | None) -> None:
     """Write the static site from the warehouse tables: a page per model key, edition and question.
 
     Plain files with relative links: open index.html from the folder, serve it with
@@ -35,10 +41,14 @@ def site_cmd(out_dir: Path | None, lang: str) -> None:
     warehouse = Warehouse(settings.warehouse_path)
     if not warehouse.has_table("leaderboard"):
         raise click.ClickException("no leaderboard yet: run `oabench run` or `oabench import` first")
+    if suite is not None and warehouse.has_table("suites"):
+        known = warehouse.read("suites")["suite"].to_list()
+        if suite not in known:
+            raise click.ClickException(f"no suite {suite!r}: the suites are {', '.join(known)}")
     from dagster import AssetKey
 
     defs, instance = _dagster(settings)
-    config = {"lang": lang, "out_dir": str(out_dir.resolve()) if out_dir else None}
+    config = {"lang": lang, "out_dir": str(out_dir.resolve()) if out_dir else None, "suite": suite}
     _must(
         run_assets(defs, instance, [SITE_ASSET], run_config={"ops": {SITE_ASSET: {"config": config}}}), "site"
     )

@@ -22,11 +22,12 @@ from oabench_pipeline.core.editions import format_editions
 from oabench_pipeline.core.files import write_atomically
 from oabench_pipeline.core.leaderboard import suite_view
 from oabench_pipeline.core.markdown import markdown_table
+from oabench_pipeline.core.numbers import grouped, short_decimal
 from oabench_pipeline.core.rendering import render
 from oabench_pipeline.tables import csv_ready
 
 # `leaderboard_report`'s code version: bump it when the report's files change, to have it rebuilt.
-REPORT_VERSION = "report-3"  # 3: the suite it ranks heads the report
+REPORT_VERSION = "report-4"  # 4: costs and latencies with the terminal's digits (core/numbers.py)
 
 COST_PLOT = "cost_vs_accuracy.png"
 AREA_PLOT = "accuracy_by_area.png"
@@ -69,11 +70,13 @@ def _fmt_ci(low: float | None, high: float | None) -> str:
 
 
 def _fmt_cost(value: float | None) -> str:
-    return "–" if value is None else f"${value:,.4f}"
+    """The terminal's and the site's digits: `$0.1812`, `$0.00919` (`core/numbers.py`)."""
+    return "–" if value is None else f"${short_decimal(value)}"
 
 
 def _fmt_ms(value: float | None) -> str:
-    return "–" if value is None else f"{value:,.0f} ms"
+    """The terminal's digits, thousands grouped: `10,036.5 ms` (`core/numbers.py`)."""
+    return "–" if value is None else f"{grouped(value)} ms"
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,9 @@ class SiteConfig(Config):
     """Folder to write; default: `site/` beside the warehouse file (warehouse/site/)."""
     lang: str = "pt"
     """`pt` (default) or `en`: the language of the labels."""
+    suite: str | None = None
+    """The suite ranked on index.html (default: the default suite, the study's); the others get
+    `suite/<name>.html`, all linked from a switcher."""
 
 
 def site_folder(warehouse_root: Path, out_dir: str | None) -> Path:
@@ -61,9 +64,11 @@ def leaderboard_site(
     with healthy_reader(store) as (con, inputs):
         for line in inputs.lines():
             context.log.warning(line)
-        result = build_site(
-            con, folder, store.tables(), SiteOptions(lang="en" if config.lang == "en" else "pt")
-        )
+        options = SiteOptions(lang="en" if config.lang == "en" else "pt", suite=config.suite)
+        try:
+            result = build_site(con, folder, store.tables(), options)
+        except ValueError as error:  # an unknown suite: nothing written
+            raise Failure(description=str(error)) from error
     seconds = time.perf_counter() - started
     return MaterializeResult(
         metadata={
@@ -77,5 +82,6 @@ def leaderboard_site(
             "bytes": result.total_bytes,
             "build_seconds": round(seconds, 2),
             "lang": config.lang,
+            "suite": config.suite or "default",
         }
     )

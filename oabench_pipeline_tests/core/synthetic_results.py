@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
+    from oabench_pipeline.core.editions import Suite
     from oabench_pipeline.warehouse import Warehouse  # imported where used: this module stays light
 
 LETTERS = np.array(["A", "B", "C", "D"])
@@ -357,11 +358,23 @@ def rescore(store: Warehouse) -> None:
     rebuild_tables(store)
 
 
-def rebuild_tables(store: Warehouse) -> None:
-    """Every analysis table from the scores as they are (what the `leaderboard` step does)."""
+def rebuild_tables(store: Warehouse, suites: list[Suite] | None = None) -> None:
+    """Every analysis table from the scores as they are (what the `leaderboard` step does), ranked over
+    `suites` (default: `all` only; `stored_suites(store)`: the suites the warehouse was ranked over)."""
     from oabench_pipeline.core.leaderboard import build_leaderboard_tables
 
     with store.reader() as con:
-        built = build_leaderboard_tables(con)
+        built = build_leaderboard_tables(con, suites=suites)
     for name, frame in built.items():
         store.write_partition(name, frame)
+
+
+def stored_suites(store: Warehouse) -> list[Suite]:
+    """The suites of the warehouse's `suites` table, in its order: a rebuild after a new cell ranks the
+    same suites as the pipeline did (the registry's, not `all` alone)."""
+    from oabench_pipeline.core.editions import Suite
+
+    return [
+        Suite(name=r["suite"], editions=tuple(sorted(r["editions"])), description=r["description"] or "")
+        for r in store.read("suites").iter_rows(named=True)
+    ]

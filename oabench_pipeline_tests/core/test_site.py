@@ -108,6 +108,59 @@ def test_pages_links_and_escaping(store: Warehouse, site_template: tuple[Path, S
         assert row.cells[8] == words.cost(expected["effective_cost_usd"], expected["cost_source"])
 
 
+def test_an_inicio_per_suite_with_a_switcher(store: Warehouse, tmp_path: Path) -> None:
+    """Two suites: index.html ranks the default one (or `--suite`'s), suite/<name>.html each other one,
+    each as `leaderboard_by_suite` holds it, editions passed counted over that suite's editions only."""
+    from oabench_pipeline.core.editions import Suite
+    from oabench_pipeline.core.leaderboard import build_leaderboard_tables
+    from oabench_pipeline.core.reports import passed_text
+
+    first, second = sorted(store.read("editions")["edition"].to_list())
+    suites = [Suite(name="oabench-2026", editions=(first,)), Suite(name="all", editions=(first, second))]
+    with store.reader() as con:
+        built = build_leaderboard_tables(con, suites=suites)
+    for name, frame in built.items():
+        store.write_partition(name, frame)
+    by_suite = store.read("leaderboard_by_suite")
+    site = tmp_path / "site"
+    build(store, site)
+    for page, suite, ran in (("index.html", "oabench-2026", 1), ("suite/all.html", "all", 2)):
+        html = (site / page).read_text(encoding="utf-8")
+        rows = tables(html)["leaderboard"]
+        expected = by_suite.filter(pl.col("suite") == suite).sort(
+            "rank", "official_score", "model_key", descending=[False, True, False], nulls_last=True
+        )
+        assert [r.attrs["data-model-key"] for r in rows] == expected["model_key"].to_list(), page
+        for row, want in zip(rows, expected.iter_rows(named=True), strict=True):
+            assert row.cells[3] == f"{want['official_score']}/{want['official_total']}"
+            assert row.cells[6] == passed_text(want, ran, "de")  # not every edition the key ran
+        assert f'class="current" aria-current="page">{suite}</a>' in html
+    assert 'href="suite/all.html"' in (site / "index.html").read_text(encoding="utf-8")
+    assert 'href="../index.html" title' in (site / "suite" / "all.html").read_text(encoding="utf-8")
+    assert (site / paths.chart("suite/all/custo-vs-acuracia")).is_file()
+    assert broken_links(site) == []
+
+    # `--suite all`: that suite on index.html, the default one beside it; the old suite page removed.
+    with store.reader() as con:
+        other = build_site(con, site, store.tables(), SiteOptions(suite="all"))
+    assert "suite/all.html" in other.removed and (site / "suite" / "oabench-2026.html").is_file()
+    rows = tables((site / "index.html").read_text(encoding="utf-8"))["leaderboard"]
+    assert len(rows) == by_suite.filter(pl.col("suite") == "all").height
+    assert broken_links(site) == []
+    with store.reader() as con, pytest.raises(ValueError, match="suite 'nope' is not in the suites table"):
+        build_site(con, tmp_path / "never", store.tables(), SiteOptions(suite="nope"))
+    assert not (tmp_path / "never").exists()
+
+
+def test_every_shipped_suite_has_its_portuguese_description() -> None:
+    """The registry's suites read in Portuguese on the Portuguese site: a description edited in the
+    registry fails here until its translation follows (the site shows the English text meanwhile)."""
+    from oabench_pipeline.core.editions import load_suites
+    from oabench_pipeline.core.site.labels import SUITE_DESCRIPTIONS_PT
+
+    assert {s.description for s in load_suites().values()} <= set(SUITE_DESCRIPTIONS_PT)
+
+
 def test_english_labels(store: Warehouse, tmp_path: Path) -> None:
     build(store, tmp_path / "en", lang="en")
     index = (tmp_path / "en" / "index.html").read_text(encoding="utf-8")

@@ -22,13 +22,14 @@ import polars as pl
 
 from oabench_pipeline.core import charts
 from oabench_pipeline.core.answer_parsing import PARSER_VERSIONS
+from oabench_pipeline.core.editions import format_editions
 from oabench_pipeline.core.prompts import SYSTEM_PROMPTS, TEMPERATURE, TOP_P, user_prompt
 from oabench_pipeline.core.rendering import render, template_bytes
 from oabench_pipeline.core.reports import REPORT_VERSION, editions_covered, frame_bytes, passed_text
 from oabench_pipeline.core.scoring import SCORING_VERSION
 from oabench_pipeline.core.site import paths
-from oabench_pipeline.core.site.data import SiteData, load_site_data
-from oabench_pipeline.core.site.labels import Lang, Words, moment
+from oabench_pipeline.core.site.data import SiteData, SuiteBoard, load_site_data
+from oabench_pipeline.core.site.labels import SUITE_DESCRIPTIONS_PT, Lang, Words, moment
 from oabench_pipeline.core.site.recompute import RECIPES
 from oabench_pipeline.core.site.writer import SiteWriter
 from oabench_pipeline.core.versions import (
@@ -39,7 +40,7 @@ from oabench_pipeline.core.versions import (
 )
 
 # The site's code version (`leaderboard_site`): bump it when the pages change, to have the site rebuilt.
-SITE_VERSION = "site-1"
+SITE_VERSION = "site-2"  # 2: an Início per suite with a switcher; passed editions of the suite's editions
 
 # Columns left out of the downloads: paths on the machine that built the site, of no use to a reader.
 LOCAL_COLUMNS: dict[str, tuple[str, ...]] = {"source_files": ("fetched_from", "stored_at")}
@@ -48,6 +49,9 @@ LOCAL_COLUMNS: dict[str, tuple[str, ...]] = {"source_files": ("fetched_from", "s
 @dataclass(frozen=True)
 class SiteOptions:
     lang: Lang = "pt"
+    suite: str | None = None
+    """The suite ranked on `index.html` (None: the default one, the study's); every other suite's
+    ranking is `suite/<suite>.html`, each linked from the switcher on every Início."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,7 @@ def build_site(
 ) -> SiteResult:
     """Write the site for the warehouse behind `con` into `out_dir`; `tables`: the tables offered as downloads."""
     data = load_site_data(con)
+    data.board(options.suite)  # an unknown suite fails before anything is written
     writer = SiteWriter(Path(out_dir))
     downloads = []
     for table in tables:
@@ -78,11 +83,12 @@ def build_site(
         writer.put(paths.data_file(table, "csv"), frame_bytes(frame, "csv"))
         writer.put(paths.data_file(table, "parquet"), frame_bytes(frame, "parquet"))
         downloads.append({"table": table, "rows": frame.height})
+    ctx = _Context(data, options)
     pages = 0
-    for relative, content in _pages(data, options, downloads):
+    for relative, content in _pages(data, ctx, downloads):
         writer.put(relative, content)
         pages += 1
-    for chart_path, chart_digest, draw in _charts(data, options):
+    for chart_path, chart_digest, draw in _charts(data, ctx):
         writer.put_made(chart_path, chart_digest, draw)
     writer.put(paths.STYLESHEET, template_bytes("site/site.css"))
     removed = writer.finish()
@@ -98,7 +104,16 @@ class _Context:
         self.data_as_of = moment(data.newest_answer)
         self.slugs = paths.model_slugs(data.model_keys)
         self.labels = dict(zip(data.leaderboard["model_key"], data.leaderboard["label"], strict=True))
+        for board in data.suites:  # a key outside the index suite: its label from a suite that lists it
+            for key, label in board.leaderboard.select("model_key", "label").iter_rows():
+                self.labels.setdefault(key, label)
         self.edition_names = dict(zip(data.editions["edition"], data.editions["exam_name"], strict=True))
+        self.home = data.board(options.suite)
+        # Where each suite's Início is: the chosen suite's is index.html, every other one suite/<name>.html.
+        self.suite_pages = {
+            board.name: paths.INDEX if board is self.home else paths.suite_page(str(board.name))
+            for board in data.suites
+        }
 
     def page(self, template: str, at: str, **context: Any) -> tuple[str, str]:
         root = paths.relative(at, "")
@@ -113,20 +128,29 @@ class _Context:
         )
         return at, html
 
-    def model_href(self, at: str, model_key: str) -> str:
+    def model_href(self, at: str, model_key: str) -> str | None:
+        """The link to a key's page (None for a key no suite lists: it has no page)."""
+        if model_key not in self.slugs:
+            return None
         return paths.relative(at, paths.model_page(self.slugs[model_key]))
+
+    def chart(self, board: SuiteBoard, name: str) -> str:
+        """A suite's chart: the index suite's at `graficos/<name>.svg`, another's under its own folder."""
+        if board is self.home:
+            return paths.chart(name)
+        return paths.chart(f"suite/{paths.slug(str(board.name))}/{name}")
 
     def key_status(self, edition_row: dict) -> str:
         # The editions table's answer key is the definitive one unless a `key_status` column says otherwise.
         return self.words.t(str(edition_row.get("key_status") or "definitive"))
 
 
-def _pages(data: SiteData, options: SiteOptions, downloads: list[dict]) -> Iterator[tuple[str, str]]:
-    ctx = _Context(data, options)
-    covered = editions_covered(data.by_edition)
-    yield _index(data, ctx, covered)
-    for row in data.leaderboard.iter_rows(named=True):
-        yield _model(data, ctx, row, covered)
+def _pages(data: SiteData, ctx: _Context, downloads: list[dict]) -> Iterator[tuple[str, str]]:
+    for board in data.suites:
+        yield _index(data, ctx, board)
+    for key in data.model_keys:
+        board, row = _model_board(data, ctx, key)
+        yield _model(data, ctx, row, editions_covered(board.by_edition), board)
     for row in data.editions.iter_rows(named=True):
         yield _edition(data, ctx, row)
     yield from _questions(data, ctx)
@@ -134,33 +158,66 @@ def _pages(data: SiteData, options: SiteOptions, downloads: list[dict]) -> Itera
     yield _data_page(ctx, downloads)
 
 
-def _index(data: SiteData, ctx: _Context, covered: dict[str, list[int]]) -> tuple[str, str]:
-    at = paths.INDEX
+def _model_board(data: SiteData, ctx: _Context, key: str) -> tuple[SuiteBoard, dict]:
+    """The suite a model page summarises and the key's row in it: the index suite's, else (a key that ran
+    no edition of it) the suite with the most editions that lists the key."""
+    boards = [ctx.home, *sorted(data.suites, key=lambda b: -len(b.editions))]
+    for board in boards:
+        rows = board.leaderboard.filter(pl.col("model_key") == key)
+        if rows.height:
+            return board, rows.row(0, named=True)
+    raise ValueError(f"model key {key} is on no leaderboard")  # model_keys come from the leaderboards
+
+
+def _index(data: SiteData, ctx: _Context, suite: SuiteBoard) -> tuple[str, str]:
+    at = ctx.suite_pages[suite.name]
+    covered = editions_covered(suite.by_edition)
     board = [
         {
             **row,
             "href": ctx.model_href(at, row["model_key"]),
             "passed_text": passed_text(row, len(covered.get(row["model_key"], [])), ctx.words.t("of")),
         }
-        for row in data.leaderboard.iter_rows(named=True)
+        for row in suite.leaderboard.iter_rows(named=True)
     ]
-    no_cost = data.pareto.filter(pl.col("cost_usd").is_null() | (pl.col("cost_usd") <= 0))["label"].to_list()
-    editions = _edition_rows(data, ctx, at)
+    no_cost = suite.pareto.filter(pl.col("cost_usd").is_null() | (pl.col("cost_usd") <= 0))["label"].to_list()
+    in_suite = set(suite.editions)
+    editions = [e for e in _edition_rows(data, ctx, at) if e["edition"] in in_suite]
     words = ctx.words
+    suite_text = f"{words.t('editions')} {format_editions(suite.editions).replace(',', ', ')}"
+    if suite.name is not None:
+        suite_text = f"{words.t('suite')} {suite.name}: " + suite_text
     return ctx.page(
         "site/index.html",
         at,
         board=board,
-        suite_text=f"{words.t('editions')} " + ", ".join(str(e["edition"]) for e in editions),
-        suites=[],
+        suite_text=suite_text,
+        suite_description=_suite_description(ctx, suite),
+        suites=[
+            {
+                "label": board.name,
+                "href": paths.relative(at, ctx.suite_pages[board.name]),
+                "current": board is suite,
+                "editions": format_editions(board.editions).replace(",", ", "),
+            }
+            for board in data.suites
+        ],
         oldest_answer=moment(data.oldest_answer),
         any_estimated=any(r["cost_source"] == "estimated" for r in board),
         any_incomplete=any(not r["complete"] for r in board),
-        frontier_chart=paths.relative(at, paths.chart("custo-vs-acuracia")),
-        area_chart=paths.relative(at, paths.chart("acuracia-por-area")),
+        # A suite none of whose editions has answers yet has no chart to draw.
+        frontier_chart=paths.relative(at, ctx.chart(suite, "custo-vs-acuracia")) if board else None,
+        area_chart=paths.relative(at, ctx.chart(suite, "acuracia-por-area")) if board else None,
         no_cost=no_cost,
         editions=editions,
     )
+
+
+def _suite_description(ctx: _Context, suite: SuiteBoard) -> str:
+    """The registry's description (English), in Portuguese for the suites the pipeline ships as shipped."""
+    if ctx.lang == "pt":
+        return SUITE_DESCRIPTIONS_PT.get(suite.description, suite.description)
+    return suite.description
 
 
 def _edition_rows(data: SiteData, ctx: _Context, at: str) -> list[dict]:
@@ -177,7 +234,9 @@ def _edition_rows(data: SiteData, ctx: _Context, at: str) -> list[dict]:
     ]
 
 
-def _model(data: SiteData, ctx: _Context, row: dict, covered: dict[str, list[int]]) -> tuple[str, str]:
+def _model(
+    data: SiteData, ctx: _Context, row: dict, covered: dict[str, list[int]], board: SuiteBoard
+) -> tuple[str, str]:
     key = row["model_key"]
     at = paths.model_page(ctx.slugs[key])
     per_edition = [
@@ -224,16 +283,34 @@ def _model(data: SiteData, ctx: _Context, row: dict, covered: dict[str, list[int
         "site/model.html",
         at,
         m=row,
+        suite_name=board.name,
+        home_href=paths.relative(at, ctx.suite_pages[board.name]),
         protocol=data.protocols.get(key, "—"),
         passed_text=passed_text(row, len(covered.get(key, [])), ctx.words.t("of")),
         per_edition=per_edition,
-        per_area=data.by_area.filter(pl.col("model_key") == key).to_dicts(),
+        per_area=_areas_in_booklet_order(data, key, [e["edition"] for e in per_edition]),
         latency_chart=paths.relative(at, paths.chart(_latency_chart(ctx.slugs[key])))
         if has_latency
         else None,
         runs=runs,
         variance=variance_row,
         missed=missed_rows,
+    )
+
+
+def _areas_in_booklet_order(data: SiteData, key: str, editions: list[int]) -> list[dict]:
+    """The key's areas (every edition it ran) in the order its editions' booklets put them: the table's
+    `area_order` is the first question number over every edition, where areas of different editions tie."""
+    first = (
+        data.questions.filter(pl.col("edition").is_in(editions))
+        .group_by("area")
+        .agg(first_number=pl.col("number").min())
+    )
+    return (
+        data.by_area.filter(pl.col("model_key") == key)
+        .join(first, on="area", how="left")
+        .sort("first_number", "area_order", "area", nulls_last=True)
+        .to_dicts()
     )
 
 
@@ -384,24 +461,21 @@ def _data_page(ctx: _Context, downloads: list[dict]) -> tuple[str, str]:
     )
 
 
-def _charts(data: SiteData, options: SiteOptions) -> Iterator[tuple[str, str, Callable[[], bytes]]]:
+def _charts(data: SiteData, ctx: _Context) -> Iterator[tuple[str, str, Callable[[], bytes]]]:
     """(path, digest of what the chart is drawn from, how to draw it): drawing is most of a build's time,
     so a chart whose inputs did not change is not drawn again (`SiteWriter.put_made`)."""
-    words = charts.PORTUGUESE if options.lang == "pt" else charts.ChartWords()
+    words = charts.PORTUGUESE if ctx.lang == "pt" else charts.ChartWords()
 
     def digest(*parts: object) -> str:
         return hashlib.sha256(repr((charts.CHART_VERSION, words, *parts)).encode()).hexdigest()
 
-    def frontier() -> bytes:
-        return charts.svg_bytes(charts.cost_vs_accuracy(data.pareto, words)[0])
-
-    def heatmap() -> bytes:
-        return charts.svg_bytes(charts.area_heatmap(data.by_area, data.leaderboard, words))
-
-    board = data.leaderboard.select("model_key", "label", "complete").rows()
-    yield paths.chart("custo-vs-acuracia"), digest(frame_version(data.pareto)), frontier
-    yield paths.chart("acuracia-por-area"), digest(frame_version(data.by_area), board), heatmap
-    slugs = paths.model_slugs(data.model_keys)
+    for suite in (s for s in data.suites if not s.leaderboard.is_empty()):  # as each Início shows them
+        frontier = partial(_frontier_svg, suite.pareto, words)
+        heatmap = partial(_heatmap_svg, suite.by_area, suite.leaderboard, words)
+        board = suite.leaderboard.select("model_key", "label", "complete").rows()
+        yield ctx.chart(suite, "custo-vs-acuracia"), digest(frame_version(suite.pareto)), frontier
+        yield ctx.chart(suite, "acuracia-por-area"), digest(frame_version(suite.by_area), board), heatmap
+    slugs = ctx.slugs
     for (key,), frame in data.latencies.partition_by("model_key", as_dict=True).items():
         if key in slugs:
             values = frame["latency_ms"].to_list()
@@ -410,6 +484,14 @@ def _charts(data: SiteData, options: SiteOptions) -> Iterator[tuple[str, str, Ca
                 digest(values),
                 partial(_latency_svg, values, words),
             )
+
+
+def _frontier_svg(pareto: pl.DataFrame, words: charts.ChartWords) -> bytes:
+    return charts.svg_bytes(charts.cost_vs_accuracy(pareto, words)[0])
+
+
+def _heatmap_svg(by_area: pl.DataFrame, board: pl.DataFrame, words: charts.ChartWords) -> bytes:
+    return charts.svg_bytes(charts.area_heatmap(by_area, board, words))
 
 
 def _latency_svg(values: list[float], words: charts.ChartWords) -> bytes:

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 import duckdb
 import polars as pl
 
+from oabench_pipeline.core.leaderboard import suite_view
 from oabench_pipeline.core.scoring import QUESTION_STATUS_SQL
+from oabench_pipeline.tables import BY_SUITE
 
 # How much of a reply a question page shows: the full text is in the `inferences` download.
 REPLY_HEAD_CHARS = 280
@@ -68,6 +70,23 @@ ORDER BY model_key, latency_ms
 
 
 @dataclass(frozen=True)
+class SuiteBoard:
+    """One suite's ranking as its Início shows it: the tables as that suite sees them (`suite_view`, as
+    the report and `oabench leaderboard --suite` read them; the default suite's are the plain tables)."""
+
+    name: str | None
+    """None: a warehouse without a `suites` table (its plain tables, one Início)."""
+    description: str
+    editions: list[int]
+    is_default: bool
+    leaderboard: pl.DataFrame
+    by_edition: pl.DataFrame
+    """The suite's editions only."""
+    by_area: pl.DataFrame
+    pareto: pl.DataFrame
+
+
+@dataclass(frozen=True)
 class SiteData:
     """The frames the pages are rendered from."""
 
@@ -88,14 +107,78 @@ class SiteData:
     """Model key → the protocol its answers were asked under."""
     newest_answer: dt.datetime | None
     oldest_answer: dt.datetime | None
+    suites: list[SuiteBoard]
+    """Every suite of the `suites` table, in its order (at least one board)."""
 
     @property
     def model_keys(self) -> list[str]:
-        return self.leaderboard["model_key"].to_list()
+        """Every key some suite ranks or lists (a key that ran only editions outside the default suite
+        too): each gets a page."""
+        keys = dict.fromkeys(self.leaderboard["model_key"].to_list())
+        for board in self.suites:
+            keys.update(dict.fromkeys(board.leaderboard["model_key"].to_list()))
+        return list(keys)
+
+    def board(self, suite: str | None) -> SuiteBoard:
+        """The named suite's board (None: the default one)."""
+        for board in self.suites:
+            if board.name == suite or (suite is None and board.is_default):
+                return board
+        raise ValueError(
+            f"suite {suite!r} is not in the suites table (there: "
+            + ", ".join(str(b.name) for b in self.suites)
+            + ")"
+        )
 
 
 def _frame(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
     return con.sql(sql).pl()
+
+
+def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {row[0] for row in con.sql("SELECT table_name FROM information_schema.tables").fetchall()}
+
+
+def _suite_boards(con: duckdb.DuckDBPyConnection, plain: dict[str, pl.DataFrame]) -> list[SuiteBoard]:
+    """Each suite's board from the `_by_suite` twins; without a `suites` table, one board of the plain tables."""
+    present = _tables(con)
+    if "suites" not in present or _frame(con, "SELECT count(*) AS n FROM suites")["n"][0] == 0:
+        editions = sorted(set(plain["leaderboard_by_edition"]["edition"].to_list()))
+        return [
+            SuiteBoard(
+                None,
+                "",
+                editions,
+                True,
+                plain["leaderboard"],
+                plain["leaderboard_by_edition"],
+                plain["leaderboard_by_area"],
+                plain["pareto_frontier"],
+            )
+        ]
+    twins = {name: _frame(con, f'SELECT * FROM "{name}"') for name in BY_SUITE if name in present}
+    boards = []
+    for row in _frame(con, "SELECT * FROM suites").iter_rows(named=True):
+        view = suite_view({**plain, **twins}, row["suite"], row["editions"], plain=bool(row["is_default"]))
+        boards.append(
+            SuiteBoard(
+                row["suite"],
+                row["description"] or "",
+                sorted(row["editions"]),
+                bool(row["is_default"]),
+                # In the order `oabench leaderboard` prints it (the stored order of the plain table).
+                view["leaderboard"].sort(
+                    ["rank", "official_score", "model_key"],
+                    descending=[False, True, False],
+                    nulls_last=True,
+                    maintain_order=True,
+                ),
+                view["leaderboard_by_edition"],
+                view["leaderboard_by_area"].sort("model_key", "area_order", "area"),
+                view["pareto_frontier"],
+            )
+        )
+    return boards
 
 
 def load_site_data(con: duckdb.DuckDBPyConnection) -> SiteData:
@@ -104,11 +187,22 @@ def load_site_data(con: duckdb.DuckDBPyConnection) -> SiteData:
     parsers = con.sql(
         "SELECT DISTINCT parser_version FROM inferences WHERE parser_version IS NOT NULL ORDER BY 1"
     ).fetchall()
+    plain = {
+        "leaderboard": _frame(con, "SELECT * FROM leaderboard"),
+        "leaderboard_by_edition": _frame(
+            con, "SELECT * FROM leaderboard_by_edition ORDER BY model_key, edition"
+        ),
+        # Every edition's areas (the model pages); ties of area_order broken by name, so a rebuild is stable.
+        "leaderboard_by_area": _frame(
+            con, "SELECT * FROM leaderboard_by_area ORDER BY model_key, area_order, area"
+        ),
+        "pareto_frontier": _frame(con, "SELECT * FROM pareto_frontier"),
+    }
     return SiteData(
-        leaderboard=_frame(con, "SELECT * FROM leaderboard"),
-        by_edition=_frame(con, "SELECT * FROM leaderboard_by_edition ORDER BY model_key, edition"),
-        by_area=_frame(con, "SELECT * FROM leaderboard_by_area ORDER BY model_key, area_order"),
-        pareto=_frame(con, "SELECT * FROM pareto_frontier"),
+        leaderboard=plain["leaderboard"],
+        by_edition=plain["leaderboard_by_edition"],
+        by_area=plain["leaderboard_by_area"],
+        pareto=plain["pareto_frontier"],
         runs=_frame(con, "SELECT * FROM runs ORDER BY model_key, started_at, run_id"),
         run_scores=_frame(con, RUN_SCORES_SQL),
         run_variance=_frame(con, "SELECT * FROM run_variance"),
@@ -123,4 +217,5 @@ def load_site_data(con: duckdb.DuckDBPyConnection) -> SiteData:
         ),
         oldest_answer=span[0],
         newest_answer=span[1],
+        suites=_suite_boards(con, plain),
     )

@@ -1,14 +1,15 @@
 """The site's words in Portuguese (default: the audience) and English, and how numbers are written in each.
 
-Portuguese writes `85,0%`, `US$ 0,0092` and `1.238 ms`; English `85.0%`, `$0.0092` and `1,238 ms`. The
+Portuguese writes `85,0%`, `US$ 0,00919` and `10.036,5 ms`; English `85.0%`, `$0.00919` and `10,036.5 ms`. The
 figures are the warehouse's, rounded for display only (the Dados page has every value at full precision).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import math
 from typing import Literal
+
+from oabench_pipeline.core.numbers import grouped, short_decimal
 
 Lang = Literal["pt", "en"]
 LANGS: tuple[Lang, ...] = ("pt", "en")
@@ -116,6 +117,8 @@ _LABELS: dict[str, tuple[str, str]] = {
     "status": ("Situação", "Status"),
     "active": ("ativa", "active"),
     "annulled": ("anulada", "annulled"),
+    "annulled_one": ("anulada", "annulled"),
+    "annulled_many": ("anuladas", "annulled"),
     "annulled_note": (
         "Anulada pela banca: creditada a todos os modelos (escore oficial), fora do escore técnico.",
         "Annulled by the examiners: credited to every model (official score), left out of the technical score.",
@@ -166,6 +169,7 @@ _LABELS: dict[str, tuple[str, str]] = {
     "provider": ("Fornecedor", "Provider"),
     "protocol": ("Protocolo", "Protocol"),
     "versions": ("Versões", "Versions"),
+    "suite_home": ("Classificação do conjunto", "The suite's leaderboard"),
 }
 
 
@@ -191,16 +195,18 @@ def interval(low: float | None, high: float | None, lang: Lang) -> str:
 
 
 def usd(value: float | None, lang: Lang) -> str:
-    """Dollars with 4 decimals (the report's precision); tiny non-zero amounts keep 2 significant digits."""
+    """Dollars with the terminal's digits (`core/numbers.py`): `US$ 0,1812`, `US$ 0,00919`, `$0.00919`."""
     if value is None:
         return NO_VALUE
-    decimals = 4 if value == 0 or abs(value) >= 0.0001 else 6
-    return ("US$ " if lang == "pt" else "$") + number(value, decimals, lang)
+    digits = short_decimal(value)
+    return ("US$ " + digits.replace(".", ",")) if lang == "pt" else "$" + digits
 
 
 def ms(value: float | None, lang: Lang) -> str:
-    """Whole milliseconds, halves rounded up (a median of two calls can end in .5)."""
-    return NO_VALUE if value is None else number(math.floor(value + 0.5), 0, lang) + " ms"
+    """Milliseconds with the terminal's digits (a median of two calls ends in .5): `10.036,5 ms`."""
+    if value is None:
+        return NO_VALUE
+    return (grouped(value, ".", ",") if lang == "pt" else grouped(value)) + " ms"
 
 
 def integer(value: int | None, lang: Lang) -> str:
@@ -239,3 +245,20 @@ class Words:
 
     def integer(self, value: int | None) -> str:
         return integer(value, self.lang)
+
+
+# The descriptions of the suites the pipeline ships (registry/editions.toml), in Portuguese, keyed by the
+# registry's English text: a description edited in the registry (or a suite of one's own) shows as written
+# there, never as a translation of what it used to say.
+SUITE_DESCRIPTIONS_PT: dict[str, str] = {
+    "The OABench study (March 2026): the 43rd-45th editions, held in 2025": (
+        "O estudo OABench (março de 2026): a 43ª, a 44ª e a 45ª edições, aplicadas em 2025"
+    ),
+    "Every FGV exam of the 2010s the archive holds: the 2nd (2010.2, FGV's first) to the 25th (2018)": (
+        "Todos os exames da FGV dos anos 2010 que o arquivo guarda: do 2º (2010.2, o primeiro da FGV) ao "
+        "25º (2018)"
+    ),
+    "Every edition the editions registry and the portal sensor know": (
+        "Todas as edições que o registro de edições e o sensor do portal conhecem"
+    ),
+}
