@@ -1,7 +1,9 @@
-"""End-to-end speed: ingest → run (2 baselines + 3 replayed models) → leaderboard, cold and as a no-op rerun.
+"""End-to-end speed: ingest → run (2 baselines + 3 replayed models on the study's suite) → leaderboard, cold
+and as a no-op rerun.
 
-From an empty warehouse and DAGSTER_HOME, runs the real `oabench` CLI (one process per command, as a
-user would) against a loopback mirror of the official host (`../shared/oab/mirror`) and a loopback
+From an empty warehouse and DAGSTER_HOME (the ingest takes every registry edition: 29), runs the real
+`oabench` CLI (one process per command, as a user would) against a loopback mirror of the official host
+(`../shared/oab/mirror`) and a loopback
 OpenAI-compatible server replaying the published DeepSeek V3.2, Grok 4.1 Fast and Claude Haiku 4.5
 replies with zero latency. Prints each stage's wall time, the totals against the targets (cold < 60 s,
 no-op rerun < 10 s) and the requests the rerun made (must be 0 model requests and 0 downloads).
@@ -77,12 +79,12 @@ def main() -> None:
         replies = published_replies(shared, warehouse)
         with ReplayServer(replies=replies, latency_s=0.0, api_key=TEST_KEY) as server:
             env["OABENCH_MODELS_FILE"] = str(models_file(root, server.base_url))
-            timed("oabench run (5 models × 3 editions)", ["run"], env, cold)
+            timed("oabench run (5 models × 3 editions)", ["run", "--suite", "oabench-2026"], env, cold)
             timed("oabench leaderboard", ["leaderboard"], env, cold)
             downloads_before, calls_before = mirror.total_requests, server.stats.total_requests
             noop: list[tuple[str, float]] = []
             timed("oabench ingest", ["ingest"], env, noop)
-            timed("oabench run", ["run"], env, noop)
+            timed("oabench run", ["run", "--suite", "oabench-2026"], env, noop)
             timed("oabench leaderboard", ["leaderboard"], env, noop)
             downloads, calls = (
                 mirror.total_requests - downloads_before,

@@ -20,6 +20,8 @@ import polars as pl
 from oabench_pipeline.core.editions import Edition
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.runs import replicate_of, with_logical_run_ids
+from oabench_pipeline.core.scoring import SCORING_VERSION
+from oabench_pipeline.core.versions import ANALYSIS_VERSION
 from oabench_pipeline.exams.raw_store import RawStore
 from oabench_pipeline.exams.validation import registry_drift
 from oabench_pipeline.inference.cell import (
@@ -169,6 +171,8 @@ def scores_are_current(warehouse: Warehouse, model_key: str, edition: str) -> bo
     scores = warehouse.partition_path("scores", partition)
     if not _readable(warehouse, "scores", partition):
         return False
+    if scores.is_file() and warehouse.written_version("scores", partition) != SCORING_VERSION:
+        return False  # scored by an older scoring version
     # Scores written before runs existed have no run_id: the leaderboard cannot tell their run apart.
     if scores.is_file() and "run_id" not in pl.read_parquet_schema(scores):
         return False
@@ -185,6 +189,9 @@ def leaderboard_is_current(warehouse: Warehouse, registry_files: Sequence[Path] 
     registry files (`registry_files`: its suites) were written, and the report after them (each table
     is its own asset: one may have been rebuilt alone)."""
     if not all(_readable(warehouse, table, UNPARTITIONED) for table in ANALYSIS_TABLES):
+        return False
+    # Tables an older analysis computed (a release since bumped ANALYSIS_VERSION) are rebuilt once.
+    if any(warehouse.written_version(table) != ANALYSIS_VERSION for table in ANALYSIS_TABLES):
         return False
     scores = list(warehouse.table_dir("scores").glob("*.parquet"))
     report = warehouse.root / "reports" / "leaderboard.html"

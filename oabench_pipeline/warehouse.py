@@ -44,6 +44,7 @@ from oabench_pipeline.core.files import write_atomically
 from oabench_pipeline.tables import TABLES, conform, empty_frame
 
 UNPARTITIONED = "all"
+VERSION_METADATA = "oabench_version"  # Parquet key-value metadata: the code version that wrote the rows
 STALE_TEMPORARY_S = 3600.0  # a write takes seconds; an older temporary was left by a killed process
 CATALOGUE_LOCK_TIMEOUT_S = 60.0  # a user's DuckDB session holding the catalogue: wait this long, then fail
 LOCK_POLL_S = 0.25
@@ -128,14 +129,20 @@ class Warehouse:
 
     # -- writing ---------------------------------------------------------------------------------------
 
-    def write_partition(self, table: str, frame: pl.DataFrame, partition_key: str = UNPARTITIONED) -> Path:
-        """Replace one partition's rows with `frame`, atomically: readers see the old or the new file."""
+    def write_partition(
+        self, table: str, frame: pl.DataFrame, partition_key: str = UNPARTITIONED, version: str | None = None
+    ) -> Path:
+        """Replace one partition's rows with `frame`, atomically: readers see the old or the new file.
+
+        `version`: the code version that computed the rows, kept in the file (`written_version`), so a
+        command can tell rows an older version computed without asking Dagster.
+        """
         frame = conform(table, frame)
         target = self.partition_path(table, partition_key)
         # Encoded in memory first: polars reports a full disk as "Invalid thrift: transport error",
         # while a plain file write says ENOSPC, which the user can act on.
         encoded = io.BytesIO()
-        frame.write_parquet(encoded)
+        frame.write_parquet(encoded, metadata={VERSION_METADATA: version} if version else None)
         try:
             write_atomically(target, encoded.getvalue())
         except OSError as error:
@@ -154,6 +161,14 @@ class Warehouse:
         return target
 
     # -- reading ---------------------------------------------------------------------------------------
+
+    def written_version(self, table: str, partition_key: str = UNPARTITIONED) -> str | None:
+        """The code version a partition's rows were computed by (`write_partition(version=)`); None when
+        the file is missing, unreadable, or was written without one (by an older release)."""
+        try:
+            return pl.read_parquet_metadata(self.partition_path(table, partition_key)).get(VERSION_METADATA)
+        except (pl.exceptions.PolarsError, OSError):
+            return None
 
     def read(self, table: str, partition_key: str | None = None) -> pl.DataFrame:
         """One partition, or the whole table; an empty frame when nothing was written yet.
@@ -216,7 +231,9 @@ class Warehouse:
 
     @contextmanager
     def reader(
-        self, leave_out: Mapping[str, Collection[str]] | None = None
+        self,
+        leave_out: Mapping[str, Collection[str]] | None = None,
+        tables: Collection[str] | None = None,
     ) -> Iterator[duckdb.DuckDBPyConnection]:
         """An in-memory DuckDB with every table as a view: no lock on the warehouse file.
 
@@ -226,12 +243,15 @@ class Warehouse:
         view from being made (DuckDB reads every footer to bind it) gets no view, and only a query that
         names it fails so: one cell's damaged `scores` file must not stop every reader of `inferences`.
         `leave_out`: table → partition keys whose files the views skip (a reader over the healthy part of
-        a table; see `scoring/inputs.py`).
+        a table; see `scoring/inputs.py`). `tables`: only these get a view. Making a view reads the footer
+        of every file of its table, so a query run once per cell names its tables: a reader over all of
+        them costs ~60 ms of CPU.
         """
         leave_out = leave_out or {}
         con = duckdb.connect()
         try:
-            statements = self._view_statements(guarded=False, leave_out=leave_out)
+            statements = self._view_statements(guarded=False, leave_out=leave_out, only=tables)
+            wanted = TABLES.keys() if tables is None else TABLES.keys() & set(tables)
             without_view: dict[str, DamagedPartitionError] = {}
             for table, statement in statements.items():
                 try:
@@ -244,7 +264,7 @@ class Warehouse:
                         continue
                     self._raise_if_damaged(sorted(statements.keys() - without_view.keys()), leave_out)
                     raise
-            for table in TABLES.keys() - statements.keys():
+            for table in wanted - statements.keys():
                 con.register(table, empty_frame(table))
             try:
                 yield con
@@ -257,8 +277,24 @@ class Warehouse:
         finally:
             con.close()
 
-    def query(self, sql: str, params: list | dict | None = None) -> pl.DataFrame:
-        with self.reader() as con:
+    @contextmanager
+    def partitions_reader(self, partitions: Mapping[str, str]) -> Iterator[duckdb.DuckDBPyConnection]:
+        """An in-memory DuckDB holding one partition of each named table (table → partition key) as that
+        table: what a step working on one cell reads, at a cost that does not grow with the warehouse."""
+        con = duckdb.connect()
+        try:
+            for table, partition_key in partitions.items():
+                frame = self.read(table, partition_key)
+                con.register(table, frame if frame.width else empty_frame(table))
+            yield con
+        finally:
+            con.close()
+
+    def query(
+        self, sql: str, params: list | dict | None = None, tables: Collection[str] | None = None
+    ) -> pl.DataFrame:
+        """One query's result; `tables`: the tables it reads, when known (a cheaper reader, above)."""
+        with self.reader(tables=tables) as con:
             return con.sql(sql, params=params).pl()
 
     def read_around_damage(
@@ -293,9 +329,13 @@ class Warehouse:
         return sorted(p.name for p in self.tables_dir.iterdir() if p.is_dir() and any(p.glob("*.parquet")))
 
     def _view_statements(
-        self, guarded: bool = True, leave_out: Mapping[str, Collection[str]] | None = None
+        self,
+        guarded: bool = True,
+        leave_out: Mapping[str, Collection[str]] | None = None,
+        only: Collection[str] | None = None,
     ) -> dict[str, str]:
-        """`CREATE VIEW` per table; `guarded` views fail in a copy of the catalogue (see `_place_guard`).
+        """`CREATE VIEW` per table (per table of `only`, if given); `guarded` views fail in a copy of the
+        catalogue (see `_place_guard`).
 
         A table with partitions in `leave_out` reads the list of its other files instead of its glob
         (and gets no view when none is left: the reader then registers it empty).
@@ -303,6 +343,8 @@ class Warehouse:
         guard = f" WHERE {self._place_guard()}" if guarded else ""
         statements = {}
         for table in self.tables():
+            if only is not None and table not in only:
+                continue
             skipped = {partition_file_name(key) for key in (leave_out or {}).get(table, ())}
             if skipped:
                 files = sorted(p for p in self.table_dir(table).glob("*.parquet") if p.name not in skipped)

@@ -54,10 +54,6 @@ from oabench_pipeline.core.editions import ALL_SUITE, ALL_SUITE_DESCRIPTION, Sui
 from oabench_pipeline.core.scoring import score_inferences
 from oabench_pipeline.tables import ANALYSIS_TABLES, BY_SUITE, column_names, column_schema
 
-# The analysis tables' code version: bump it with any change to how a table is computed, so that the
-# automation rebuilds them once (`automation/downstream.py`).
-ANALYSIS_VERSION = "analysis-6"  # 2: Rasch tables; 3: per-edition costs; 4: suites (`_by_suite`, `suites`); 5: `retired`; 6: contamination_by_cutoff pooled row
-
 _SCORES_TEMP = "_oabench_scores"
 _CANONICAL_TEMP = "_oabench_canonical"
 _SUITE_EDITIONS_TEMP = "_oabench_suite_editions"

@@ -22,6 +22,11 @@ import polars as pl
 ANSWER_KEY_PARSER_VERSION = "answer-key-2"
 BOOKLET_PARSER_VERSION = "booklet-4"
 
+# The analysis tables' code version: bump it with any change to how a table is computed, so that the
+# automation rebuilds them once (`automation/downstream.py`) and so does the next `oabench run`, which
+# reads the version each table was written with (`freshness.leaderboard_is_current`).
+ANALYSIS_VERSION = "analysis-6"  # 2: Rasch tables; 3: per-edition costs; 4: suites (`_by_suite`, `suites`); 5: `retired`; 6: contamination_by_cutoff pooled row
+
 # Columns of `inferences` that say when or by which Dagster run a row was (re)written: a rebuild of an
 # unchanged cell (a baseline recomputed, skipped rows re-dated, a rerun that sent nothing) changes them.
 INFERENCE_BOOKKEEPING_COLUMNS: tuple[str, ...] = ("created_at", "dagster_run_id")

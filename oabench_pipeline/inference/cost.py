@@ -31,6 +31,7 @@ def listed_prompt_price(store: Warehouse, model: ModelConfig) -> float | None:
     found = store.query(
         "select prompt_price_per_token from model_pricing where model = ? order by fetched_at desc limit 1",
         [model.id],
+        tables=["model_pricing"],
     )
     return None if found.is_empty() else found.item()
 

@@ -31,10 +31,10 @@ from oabench_pipeline.automation.downstream import (
 from oabench_pipeline.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.core.analysis.table_checks import TABLE_CHECKS, table_problems
 from oabench_pipeline.core.editions import EditionsRegistryError, Suite, default_suite
-from oabench_pipeline.core.leaderboard import ANALYSIS_VERSION, build_leaderboard_tables, suite_view
+from oabench_pipeline.core.leaderboard import build_leaderboard_tables, suite_view
 from oabench_pipeline.core.reports import REPORT_VERSION, write_reports
 from oabench_pipeline.core.scoring import SCORING_VERSION, score_inferences
-from oabench_pipeline.core.versions import frame_version
+from oabench_pipeline.core.versions import ANALYSIS_VERSION, frame_version
 from oabench_pipeline.inference.assets import cell_keys
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import model_edition_partitions
@@ -93,13 +93,12 @@ def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> Mate
         raise Failure(
             description=f"no inferences for {model_key} × edition {edition}: materialize inferences first"
         )
-    # Another cell's unreadable answers are that cell's to rebuild, not a reason to stop scoring this one.
-    frame = store.read_around_damage(
-        lambda con: score_inferences(con, model_key=model_key, edition=int(edition)),
-        "inferences",
-        needed=[str(context.partition_key)],
-    )
-    store.write_partition("scores", frame, str(context.partition_key))
+    # The cell's own partitions only: another cell's unreadable file is that cell's to rebuild, and a view
+    # over every file of a table would cost more with every cell the warehouse holds.
+    cell_inputs = {"inferences": str(context.partition_key), "questions": edition, "answer_keys": edition}
+    with store.partitions_reader(cell_inputs) as con:
+        frame = score_inferences(con, model_key=model_key, edition=int(edition))
+    store.write_partition("scores", frame, str(context.partition_key), version=SCORING_VERSION)
     # One line per run of the cell (a partition holds every run): summing across runs would mean nothing.
     per_run = (
         frame.group_by("run_id")
@@ -230,7 +229,7 @@ def leaderboard(
     ]
     yield from stop_on_blocking_failures(checks, BLOCKING_CHECKS, "leaderboard")
     for name in selected:
-        store.write_partition(name, tables[name])
+        store.write_partition(name, tables[name], version=ANALYSIS_VERSION)
     as_of_text = as_of.isoformat() if as_of else "newest"
     for name in selected:
         metadata: dict[str, Any] = {"rows": tables[name].height, "as_of": as_of_text}

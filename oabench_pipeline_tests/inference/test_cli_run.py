@@ -21,6 +21,8 @@ from oabench_pipeline.core.editions import (
     load_editions,
     load_suites,
 )
+from oabench_pipeline.core.scoring import SCORING_VERSION
+from oabench_pipeline.core.versions import ANALYSIS_VERSION
 from oabench_pipeline.definitions import build_definitions
 from oabench_pipeline.inference.cell import plan_cell
 from oabench_pipeline.inference.cost import estimated_prompt_tokens
@@ -173,6 +175,18 @@ def test_baselines_run_offline_on_a_suite_and_every_suite_prints_in_every_format
     }
     again = fresh_env.cli("run", "--models", ",".join(BASELINES), "--suite", "late")
     assert "up to date: 4 cell(s) answered and scored, leaderboard current" in again.output
+
+    # Files an older release wrote (no code version in them, or another one): rebuilt once, nothing more.
+    store = fresh_env.warehouse
+    older = store.read("scores", f"45|{BASELINES[0]}")
+    store.write_partition("scores", older, f"45|{BASELINES[0]}")
+    store.write_partition("contamination_by_cutoff", store.read("contamination_by_cutoff"), version="analysis-1")
+    assert store.written_version("leaderboard") is not None
+    upgraded = fresh_env.cli("run", "--models", ",".join(BASELINES), "--suite", "late")
+    assert "leaderboard rebuilt: 2 model key(s) × 2 edition(s), 1 cell(s) run" in upgraded.output
+    assert store.written_version("scores", f"45|{BASELINES[0]}") == SCORING_VERSION
+    assert store.written_version("contamination_by_cutoff") == ANALYSIS_VERSION
+    assert "up to date" in fresh_env.cli("run", "--models", ",".join(BASELINES), "--suite", "late").output
 
 
 def test_edition_not_ingested_is_a_usage_error(fresh_env: PipelineEnv) -> None:

@@ -23,7 +23,6 @@ import polars as pl
 from oabench_pipeline.core import charts
 from oabench_pipeline.core.answer_parsing import PARSER_VERSIONS
 from oabench_pipeline.core.editions import format_editions
-from oabench_pipeline.core.leaderboard import ANALYSIS_VERSION
 from oabench_pipeline.core.prompts import SYSTEM_PROMPTS, TEMPERATURE, TOP_P, user_prompt
 from oabench_pipeline.core.rendering import render, template_bytes
 from oabench_pipeline.core.reports import REPORT_VERSION, editions_covered, frame_bytes, passed_text
@@ -33,7 +32,12 @@ from oabench_pipeline.core.site.data import SiteData, SuiteBoard, load_site_data
 from oabench_pipeline.core.site.labels import SUITE_DESCRIPTIONS_PT, Lang, Words, moment
 from oabench_pipeline.core.site.recompute import RECIPES
 from oabench_pipeline.core.site.writer import SiteWriter
-from oabench_pipeline.core.versions import ANSWER_KEY_PARSER_VERSION, BOOKLET_PARSER_VERSION, frame_version
+from oabench_pipeline.core.versions import (
+    ANALYSIS_VERSION,
+    ANSWER_KEY_PARSER_VERSION,
+    BOOKLET_PARSER_VERSION,
+    frame_version,
+)
 
 # The site's code version (`leaderboard_site`): bump it when the pages change, to have the site rebuilt.
 SITE_VERSION = "site-2"  # 2: an Início per suite with a switcher; passed editions of the suite's editions
