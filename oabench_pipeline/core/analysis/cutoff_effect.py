@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special, stats
 
 from oabench_pipeline.core.analysis.item_response import (
     Z95,
@@ -61,6 +60,8 @@ class CutoffData:
 
 def _predict(level: FloatArray, data: CutoffData, delta: float) -> tuple[FloatArray, FloatArray]:
     """P(right) per question and its derivative with respect to the linear predictor."""
+    from scipy import special  # scipy is imported by the analyses that use it, not by every command
+
     eta = (level + delta * data.after)[:, None] - data.posteriors.nodes
     p = special.expit(eta)
     w = data.posteriors.weights
@@ -143,6 +144,8 @@ def cutoff_effect(data: list[CutoffData], starts: npt.ArrayLike) -> CutoffEffect
             usable, "the fit did not converge (no finite estimate): the effect is not given"
         )
     se = float(np.sqrt(1.0 / schur))  # 1 / Schur complement
+    from scipy import stats
+
     p_value = float(2.0 * stats.norm.sf(abs(delta) / se))
     return CutoffEffect(delta, delta - Z95 * se, delta + Z95 * se, p_value, n_after, n_before, None)
 

@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
-from scipy import linalg, special
 from threadpoolctl import threadpool_limits
 
 FloatArray = npt.NDArray[np.float64]
@@ -294,6 +293,8 @@ def _modes(
     data: _Data, theta: FloatArray, mu: FloatArray, sigma: float, start: FloatArray
 ) -> tuple[FloatArray, FloatArray]:
     """Each question's posterior mode of b and the posterior's scale there (1-D Newton, vectorised)."""
+    from scipy import special  # imported by the analyses that use it: scipy is most of a second to import
+
     b = start.copy()
     prior_mean = mu[data.group]
     for _ in range(50):
@@ -424,6 +425,8 @@ def _reduced(hess: FloatArray, grad: FloatArray, data: _Data) -> tuple[FloatArra
 def _ascent_direction(hess: FloatArray, grad: FloatArray) -> FloatArray:
     """Newton's step; where the Hessian is not negative definite (far from the optimum), the step of
     −H + λI with the smallest λ (a power of ten times the largest curvature) that makes it so."""
+    from scipy import linalg
+
     information = -hess
     shift = 0.0
     scale = max(float(np.abs(np.diag(information)).max(initial=1.0)), 1.0)
@@ -444,6 +447,8 @@ def _covariance(hess: FloatArray, data: _Data) -> FloatArray:
 
 def _newton(data: _Data, n_nodes: int) -> tuple[FloatArray, FloatArray, float, int, bool, _Evaluation]:
     """Newton's method with re-centred quadrature each iteration and a backtracking line search."""
+    from scipy import special
+
     n_keys = data.y.shape[0]
     answered = data.e.sum(axis=1)
     theta = special.logit((data.y.sum(axis=1) + 0.5) / (answered + 1.0))
@@ -492,6 +497,8 @@ def leave_one_out(fit: RaschFit, key: int, correct: npt.ArrayLike, covered: npt.
     posterior is its quadrature nodes re-weighted without the key's answer. Questions no other key
     answered are left out: nothing says how hard they are.
     """
+    from scipy import special
+
     covered_row = np.asarray(covered, dtype=bool)[key]
     correct_row = np.asarray(correct, dtype=bool)[key] & covered_row
     theta = fit.ability[key]

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
-from scipy import special
 
 from oabench_pipeline.core.analysis.pairwise import LETTER_CODES
 
@@ -40,6 +39,8 @@ CHANCE = 0.25
 
 def vote_weights(ability: np.ndarray) -> np.ndarray:
     """Chance-corrected accuracy on a question of average difficulty, in [0, 1]; 0 without an ability."""
+    from scipy import special  # scipy is imported by the analyses that use it, not by every command
+
     accuracy = special.expit(np.nan_to_num(ability, nan=-np.inf))
     return np.clip((accuracy - CHANCE) / (1.0 - CHANCE), 0.0, 1.0)
 
