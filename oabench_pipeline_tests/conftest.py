@@ -22,22 +22,28 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # The slowest test files (`pytest --durations`), handed to the workers first so that none of them is left
 # running alone at the end of a parallel run. Order only: every test still runs, in its file's order.
 SLOW_FILES_FIRST = (
-    "test_browser.py",
-    "automation/test_downstream.py",
     "inference/test_crash_safety.py",
+    "automation/test_downstream.py",
     "inference/test_run_safety.py",
     "exams/test_dagster_clis.py",
     "inference/test_run_signals.py",
-    "automation/test_end_to_end.py",
-    "automation/test_catalogue_watch.py",
+    "test_browser.py",
     "test_damaged_partitions.py",
-    "inference/test_real_endpoints.py",
-    "test_failing_cells.py",
+    "automation/test_catalogue_watch.py",
     "inference/test_concurrent_backfill.py",
-    "inference/test_client.py",
-    "test_webserver.py",
+    "inference/test_cli_run.py",
+    "automation/test_end_to_end.py",
+    "core/test_site.py",
     "inference/test_faults.py",
+    "test_webserver.py",
+    "inference/test_real_endpoints.py",
     "inference/test_secrets.py",
+    "test_status.py",
+    "scoring/test_analysis_assets.py",
+    "inference/test_disk_full.py",
+    "scoring/test_runs_as_replicates.py",
+    "inference/test_budget_and_fatal.py",
+    "inference/test_client.py",
 )
 
 
