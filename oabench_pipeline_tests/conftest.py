@@ -35,7 +35,6 @@ SLOW_FILES_FIRST = (
     "automation/test_end_to_end.py",
     "core/test_site.py",
     "inference/test_faults.py",
-    "test_webserver.py",
     "inference/test_real_endpoints.py",
     "inference/test_secrets.py",
     "test_status.py",

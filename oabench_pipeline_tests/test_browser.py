@@ -29,12 +29,23 @@ from oabench_pipeline.core.site import paths
 from oabench_pipeline.core.site.data import CANONICAL_SCORES_SQL
 from oabench_pipeline.core.site.labels import Words
 from oabench_pipeline.core.site.recompute import RECIPES
+from oabench_pipeline.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import Warehouse
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, copy_ingested, make_env
 from oabench_pipeline_tests.run_folders import HTML_MARKUP, HTML_MODEL, html_reply_run
 from oabench_pipeline_tests.servers.chromium import Browser, find_chromium, images
 from oabench_pipeline_tests.servers.dagster_webserver import DagsterWebserver, write_instance_yaml
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
+from oabench_pipeline_tests.servers.ui_graphql import (
+    ADD_PARTITION,
+    ASSET_GRAPH_QUERY,
+    EXPECTED_GROUPS,
+    LAUNCH_RUN,
+    PARTITION_STATUS,
+    column_schema,
+    failure_text,
+    wait_for_run,
+)
 from oabench_pipeline_tests.site_pages import broken_links, tables
 
 pytestmark = pytest.mark.timeout(600)
@@ -100,15 +111,20 @@ def published(
 
 
 @pytest.fixture(scope="module")
-def ui(published: Published, mirror_server: StaticFileServer) -> Iterator[Ui]:
-    chromium = chromium_or_skip()
+def webserver(published: Published, mirror_server: StaticFileServer) -> Iterator[DagsterWebserver]:
+    """One `dagster-webserver` on the imported warehouse for the file: Chromium's tests and the GraphQL one."""
     server_env = {
         "OABENCH_WAREHOUSE": str(published.env.settings.warehouse_path),
         "OABENCH_SOURCE_BASE_URL": mirror_server.base_url,
-        "OABENCH_PORTAL_URL": mirror_server.base_url,
+        "OABENCH_PORTAL_URL": mirror_server.base_url,  # nothing reaches the real portal, even from a sensor
     }
     with DagsterWebserver(published.root / "dagster_home", server_env) as server:
-        yield Ui(published.env, server, chromium)
+        yield server
+
+
+@pytest.fixture(scope="module")
+def ui(published: Published, webserver: DagsterWebserver) -> Ui:
+    return Ui(published.env, webserver, chromium_or_skip())
 
 
 @pytest.fixture(scope="module")
@@ -448,3 +464,74 @@ def test_site_report_terminal_and_sql_agree_on_every_figure_they_share(
             f"{row['official_accuracy']:.3f} [{row['accuracy_ci_low']:.3f}–{row['accuracy_ci_high']:.3f}]"
             in line
         )
+
+
+# --- the UI through its GraphQL API (no Chromium needed) -------------------------------------------------
+# Last in the file: it adds an edition to the instance, which the partition counts above would see.
+
+UI_EDITION = "25"  # an archived edition the imported warehouse does not hold
+UI_INGEST_ASSETS = ("exam_pdfs", "answer_keys", "questions")
+
+
+def test_ui_shows_the_asset_graph_and_ingests_an_edition(
+    published: Published, webserver: DagsterWebserver
+) -> None:
+    """What a person does in the UI, through the same GraphQL calls: the asset graph (groups, descriptions,
+    column schemas), "Add partition" for the 25th edition in the launch dialog, "Materialize" of
+    `exam_pdfs`, `answer_keys` and `questions` for it; the run is started by the webserver's run launcher in
+    its own process, reads the official PDFs from the loopback mirror and writes the warehouse."""
+    server, warehouse_path = webserver, published.env.settings.warehouse_path
+    # The asset graph, as the lineage page draws it.
+    nodes = {"/".join(n["assetKey"]["path"]): n for n in server.query(ASSET_GRAPH_QUERY)["assetNodes"]}
+    assert {key: nodes[key]["groupName"] for key in EXPECTED_GROUPS if key in nodes} == EXPECTED_GROUPS
+    assert {n["groupName"] for n in nodes.values()} == set(EXPECTED_GROUPS.values())
+    undocumented = [key for key, n in nodes.items() if not (n["description"] or "").strip()]
+    assert not undocumented, f"assets without a description in the UI: {undocumented}"
+    assert ["exam_pdfs"] in [d["path"] for d in nodes["questions"]["dependencyKeys"]]
+    assert nodes["questions"]["isPartitioned"]
+    dimensions = nodes["questions"]["partitionDefinition"]["dimensionTypes"]
+    assert [d["dynamicPartitionsDefinitionName"] for d in dimensions] == ["editions"]
+    assert {"qid", "stem", "choice_a", "status", "area"} <= set(column_schema(nodes["questions"]))
+    assert {"rank", "model_key", "official_accuracy"} <= set(column_schema(nodes["leaderboard"]))
+    assert {"model_a", "model_b", "p_holm"} <= set(column_schema(nodes["pairwise_comparison"]))
+    assert "McNemar" in nodes["pairwise_comparison"]["description"]
+    report_deps = {"/".join(d["path"]) for d in nodes["leaderboard_report"]["dependencyKeys"]}
+    assert report_deps == set(ANALYSIS_TABLES)  # the lineage draws every table feeding the report
+    for key, node in nodes.items():
+        schema = column_schema(node)
+        assert schema and all(schema.values()), f"{key}: columns without a description in the UI: {schema}"
+
+    # "Add partition" in the launch dialog, then "Materialize" for exam_pdfs, answer_keys, questions.
+    added = server.query(
+        ADD_PARTITION, {"repo": server.repository_selector(), "name": "editions", "key": UI_EDITION}
+    )
+    assert added["addDynamicPartition"]["__typename"] == "AddDynamicPartitionSuccess", added
+    selector = {
+        **server.repository_selector(),
+        "jobName": "__ASSET_JOB",
+        "assetSelection": [{"path": [key]} for key in UI_INGEST_ASSETS],
+    }
+    params = {
+        "selector": selector,
+        "executionMetadata": {"tags": [{"key": "dagster/partition", "value": UI_EDITION}]},
+        # One worker process instead of one per step: the machine running the suite has two cores.
+        "runConfigData": {"execution": {"config": {"in_process": {}}}},
+    }
+    launched = server.query(LAUNCH_RUN, {"params": params})["launchRun"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    run_id = launched["run"]["runId"]
+
+    status = wait_for_run(server, run_id, timeout_s=300)
+    assert status == "SUCCESS", f"run {run_id} ended {status}:\n{failure_text(server, run_id)}"
+
+    # The UI now shows partition 44 materialized for each asset ...
+    for key in UI_INGEST_ASSETS:
+        node = server.query(PARTITION_STATUS, {"key": {"path": [key]}})["assetNodeOrError"]
+        assert UI_EDITION in node["partitionKeys"]
+        assert UI_EDITION in node["assetPartitionStatuses"]["materializedPartitions"], key
+    # ... and the warehouse holds the 80 questions the run parsed from the archived official booklet.
+    questions = Warehouse(warehouse_path).read("questions", UI_EDITION)
+    assert questions.height == 80
+    assert sorted(questions["number"].to_list()) == list(range(1, 81))
+    assert set(questions["edition"].to_list()) == {int(UI_EDITION)}
+    assert Warehouse(warehouse_path).read("answer_keys", UI_EDITION).height == 80

@@ -65,7 +65,7 @@ def _run(*args: str, env: dict[str, str], cwd: Path = REPO_ROOT) -> subprocess.C
 
 def test_dagster_definitions_validate(tmp_path: Path, mirror_server: StaticFileServer) -> None:
     """`-m oabench_pipeline`: the project loads and its partition mappings are valid. (`-w workspace.yaml`
-    loads the same module: `test_webserver.py` starts the webserver with it and fails on a load error.)"""
+    loads the same module: `test_browser.py` starts the webserver with it and fails on a load error.)"""
     done = _run(
         "dagster", "definitions", "validate", "-m", "oabench_pipeline",
         env=_env(tmp_path, mirror_server.base_url),
