@@ -524,7 +524,7 @@ def test_ui_shows_the_asset_graph_and_ingests_an_edition(
     status = wait_for_run(server, run_id, timeout_s=300)
     assert status == "SUCCESS", f"run {run_id} ended {status}:\n{failure_text(server, run_id)}"
 
-    # The UI now shows partition 44 materialized for each asset ...
+    # The UI now shows the 25th edition materialized for each asset ...
     for key in UI_INGEST_ASSETS:
         node = server.query(PARTITION_STATUS, {"key": {"path": [key]}})["assetNodeOrError"]
         assert UI_EDITION in node["partitionKeys"]
