@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from dagster import AssetSelection, DagsterInstance, Definitions, ExecuteInProcessResult, materialize
 from dagster._core.storage.defs_state.base import set_defs_state_storage
 
+from oabench_pipeline.event_log_connections import keep_event_log_connections
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import views_refreshed_once
 
@@ -70,6 +71,7 @@ def instance_for(settings: Settings) -> DagsterInstance:
         ) from None
     _share_between_threads(instance)
     _cache_dynamic_partitions(instance)
+    keep_event_log_connections(instance.event_log_storage)
     _reuse_sqlite_engines()
     _reuse_migration_scripts()
     return instance
