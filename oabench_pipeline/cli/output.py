@@ -19,8 +19,9 @@ from oabench_pipeline.tables import csv_ready
 
 
 class ProgressBar:
-    """Every cell in flight at once: one line each (answered / total, errors, $ so far), and a total
-    line with its ETA, fed by inference progress from any thread.
+    """Every cell in flight at once: one line each (a bar of questions done / total, errors among them,
+    $ so far), and a total line with its ETA, fed by inference progress from any thread. The plain
+    lines say how many questions hold an answer: an error is not one (the next run asks it again).
 
     On a terminal the lines are redrawn in place and a finished cell leaves one line above them; when
     stderr is not a terminal (a log file, CI) nothing is redrawn: a line per finished cell and a total
@@ -101,9 +102,10 @@ class ProgressBar:
             self.console.print(self.total_line(), highlight=False)
 
     def total_line(self) -> str:
-        done, total, errors, cost, eta = self._totals()
+        _, total, errors, cost, eta = self._totals()
+        answered = sum(c.with_answer for c in [*self._cells.values(), *self._finished.values()])
         return (
-            f"total: {done}/{total} answered, {errors} errors, ${cost:.4f}"
+            f"total: {answered}/{total} answered, {errors} errors, ${cost:.4f}"
             + (f", ETA {eta:.0f}s" if eta is not None else "")
             + f"; {len(self._tasks)} cell(s) in flight, {len(self._finished)} done"
         )
@@ -122,7 +124,7 @@ class ProgressBar:
             if progress is not None:
                 self._finished[name] = progress
                 what = (
-                    f"{progress.done}/{progress.total} answered, {progress.errors} errors, "
+                    f"{progress.with_answer}/{progress.total} answered, {progress.errors} errors, "
                     f"${progress.cost_usd:.4f}"
                 )
             else:

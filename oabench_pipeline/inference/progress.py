@@ -27,7 +27,13 @@ class CellProgress:
 
     @property
     def done(self) -> int:
+        """Questions finished, with an answer or an error: how far the cell's bar has come."""
         return self.already_done + self.answered + self.errors
+
+    @property
+    def with_answer(self) -> int:
+        """Questions that hold an answer (kept from before or received now); an error is asked again."""
+        return self.already_done + self.answered
 
     def eta_s(self) -> float | None:
         finished_now = self.answered + self.errors
