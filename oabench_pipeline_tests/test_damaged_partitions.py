@@ -113,7 +113,8 @@ def test_unreadable_cells_are_rebuilt_from_the_log_and_damaged_log_lines_set_asi
             f"{log}:3: field 'latency_ms': Input should be a valid integer (got 'abc'); the reply is kept, "
             f"with latency_ms NULL (set aside in {sidecar.name})",
             f"{log}:7: field 'raw_response': Input should be a valid string (got {{'x': 1}}); the answer is "
-            f"unusable: counted as not answered, asked again once (set aside in {sidecar.name})",
+            "unusable: counted as not answered, asked again once unless another answer to it is kept "
+            f"(set aside in {sidecar.name})",
             f"{log}:80: half-written last line (the process was killed while writing it?); the answer is "
             "unusable",
         ):

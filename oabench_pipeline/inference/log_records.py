@@ -6,8 +6,9 @@ Every line is validated when it is read, against `LoggedReply` (strict types: `"
 - when the reply itself survived (`qid`, `request_hash`, `raw_response` and `error` are intact), it is kept
   and only the broken fields read as NULL (a bad `latency_ms`, a garbled `finished_at`);
 - otherwise (not JSON, not UTF-8, a half-written last line, an answer of the wrong type) the line counts as
-  not answered, so the next run asks that question again, once: its new answer is appended and the
-  damaged line is gone from the log.
+  not answered, so the next run asks that question again, once (unless another answer to it is kept: a
+  later line of the log, or the cell's table, written before the crash): its new answer is appended and
+  the damaged line is gone from the log.
 
 `repair_log` (run by the `inferences` step under the cell's lock, the only writer) moves each damaged line
 to a sidecar beside the log (`45.jsonl.damaged`, JSON lines: file, line, why, the text as it was) and
@@ -91,7 +92,10 @@ class DamagedLine:
         if self.salvaged is not None:
             outcome = f"the reply is kept, with {', '.join(self.lost)} NULL"
         else:
-            outcome = "the answer is unusable: counted as not answered, asked again once"
+            outcome = (
+                "the answer is unusable: counted as not answered, "
+                "asked again once unless another answer to it is kept"
+            )
         return f"{path}:{self.number}: {self.why}; {outcome}"
 
 
