@@ -6,6 +6,7 @@ import json
 import threading
 import time
 from types import TracebackType
+from typing import NamedTuple
 
 import polars as pl
 from rich.console import Console
@@ -87,14 +88,14 @@ class ProgressBar:
             self._refresh_total()
 
     def _refresh_total(self) -> None:
-        done, total, errors, cost, eta = self._totals()
+        now = self._totals()
         self._progress.update(
             self._total,
-            total=total or None,
-            completed=done,
-            errors=errors,
-            cost=cost,
-            eta=f"ETA {eta:.0f}s" if eta is not None else "",
+            total=now.total or None,
+            completed=now.done,
+            errors=now.errors,
+            cost=now.cost_usd,
+            eta=f"ETA {now.eta_s:.0f}s" if now.eta_s is not None else "",
             description=f"total ({len(self._tasks)} in flight)",
         )
         if not self.live and time.monotonic() - self._last_plain >= self.PLAIN_EVERY_S:
@@ -102,15 +103,14 @@ class ProgressBar:
             self.console.print(self.total_line(), highlight=False)
 
     def total_line(self) -> str:
-        _, total, errors, cost, eta = self._totals()
-        answered = sum(c.with_answer for c in [*self._cells.values(), *self._finished.values()])
+        now = self._totals()
         return (
-            f"total: {answered}/{total} answered, {errors} errors, ${cost:.4f}"
-            + (f", ETA {eta:.0f}s" if eta is not None else "")
+            f"total: {now.with_answer}/{now.total} answered, {now.errors} errors, ${now.cost_usd:.4f}"
+            + (f", ETA {now.eta_s:.0f}s" if now.eta_s is not None else "")
             + f"; {len(self._tasks)} cell(s) in flight, {len(self._finished)} done"
         )
 
-    def _totals(self) -> tuple[int, int, int, float, float | None]:
+    def _totals(self) -> Totals:
         return totals(list(self._cells.values()), list(self._finished.values()), self._first_answer)
 
     def finish_cell(self, name: str, success: bool, quiet_note: str = "no model call") -> None:
@@ -140,23 +140,35 @@ class ProgressBar:
             self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
-def totals(
-    in_flight: list[CellProgress], finished: list[CellProgress], first_answer: float | None
-) -> tuple[int, int, int, float, float | None]:
-    """(done, total, errors, $, ETA seconds) over every cell; the ETA covers the cells still in flight,
-    at this run's answer rate so far (none once nothing is in flight)."""
+class Totals(NamedTuple):
+    """Every cell's `CellProgress` summed (`done` and `with_answer` as there), and the ETA in seconds."""
+
+    done: int
+    with_answer: int
+    total: int
+    errors: int
+    cost_usd: float
+    eta_s: float | None
+
+
+def totals(in_flight: list[CellProgress], finished: list[CellProgress], first_answer: float | None) -> Totals:
+    """The totals over every cell; the ETA covers the cells still in flight, at this run's answer rate
+    so far (none once nothing is in flight)."""
     cells = [*in_flight, *finished]
-    done = sum(c.done for c in cells)
-    total = sum(c.total for c in cells)
-    errors = sum(c.errors for c in cells)
-    cost = sum(c.cost_usd for c in cells)
     finished_now = sum(c.answered + c.errors for c in cells)
     remaining = sum(c.total - c.done for c in in_flight)
     eta = None
     if first_answer is not None and finished_now and remaining > 0:
         rate = finished_now / max(time.monotonic() - first_answer, 1e-3)
         eta = remaining / rate
-    return done, total, errors, cost, eta
+    return Totals(
+        done=sum(c.done for c in cells),
+        with_answer=sum(c.with_answer for c in cells),
+        total=sum(c.total for c in cells),
+        errors=sum(c.errors for c in cells),
+        cost_usd=sum(c.cost_usd for c in cells),
+        eta_s=eta,
+    )
 
 
 NULL_TEXT = "—"
