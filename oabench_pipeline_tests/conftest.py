@@ -19,30 +19,44 @@ from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
-# The slowest test files (`pytest --durations`), handed to the workers first so that none of them is left
-# running alone at the end of a parallel run. Order only: every test still runs, in its file's order.
+# The slowest test files of each run (`pytest --durations`), handed to the workers first so that none of them
+# is left running alone at the end of a parallel run: the default run's, and those of the tests marked `slow`
+# (`pytest -m slow`), which a file's other tests do not slow down. Order only: every test still runs, in its
+# file's order.
 SLOW_FILES_FIRST = (
-    "inference/test_crash_safety.py",
-    "automation/test_downstream.py",
-    "inference/test_run_safety.py",
-    "exams/test_dagster_clis.py",
-    "inference/test_run_signals.py",
-    "test_browser.py",
-    "test_damaged_partitions.py",
     "automation/test_catalogue_watch.py",
-    "inference/test_concurrent_backfill.py",
-    "inference/test_cli_run.py",
-    "automation/test_end_to_end.py",
-    "core/test_site.py",
-    "inference/test_faults.py",
-    "inference/test_real_endpoints.py",
-    "inference/test_secrets.py",
     "test_status.py",
     "scoring/test_analysis_assets.py",
-    "inference/test_disk_full.py",
-    "scoring/test_runs_as_replicates.py",
-    "inference/test_budget_and_fatal.py",
     "inference/test_client.py",
+    "scoring/test_import_published.py",
+    "test_catalogue_healing.py",
+    "inference/test_run_replay.py",
+    "core/test_site.py",
+    "core/test_reports.py",
+    "test_damaged_partitions.py",
+    "core/test_booklet.py",
+    "exams/test_bad_sources.py",
+    "automation/test_sensors.py",
+    "core/test_item_response.py",
+)
+SLOW_MARKED_FILES_FIRST = (
+    "test_browser.py",
+    "automation/test_downstream.py",
+    "test_damaged_partitions.py",
+    "exams/test_dagster_clis.py",
+    "inference/test_crash_safety.py",
+    "inference/test_run_safety.py",
+    "inference/test_cli_run.py",
+    "inference/test_run_signals.py",
+    "automation/test_catalogue_watch.py",
+    "core/test_site.py",
+    "automation/test_end_to_end.py",
+    "inference/test_secrets.py",
+    "inference/test_concurrent_backfill.py",
+    "inference/test_real_endpoints.py",
+    "inference/test_faults.py",
+    "scoring/test_runs_as_replicates.py",
+    "inference/test_disk_full.py",
 )
 
 
@@ -86,10 +100,9 @@ def _scratch_in_ram(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
         path = item.path.as_posix()
-        ranks = [
-            i for i, name in enumerate(SLOW_FILES_FIRST) if path.endswith("oabench_pipeline_tests/" + name)
-        ]
-        return ranks[0] if ranks else len(SLOW_FILES_FIRST)
+        first = SLOW_MARKED_FILES_FIRST if item.get_closest_marker("slow") else SLOW_FILES_FIRST
+        ranks = [i for i, name in enumerate(first) if path.endswith("oabench_pipeline_tests/" + name)]
+        return ranks[0] if ranks else len(first)
 
     items.sort(key=rank)  # stable: the files and tests keep their order otherwise
 

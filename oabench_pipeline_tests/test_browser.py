@@ -48,7 +48,9 @@ from oabench_pipeline_tests.servers.ui_graphql import (
 )
 from oabench_pipeline_tests.site_pages import broken_links, tables
 
-pytestmark = pytest.mark.timeout(600)
+# Slow: a webserver and Chromium.
+# Left out of the default run; `.ci/run` runs it after (`pytest -m slow`).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 # Every group expanded but `analysis`: its twelve sibling tables make a column taller than any zoom the
 # lineage page fits to; collapsed, it is one box between `scores` and the report.

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from oabench_pipeline.inference.log_records import inspect_log
 from oabench_pipeline.inference.response_log import cell_log_path, read_log
@@ -61,6 +62,7 @@ def damage_log(log: Path) -> dict[str, str]:
     return qids
 
 
+@pytest.mark.slow
 def test_unreadable_cells_are_rebuilt_from_the_log_and_damaged_log_lines_set_aside(
     fresh_env: PipelineEnv,
 ) -> None:
@@ -140,6 +142,7 @@ def test_unreadable_cells_are_rebuilt_from_the_log_and_damaged_log_lines_set_asi
     assert (api_cell.parent / f".{api_cell.name}.damaged").is_file(), "kept for inspection, out of the table"
 
 
+@pytest.mark.slow
 def test_another_cells_damaged_files_stop_neither_the_run_nor_the_scoring_of_this_one(
     fresh_env: PipelineEnv,
 ) -> None:
@@ -207,6 +210,7 @@ def test_unreadable_exam_tables_are_named_then_rebuilt_by_ingest_without_downloa
     assert f"{BASELINE} × {EDITION}: 0 call(s)" in planned.output
 
 
+@pytest.mark.slow
 def test_unreadable_imported_cell_is_never_asked_and_a_reimport_restores_it(
     fresh_env: PipelineEnv, shared_oab: Path
 ) -> None:

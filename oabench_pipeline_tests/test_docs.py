@@ -4,6 +4,7 @@ verbatim), and every relative link and `#anchor` of the README, ARCHITECTURE.md 
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,21 @@ def test_the_readme_starts_with_its_two_commands_and_ci_runs_the_second_verbatim
         " .venv/bin/pytest -q"
     )
     assert test_command in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+
+
+def test_ci_runs_every_marker_the_default_run_leaves_out() -> None:
+    """A test left out of `pytest -q` (`-m 'not …'` in `addopts`) still runs on every landing: `.ci/run`
+    runs each such marker after the README's command."""
+    addopts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"][
+        "ini_options"
+    ]["addopts"]
+    selection = re.search(r"-m '([^']*)'", addopts)
+    assert selection is not None, addopts
+    left_out = re.findall(r"\bnot (\w+)", selection.group(1))
+    assert "slow" in left_out
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    missing = [m for m in left_out if not re.search(rf"^\.venv/bin/pytest -q -m {m}\b", ci, re.MULTILINE)]
+    assert not missing, f".ci/run runs no `pytest -q -m ...` for {missing}"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -162,6 +162,7 @@ EXPECTED_DECISIONS = {
 }
 
 
+@pytest.mark.slow
 def test_one_sensor_tick_registers_and_runs_exactly_the_fitting_models_cells_then_a_second_does_nothing(
     env: PipelineEnv, replay: ReplayServer, catalogue: CatalogueServer
 ) -> None:
@@ -262,6 +263,7 @@ def test_one_sensor_tick_registers_and_runs_exactly_the_fitting_models_cells_the
         assert replay.stats.total_requests == 80
 
 
+@pytest.mark.slow
 def test_sync_run_answers_the_fitting_model_like_oabench_run_then_a_later_listing_retires_it(
     env: PipelineEnv, replay: ReplayServer, catalogue: CatalogueServer
 ) -> None:

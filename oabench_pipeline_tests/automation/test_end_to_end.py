@@ -42,6 +42,10 @@ from oabench_pipeline_tests.automation.ticks import dynamic_partitions_read_once
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, copy_ingested, make_env, write_models_file
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
+# Slow: a portal, a registry and the daemon's ticks through whole runs.
+# Left out of the default run; `.ci/run` runs it after (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 BASELINES = ["baseline/longest-choice", "baseline/random"]
 NEW_KEY = "baseline/random:second"
 INGEST = ["exam_pdfs", "answer_keys", "questions"]

@@ -108,6 +108,7 @@ def test_pages_links_and_escaping(store: Warehouse, site_template: tuple[Path, S
         assert row.cells[8] == words.cost(expected["effective_cost_usd"], expected["cost_source"])
 
 
+@pytest.mark.slow
 def test_an_inicio_per_suite_with_a_switcher(store: Warehouse, tmp_path: Path) -> None:
     """Two suites: index.html ranks the default one (or `--suite`'s), suite/<name>.html each other one,
     each as `leaderboard_by_suite` holds it, editions passed counted over that suite's editions only."""
@@ -168,6 +169,7 @@ def test_english_labels(store: Warehouse, tmp_path: Path) -> None:
     assert "Methodology" in (tmp_path / "en" / "metodologia.html").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_rebuild_rewrites_only_what_changed(
     store: Warehouse, site_template: tuple[Path, SiteResult], tmp_path: Path
 ) -> None:

@@ -23,6 +23,10 @@ from oabench_pipeline_tests.conftest import REPO_ROOT
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, make_env
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
+# Slow: the `dagster` and `dg` command lines as processes.
+# Left out of the default run; `.ci/run` runs it after (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 BIN = Path(sys.executable).parent
 SUBPROCESS_TIMEOUT_S = 300
 

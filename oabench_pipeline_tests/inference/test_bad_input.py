@@ -125,6 +125,7 @@ def hostile_replies(env: PipelineEnv, model: str) -> dict[tuple[str, str], Recor
     }
 
 
+@pytest.mark.slow
 def test_huge_non_utf8_and_html_replies_end_as_error_rows(fresh_env: PipelineEnv) -> None:
     bad, portal = "acme/bad-replies", "acme/captive-portal"
     with (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import polars as pl
+import pytest
 
 from oabench_pipeline.definitions import build_definitions
 from oabench_pipeline.inference.response_log import cell_log_path, read_log
@@ -52,6 +53,7 @@ def test_estimate_above_budget_refuses_to_start(fresh_env: PipelineEnv) -> None:
     assert not cell_written(fresh_env, model) and log_of(fresh_env, model) == []
 
 
+@pytest.mark.slow
 def test_budget_bad_key_and_unknown_model_each_stop_their_cell_and_a_bigger_budget_resumes_without_reasking(
     fresh_env: PipelineEnv,
 ) -> None:

@@ -11,6 +11,8 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from oabench_pipeline.inference.capacity import Capacity, FileSlots
 from oabench_pipeline_tests.inference.replay import use_replay_models
 from oabench_pipeline_tests.pipeline_env import PipelineEnv
@@ -88,6 +90,7 @@ def test_slots_held_by_another_process_are_taken_back_when_it_is_killed(tmp_path
     assert slots.try_take() is not None, "the kernel freed the dead holder's slot"
 
 
+@pytest.mark.slow
 def test_cells_of_two_models_run_at_once_within_key_and_host_limits(fresh_env: PipelineEnv) -> None:
     models = ["acme/one", "acme/two"]
     # One edition: the two keys' cells are what must share the host; more editions were more Dagster runs.

@@ -100,6 +100,7 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 BASELINES = ["baseline/random", "baseline/longest-choice"]
 
 
+@pytest.mark.slow
 def test_baselines_run_offline_on_a_suite_and_every_suite_prints_in_every_format(
     fresh_env: PipelineEnv, no_network: None
 ) -> None:
@@ -198,6 +199,7 @@ def test_edition_not_ingested_is_a_usage_error(fresh_env: PipelineEnv) -> None:
     assert not fresh_env.warehouse.has_table("inferences")
 
 
+@pytest.mark.slow
 def test_concurrency_option_then_replicates_ask_again_once_and_replicate_one_is_never_paid_twice(
     fresh_env: PipelineEnv,
 ) -> None:

@@ -33,6 +33,10 @@ from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV, publ
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
 from oabench_pipeline_tests.servers.openai_replay import ReplayServer
 
+# Slow: four `dagster asset materialize` processes writing at once.
+# Left out of the default run; `.ci/run` runs it after (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 EDITIONS = ["43", "44", "45"]
 # A baseline and a replayed key: both kinds of cell. Four cell runs at once in their own processes (each
 # one more is a `dagster` process more, ~3 s of CPU for its import alone), the rest beforehand in this one.

@@ -19,6 +19,10 @@ from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
 from oabench_pipeline_tests.servers.openai_replay import ReplayServer
 
+# Slow: whole runs on a tmpfs that fills up, then reruns.
+# Left out of the default run; `.ci/run` runs it after (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 EDITION = "45"  # 80 questions, none annulled
 MODEL = "acme/disk-full"
 

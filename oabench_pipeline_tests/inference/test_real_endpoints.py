@@ -97,6 +97,7 @@ GATEWAY = "acme/azure-gateway"
 NEGATIVE_NAN, HEADER_COST = "acme/negative-nan-cost", "acme/litellm-header-cost"
 
 
+@pytest.mark.slow
 def test_llmock_an_azure_shaped_ipv6_gzip_gateway_and_odd_costs_answer_every_question(
     fresh_env: PipelineEnv, tmp_path: Path
 ) -> None:
@@ -219,6 +220,7 @@ def test_llmock_an_azure_shaped_ipv6_gzip_gateway_and_odd_costs_answer_every_que
     assert from_header["cost_usd"].sum() == pytest.approx(ACTIVE * 0.0005)
 
 
+@pytest.mark.slow
 def test_http_proxy_is_honoured(fresh_env: PipelineEnv, tmp_path: Path) -> None:
     """Behind a corporate proxy: every model call goes through HTTP_PROXY (proxy.py from PyPI)."""
     no_proxy_env(fresh_env)

@@ -15,6 +15,7 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
 from dagster import DagsterRunStatus
 
 from oabench_pipeline.inference.cell_lock import cell_lock_path, read_holder
@@ -32,6 +33,10 @@ from oabench_pipeline_tests.inference.run_processes import (
 )
 from oabench_pipeline_tests.pipeline_env import PipelineEnv
 from oabench_pipeline_tests.servers.openai_replay import FaultProfile, ReplayServer
+
+# Slow: `oabench run` processes racing for a cell, frozen and killed.
+# Left out of the default run; `.ci/run` runs it after (`pytest -m slow`).
+pytestmark = pytest.mark.slow
 
 
 def test_two_runs_of_one_cell_send_each_question_once(

@@ -21,6 +21,10 @@ from oabench_pipeline_tests.run_folders import (
     build_run_folders,
 )
 
+# Slow: an import of every published run folder as replicates.
+# Left out of the default run; `.ci/run` runs it after (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 GROK = "x-ai/grok-4.1-fast"
 GROK_STUDY_SCORES = {43: 70, 44: 66, 45: 68}  # the study's Table 2 row, and its summary.json
 
