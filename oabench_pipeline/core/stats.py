@@ -1,8 +1,14 @@
-"""Vectorised statistics for the leaderboard: exact McNemar, Holm, Spearman, item-rest correlation.
+"""Vectorised statistics for the leaderboard: exact McNemar, Holm, Spearman, Fisher's exact test,
+the normal tail, item-rest correlation.
 
 Every function takes and returns numpy arrays so that 500 model keys (124,750 pairs) cost a
 handful of array operations, never a Python loop per key or per pair. Intervals and pass
 probabilities are closed forms in `analysis/intervals.py`.
+
+Built on `scipy.special` (its distribution functions), never on `scipy.stats`: importing `scipy.stats`
+costs 0.5-1 s on this 2-core machine, paid by every `oabench run` that rebuilds the leaderboard
+(issue 19's baselines over 29 editions, target 30 s). Each function here is the closed form
+`scipy.stats` evaluates, and `test_stats.py` checks it against `scipy.stats` itself.
 """
 
 from __future__ import annotations
@@ -58,7 +64,9 @@ def holm_adjust(pvalues: npt.ArrayLike) -> FloatArray:
 
 
 def spearman(x: npt.ArrayLike, y: npt.ArrayLike) -> tuple[float, float]:
-    """Spearman rank correlation and its two-sided p-value (t approximation, ties averaged).
+    """Spearman rank correlation and its two-sided p-value (t approximation, ties averaged), as
+    `scipy.stats.spearmanr` gives them: Pearson's r of the average ranks, and Student's t with n - 2
+    degrees of freedom for the p-value.
 
     Pairs with a NaN in either value are dropped; fewer than 3 pairs or a constant input gives NaNs.
     """
@@ -68,10 +76,61 @@ def spearman(x: npt.ArrayLike, y: npt.ArrayLike) -> tuple[float, float]:
     xa, ya = xa[keep], ya[keep]
     if xa.size < 3 or np.ptp(xa) == 0 or np.ptp(ya) == 0:
         return float("nan"), float("nan")
-    from scipy import stats
+    from scipy import special
 
-    result = stats.spearmanr(xa, ya)
-    return float(result.statistic), float(result.pvalue)
+    rho = float(np.clip(np.corrcoef(average_ranks(xa), average_ranks(ya))[0, 1], -1.0, 1.0))
+    if abs(rho) == 1.0:
+        return rho, 0.0  # t is infinite
+    dof = xa.size - 2
+    t = rho * np.sqrt(dof / ((rho + 1.0) * (1.0 - rho)))
+    return rho, float(2.0 * special.stdtr(dof, -abs(t)))
+
+
+def average_ranks(values: FloatArray) -> FloatArray:
+    """1-based ranks, ties given the mean of the ranks they span (`scipy.stats.rankdata`'s "average")."""
+    order = np.argsort(values, kind="mergesort")
+    ordered = values[order]
+    starts = np.r_[True, ordered[1:] != ordered[:-1]]  # each run of equal values
+    run_of = np.empty(values.size, dtype=np.int64)
+    run_of[order] = starts.cumsum() - 1
+    bounds = np.r_[np.flatnonzero(starts), values.size]  # run i spans sorted positions bounds[i]:bounds[i+1]
+    return 0.5 * (bounds[run_of] + bounds[run_of + 1] + 1)
+
+
+def fisher_exact_p(a: int, b: int, c: int, d: int) -> float:
+    """Two-sided Fisher exact p-value of the 2x2 table [[a, b], [c, d]], as `scipy.stats.fisher_exact`
+    and R's `fisher.test` give it: the probability, with the margins fixed (hypergeometric), of every
+    table no more likely than this one (likelihoods equal to 1 part in 10^7 count as equal, as in R).
+    1 when a row or a column is empty."""
+    first_row, first_column = a + b, a + c
+    total = first_row + c + d
+    if 0 in (first_row, c + d, first_column, b + d):
+        return 1.0
+    from scipy import special
+
+    low, high = max(0, first_column - (c + d)), min(first_row, first_column)
+    support = np.arange(low, high + 1, dtype=np.float64)
+    log_pmf = (
+        _log_choose(first_row, support)
+        + _log_choose(total - first_row, first_column - support)
+        - _log_choose(total, first_column)
+    )
+    observed = log_pmf[a - low]
+    as_extreme = log_pmf <= observed + np.log1p(1e-7)
+    return float(min(1.0, np.exp(special.logsumexp(log_pmf[as_extreme]))))
+
+
+def _log_choose(n: float | FloatArray, k: float | FloatArray) -> FloatArray:
+    from scipy import special
+
+    return np.asarray(special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1))
+
+
+def normal_sf(z: float) -> float:
+    """P(Z > z) for a standard normal Z (`scipy.stats.norm.sf`), exact in the far tail too."""
+    from scipy import special
+
+    return float(special.ndtr(-z))
 
 
 def point_biserial_rest(

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats as sps
 
 from oabench_pipeline.core import stats
 
@@ -37,6 +40,47 @@ def test_spearman() -> None:
     assert all(math.isnan(v) for v in stats.spearman([1, 1, 1], [1, 2, 3]))
 
 
+def test_spearman_is_scipys_with_ties_and_perfect_orders() -> None:
+    """`scipy.stats.spearmanr` is the reference: ranks with ties, a noisy order, a perfect one."""
+    rng = np.random.default_rng(19)
+    cases = [([1, 2, 3], [1, 3, 2]), ([1, 2, 3, 4, 5], [5, 4, 3, 2, 1])]
+    cases += [(rng.integers(0, 5, n).astype(float), rng.normal(size=n)) for n in (4, 11, 40, 300)]
+    cases += [(rng.integers(0, 3, n).astype(float), rng.integers(0, 4, n).astype(float)) for n in (6, 50)]
+    for x, y in cases:
+        expected = sps.spearmanr(x, y)
+        assert stats.spearman(x, y) == pytest.approx(
+            (expected.statistic, expected.pvalue), rel=1e-10, abs=1e-300
+        )
+    ties = np.array([3.0, 1.0, 3.0, 2.0, 3.0, 1.0])
+    np.testing.assert_array_equal(stats.average_ranks(ties), sps.rankdata(ties))
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        (77, 1, 80, 0),  # a study's first → last edition
+        (3, 1, 1, 3),
+        (10, 0, 0, 10),
+        (5, 5, 5, 5),  # symmetric: every table ties with its mirror
+        (30, 88, 98, 84),
+        (1, 99, 0, 100),
+        (60, 20, 40, 40),
+        (0, 0, 3, 4),  # an empty row: p = 1
+        (0, 7, 0, 9),  # an empty column
+    ],
+)
+def test_fisher_exact_is_scipys(table: tuple[int, int, int, int]) -> None:
+    a, b, c, d = table
+    assert stats.fisher_exact_p(a, b, c, d) == pytest.approx(
+        sps.fisher_exact([[a, b], [c, d]]).pvalue, rel=1e-9
+    )
+
+
+def test_normal_sf_is_scipys_in_both_tails() -> None:
+    for z in (-4.0, -1.0, 0.0, 1.959963984540054, 8.0, 40.0):
+        assert stats.normal_sf(z) == pytest.approx(sps.norm.sf(z), rel=1e-12, abs=1e-300)
+
+
 def test_point_biserial_rest_sign() -> None:
     # Item 0 is answered right by exactly the strong keys: positive discrimination.
     correct = np.array([[1, 1, 1, 1], [1, 1, 1, 0], [0, 1, 0, 1], [0, 0, 1, 0]], dtype=bool)
@@ -44,3 +88,22 @@ def test_point_biserial_rest_sign() -> None:
     r = stats.point_biserial_rest(correct, exists, correct.sum(1).astype(float), exists.sum(1).astype(float))
     assert r[0] > 0.5
     assert np.isnan(stats.point_biserial_rest(correct[:2], exists[:2], np.ones(2), np.ones(2) * 4)).all()
+
+
+def test_no_pipeline_module_imports_scipy_stats() -> None:
+    """`oabench run` rebuilds the leaderboard every time: `scipy.stats` would add 0.5-1 s to each (the
+    module docstring of `core/stats.py`). Its few formulas live in `core/stats.py` on `scipy.special`."""
+    package = Path(stats.__file__).parents[1]
+    importers = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [f"{node.module}.{alias.name}" for alias in node.names]
+                if isinstance(node, ast.ImportFrom) and node.module
+                else []
+            )
+            if any(name == "scipy.stats" or name.startswith("scipy.stats.") for name in names):
+                importers.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert importers == []

@@ -32,6 +32,7 @@ from oabench_pipeline.core.analysis.item_response import (
     RaschFit,
     leave_one_out,
 )
+from oabench_pipeline.core.stats import normal_sf
 
 _MAX_ITERATIONS = 50
 
@@ -144,9 +145,7 @@ def cutoff_effect(data: list[CutoffData], starts: npt.ArrayLike) -> CutoffEffect
             usable, "the fit did not converge (no finite estimate): the effect is not given"
         )
     se = float(np.sqrt(1.0 / schur))  # 1 / Schur complement
-    from scipy import stats
-
-    p_value = float(2.0 * stats.norm.sf(abs(delta) / se))
+    p_value = 2.0 * normal_sf(abs(delta) / se)
     return CutoffEffect(delta, delta - Z95 * se, delta + Z95 * se, p_value, n_after, n_before, None)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from oabench_pipeline.core.stats import fisher_exact_p
+
 
 def edition_deltas(by_edition: pl.DataFrame, complete_keys: pl.Series) -> pl.DataFrame:
     """Per complete key: official and technical accuracy on its first and last edition, the deltas in
@@ -53,13 +55,11 @@ def _fisher_p(table: pl.DataFrame) -> np.ndarray:
     """Fisher exact p per row; NaN (→ NULL) when a key sat a single edition."""
     if table.is_empty():
         return np.array([], dtype=np.float64)
-    from scipy import stats  # imported when needed: scipy takes most of a second to import
-
     out = np.full(table.height, np.nan)
     rows = table.select(
         "first_edition", "last_edition", "_first_correct", "_first_total", "_last_correct", "_last_total"
     )
     for i, (first, last, fc, ft, lc, lt) in enumerate(rows.iter_rows()):  # one row per key: hundreds at most
         if first != last and ft and lt:
-            out[i] = stats.fisher_exact([[fc, ft - fc], [lc, lt - lc]]).pvalue
+            out[i] = fisher_exact_p(fc, ft - fc, lc, lt - lc)
     return out
