@@ -27,6 +27,7 @@ from dagster import (
 from dagster._core.storage.defs_state.base import set_defs_state_storage
 
 from oabench_pipeline.event_log_connections import keep_event_log_connections
+from oabench_pipeline.schema_probes import remember_schema_probes
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import views_refreshed_once
 
@@ -80,6 +81,7 @@ def instance_for(settings: Settings) -> DagsterInstance:
     _share_between_threads(instance)
     _cache_dynamic_partitions(instance)
     keep_event_log_connections(instance.event_log_storage)
+    remember_schema_probes(instance)
     _reuse_sqlite_engines()
     _reuse_migration_scripts()
     return instance

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -43,7 +44,7 @@ def test_spearman() -> None:
 def test_spearman_is_scipys_with_ties_and_perfect_orders() -> None:
     """`scipy.stats.spearmanr` is the reference: ranks with ties, a noisy order, a perfect one."""
     rng = np.random.default_rng(19)
-    cases = [([1, 2, 3], [1, 3, 2]), ([1, 2, 3, 4, 5], [5, 4, 3, 2, 1])]
+    cases: list[tuple[Any, Any]] = [([1, 2, 3], [1, 3, 2]), ([1, 2, 3, 4, 5], [5, 4, 3, 2, 1])]
     cases += [(rng.integers(0, 5, n).astype(float), rng.normal(size=n)) for n in (4, 11, 40, 300)]
     cases += [(rng.integers(0, 3, n).astype(float), rng.integers(0, 4, n).astype(float)) for n in (6, 50)]
     for x, y in cases:
@@ -97,13 +98,12 @@ def test_no_pipeline_module_imports_scipy_stats() -> None:
     importers = []
     for path in sorted(package.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = (
-                [alias.name for alias in node.names]
-                if isinstance(node, ast.Import)
-                else [f"{node.module}.{alias.name}" for alias in node.names]
-                if isinstance(node, ast.ImportFrom) and node.module
-                else []
-            )
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
             if any(name == "scipy.stats" or name.startswith("scipy.stats.") for name in names):
                 importers.append(f"{path.relative_to(package)}:{node.lineno}")
     assert importers == []
