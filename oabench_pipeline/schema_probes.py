@@ -7,8 +7,8 @@ and connection each time) for every asset check event, the asset-key columns for
 about 30 events each, and py-spy showed these probes at 7-8% of each run's time (issue 19's 30 s target).
 
 Only a "yes" is kept: a migration (`dagster instance migrate`, in any process) adds tables, columns and
-data-migration marks but never takes one away, and recreated storage (`wipe`) has them all. A "no" is
-asked again each time, as before, so a migration run while this process lives is seen at once.
+data-migration marks but never takes one away, and `wipe` empties tables but keeps them and the marks.
+A "no" is asked again each time, as before, so a migration run while this process lives is seen at once.
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ RUN_STORAGE_PROBES: dict[str, Callable[..., Hashable]] = {
 
 
 def remember_schema_probes(instance: Any) -> None:
-    """Make `instance`'s SQL event-log and run storages remember each probe that answered yes. Other
-    storages (Postgres, in memory) are left alone; a second call changes nothing."""
+    """Make `instance`'s SQL event-log and run storages (SQLite's, or Postgres's: the same probes, the same
+    reasoning) remember each probe that answered yes. In-memory storages are left alone; a second call
+    changes nothing."""
     from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
     from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
 
