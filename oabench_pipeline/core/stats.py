@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+import polars as pl
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -88,13 +89,7 @@ def spearman(x: npt.ArrayLike, y: npt.ArrayLike) -> tuple[float, float]:
 
 def average_ranks(values: FloatArray) -> FloatArray:
     """1-based ranks, ties given the mean of the ranks they span (`scipy.stats.rankdata`'s "average")."""
-    order = np.argsort(values, kind="mergesort")
-    ordered = values[order]
-    starts = np.r_[True, ordered[1:] != ordered[:-1]]  # each run of equal values
-    run_of = np.empty(values.size, dtype=np.int64)
-    run_of[order] = starts.cumsum() - 1
-    bounds = np.r_[np.flatnonzero(starts), values.size]  # run i spans sorted positions bounds[i]:bounds[i+1]
-    return 0.5 * (bounds[run_of] + bounds[run_of + 1] + 1)
+    return pl.Series(values).rank("average").to_numpy().astype(np.float64)
 
 
 def fisher_exact_p(a: int, b: int, c: int, d: int) -> float:
