@@ -343,8 +343,9 @@ def _materialize(
 
 # The job of each selection, resolved once per `Definitions`: what `dagster.materialize` builds on every call
 # (a `Definitions` of the whole asset graph, every job of it resolved and validated), ~10% of the CPU of
-# `oabench run` over 58 baseline cells (A/B in the commit that added this), where each cell is a run of the same two assets. Keyed by the
-# `Definitions` object (not weak-referenceable: the last few are kept, a process builds one or two).
+# `oabench run` over 58 baseline cells (A/B in the commit that added this), where each cell is a run of the
+# same two assets. Keyed by the `Definitions` object (not weak-referenceable: the last few are kept, a
+# process builds one or two).
 _RECENT_DEFINITIONS = 4
 _selection_jobs: OrderedDict[int, tuple[Definitions, dict[tuple[str, ...], JobDefinition]]] = OrderedDict()
 _selection_jobs_lock = threading.Lock()
