@@ -14,7 +14,7 @@ import pytest
 from oabench_pipeline.core.answer_key import AnswerKeyParseError, parse_answer_key
 from oabench_pipeline.core.editions import load_editions
 from oabench_pipeline.core.records import ParsedAnswerKey
-from oabench_pipeline_tests.conftest import shared_oab_dir
+from oabench_pipeline_tests.conftest import pinned_archive_entries, shared_oab_dir
 from oabench_pipeline_tests.core.synthetic_pdfs import answer_letters, make_answer_key_pdf
 
 EDITIONS = (43, 44, 45)
@@ -142,8 +142,8 @@ def test_not_a_pdf() -> None:
 
 @cache
 def archive_manifest() -> dict[int, dict]:
-    manifest = json.loads((shared_oab_dir() / "archive-manifest.json").read_text(encoding="utf-8"))
-    return {e["edition"]: e for e in manifest["editions"]}
+    """The archived editions the registry pins (shared may hold more: conftest.pinned_archive_entries)."""
+    return pinned_archive_entries()
 
 
 @cache

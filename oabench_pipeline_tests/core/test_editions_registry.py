@@ -38,7 +38,8 @@ def manifests() -> dict[int, dict[str, Any]]:
     root = shared_oab_dir()
     archive = json.loads((root / "archive-manifest.json").read_text(encoding="utf-8"))["editions"]
     recent = json.loads((root / "manifest.json").read_text(encoding="utf-8"))["editions"]
-    by_edition = {e["edition"]: e for e in archive}
+    pinned = set(registry())  # shared may archive editions not pinned yet: those are not compared
+    by_edition = {e["edition"]: e for e in archive if e["edition"] in pinned}
     for e in recent:
         key = {**e["gabarito"], "status": "definitive"}
         by_edition[e["edition"]] = {**e, "booklet": e["prova"], "answer_key": key, "questions": 80}
