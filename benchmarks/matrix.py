@@ -33,13 +33,11 @@ import heapq
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,7 +49,14 @@ from oabench_pipeline.warehouse import Warehouse  # noqa: E402
 from oabench_pipeline_tests.conftest import shared_oab_dir  # noqa: E402
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV, question_texts  # noqa: E402
 from oabench_pipeline_tests.pipeline_env import copy_ingested, write_models_file  # noqa: E402
-from oabench_pipeline_tests.servers.dagster_webserver import DagsterWebserver  # noqa: E402
+from oabench_pipeline_tests.servers.dagster_webserver import (  # noqa: E402
+    ADD_PARTITION,
+    BACKFILL_RUNS,
+    LAUNCH_BACKFILL,
+    TERMINAL,
+    DagsterWebserver,
+    dagster_daemon,
+)
 from oabench_pipeline_tests.servers.openai_replay import (  # noqa: E402
     RecordedReply,
     ReplayServer,
@@ -70,29 +75,6 @@ ONE_MODEL = "anthropic/claude-haiku-4.5"
 TARGETS = {"matrix": 0.85, "one": 0.95}
 BACKFILL_TARGET = 1.5  # backfill wall ÷ `oabench run` wall
 BACKFILL_TIMEOUT_S = 1200
-
-ADD_PARTITION = """
-mutation Add($repo: RepositorySelector!, $key: String!) {
-  addDynamicPartition(repositorySelector: $repo, partitionsDefName: "model_keys", partitionKey: $key) {
-    __typename ... on Error { message }
-  }
-}
-"""
-LAUNCH_BACKFILL = """
-mutation Launch($params: LaunchBackfillParams!) {
-  launchPartitionBackfill(backfillParams: $params) {
-    __typename ... on LaunchBackfillSuccess { backfillId } ... on Error { message }
-  }
-}
-"""
-BACKFILL_RUNS = """
-query Runs($id: String!) {
-  runsOrError(filter: {tags: [{key: "dagster/backfill", value: $id}]}) {
-    ... on Runs { results { runId status startTime endTime } }
-  }
-}
-"""
-TERMINAL = {"SUCCESS", "FAILURE", "CANCELED"}
 
 
 @dataclass(frozen=True)
@@ -230,28 +212,6 @@ class BackfillResult:
     requests: int
     duplicate_paid: int
     max_in_flight: int
-
-
-@contextmanager
-def dagster_daemon(dagster_home: Path, env: dict[str, str]) -> Iterator[None]:
-    """`dagster-daemon run` (run queue, backfills) over the webserver's instance, stopped with its children."""
-    with (dagster_home / "daemon.log").open("wb") as log:
-        process = subprocess.Popen(
-            [str(OABENCH.with_name("dagster-daemon")), "run", "-w", "workspace.yaml"],
-            cwd=REPO_ROOT,
-            env={**env, "DAGSTER_HOME": str(dagster_home)},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        yield
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
 
 
 def measure_backfill(

@@ -41,6 +41,7 @@ SLOW_FILES_FIRST = (
 )
 SLOW_MARKED_FILES_FIRST = (
     "test_browser.py",
+    "test_postgres_instance.py",
     "automation/test_downstream.py",
     "test_damaged_partitions.py",
     "exams/test_dagster_clis.py",

@@ -16,7 +16,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -186,3 +187,50 @@ class DagsterWebserver:
 
     def repository_selector(self) -> dict[str, str]:
         return {"repositoryLocationName": self.location, "repositoryName": self.repository}
+
+
+# A UI backfill as the launch dialog sends it (`benchmarks/matrix.py`, the Postgres instance's test).
+ADD_PARTITION = """
+mutation Add($repo: RepositorySelector!, $key: String!) {
+  addDynamicPartition(repositorySelector: $repo, partitionsDefName: "model_keys", partitionKey: $key) {
+    __typename ... on Error { message }
+  }
+}
+"""
+LAUNCH_BACKFILL = """
+mutation Launch($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename ... on LaunchBackfillSuccess { backfillId } ... on Error { message }
+  }
+}
+"""
+BACKFILL_RUNS = """
+query Runs($id: String!) {
+  runsOrError(filter: {tags: [{key: "dagster/backfill", value: $id}]}) {
+    ... on Runs { results { runId status startTime endTime } }
+  }
+}
+"""
+TERMINAL = {"SUCCESS", "FAILURE", "CANCELED"}
+
+
+@contextmanager
+def dagster_daemon(dagster_home: Path, env: dict[str, str]) -> Iterator[None]:
+    """`dagster-daemon run` (run queue, backfills) over the webserver's instance, stopped with its children."""
+    with (dagster_home / "daemon.log").open("wb") as log:
+        process = subprocess.Popen(
+            [str(WEBSERVER_BIN.with_name("dagster-daemon")), "run", "-w", "workspace.yaml"],
+            cwd=REPO_ROOT,
+            env={**env, "DAGSTER_HOME": str(dagster_home)},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)

@@ -1,0 +1,166 @@
+"""The instance of docs/scaling.md's first yaml block, on a real PostgreSQL the test starts, used as a user would.
+
+The block is copied as written into `$DAGSTER_HOME/dagster.yaml`, the server's address given in the
+`DAGSTER_PG_*` variables it reads. Then, through the real `oabench` command and the real UI processes:
+`oabench ingest`; `oabench run` of a model on two editions at once against a loopback model server (the
+published replies replayed); the same run again, which sends nothing; `oabench status`; and a UI backfill of
+another model's two cells, launched over GraphQL as the launch dialog does and started by `dagster-daemon`
+from the run queue. The runs are then read back from PostgreSQL itself.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg2
+import pytest
+
+from oabench_pipeline.partitions import cell_partition_key
+from oabench_pipeline.warehouse import Warehouse
+from oabench_pipeline_tests.conftest import REPO_ROOT
+from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV, published_replies
+from oabench_pipeline_tests.pipeline_env import write_models_file
+from oabench_pipeline_tests.servers.dagster_webserver import (
+    ADD_PARTITION,
+    BACKFILL_RUNS,
+    LAUNCH_BACKFILL,
+    TERMINAL,
+    DagsterWebserver,
+    dagster_daemon,
+)
+from oabench_pipeline_tests.servers.openai_replay import ReplayServer
+from oabench_pipeline_tests.servers.postgres import PostgresServer, postgres_bin_dir, running_postgres
+
+# Slow: a PostgreSQL server, `oabench` processes, the webserver and the daemon.
+pytestmark = pytest.mark.slow
+
+OABENCH = Path(sys.executable).with_name("oabench")
+EDITIONS = ("43", "44")
+ACTIVE_QUESTIONS = 78 + 80  # the 43rd annulled 2 of its 80
+BY_COMMAND = "deepseek/deepseek-v3.2"  # cells run by `oabench run`
+BY_BACKFILL = "x-ai/grok-4.1-fast"  # cells run by a UI backfill through the daemon
+BACKFILL_TIMEOUT_S = 240.0
+
+
+def documented_instance_yaml() -> str:
+    """docs/scaling.md's first yaml block, as a user copies it."""
+    text = (REPO_ROOT / "docs" / "scaling.md").read_text(encoding="utf-8")
+    match = re.search(r"```yaml\n(.*?)```", text, re.DOTALL)
+    assert match, "docs/scaling.md has no yaml block"
+    return match.group(1)
+
+
+@pytest.fixture(scope="module")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    if postgres_bin_dir() is None:
+        message = "no PostgreSQL (apt-get install postgresql); .ci/run installs it"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true but {message}")
+        pytest.skip(message)
+    with running_postgres(tmp_path_factory.mktemp("postgres")) as server:
+        yield server
+
+
+def oabench(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(OABENCH), *args], env=env, capture_output=True, text=True, timeout=600, cwd=REPO_ROOT
+    )
+
+
+def test_the_documented_postgres_instance_runs_every_path(
+    postgres: PostgresServer, tmp_path: Path, shared_oab: Path
+) -> None:
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(documented_instance_yaml(), encoding="utf-8")
+    warehouse_path = tmp_path / "warehouse" / "oabench.duckdb"
+    env = {
+        **os.environ,
+        **postgres.environment(),
+        "DAGSTER_HOME": str(home),
+        "OABENCH_WAREHOUSE": str(warehouse_path),
+        "OABENCH_SOURCE_BASE_URL": str(shared_oab / "mirror"),
+        "OABENCH_MODEL_BACKOFF_S": "0.01",
+        "OABENCH_AUTOMATION": "off",  # only the runs this test starts: no sensor's
+        TEST_KEY_ENV: TEST_KEY,
+    }
+
+    ingest = oabench(env, "ingest", "--editions", ",".join(EDITIONS))
+    assert ingest.returncode == 0, ingest.stdout + ingest.stderr
+
+    replies = published_replies(shared_oab, Warehouse(warehouse_path))
+    with ReplayServer(replies=replies, api_key=TEST_KEY) as server:
+        entries = [
+            {"id": key, "base_url": server.base_url, "api_key_env": TEST_KEY_ENV}
+            for key in (BY_COMMAND, BY_BACKFILL)
+        ]
+        env["OABENCH_MODELS_FILE"] = str(write_models_file(tmp_path / "models.toml", entries))
+
+        # Two cells at once on one instance: the pool and the runs' rows written together.
+        run = oabench(env, "run", "--models", BY_COMMAND, "--editions", ",".join(EDITIONS))
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert server.stats.total_requests == ACTIVE_QUESTIONS
+
+        rerun = oabench(env, "run", "--models", BY_COMMAND, "--editions", ",".join(EDITIONS))
+        assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+        assert server.stats.total_requests == ACTIVE_QUESTIONS  # nothing asked again
+
+        status = oabench(env, "status", "--models", BY_COMMAND, "--editions", ",".join(EDITIONS))
+        assert status.returncode == 0, status.stdout + status.stderr  # 0: every listed cell complete
+        for edition in EDITIONS:
+            row = rf"^{edition}\s+{re.escape(BY_COMMAND)}\s+complete\b"
+            assert re.search(row, status.stdout, re.MULTILINE), status.stdout
+
+        backfill_runs = ui_backfill(home, env, BY_BACKFILL)
+        assert [r["status"] for r in backfill_runs] == ["SUCCESS"] * len(EDITIONS), backfill_runs
+        assert server.stats.total_requests == 2 * ACTIVE_QUESTIONS
+        assert not server.stats.duplicate_answers
+
+    answered = Warehouse(warehouse_path).query(
+        "select model_key, count(*) as n from inferences where not skipped and error is null group by 1 order by 1"
+    )
+    assert answered.rows() == [(BY_COMMAND, ACTIVE_QUESTIONS), (BY_BACKFILL, ACTIVE_QUESTIONS)]
+    with (
+        psycopg2.connect(
+            host=postgres.host,
+            port=postgres.port,
+            user=postgres.user,
+            password=postgres.password,
+            dbname=postgres.db_name,
+        ) as connection,
+        connection.cursor() as cursor,
+    ):
+        cursor.execute("select status, count(*) from runs group by status")
+        statuses = dict(cursor.fetchall())
+    assert set(statuses) == {"SUCCESS"}, statuses  # ingest, two cells, table rebuilds, the backfill's runs
+    assert statuses["SUCCESS"] >= 1 + len(EDITIONS) * 2
+
+
+def ui_backfill(home: Path, env: dict[str, str], model_key: str) -> list[dict]:
+    """The model's cells of EDITIONS as a UI backfill; its runs once all have ended."""
+    with DagsterWebserver(home, env) as web, dagster_daemon(home, env):
+        added = web.query(ADD_PARTITION, {"repo": web.repository_selector(), "key": model_key})
+        assert added["addDynamicPartition"]["__typename"] == "AddDynamicPartitionSuccess", added
+        params = {
+            "partitionNames": [str(cell_partition_key(model_key, e)) for e in EDITIONS],
+            "assetSelection": [{"path": ["inferences"]}, {"path": ["scores"]}],
+            "fromFailure": False,
+            "tags": [],
+        }
+        launched = web.query(LAUNCH_BACKFILL, {"params": params})["launchPartitionBackfill"]
+        assert launched["__typename"] == "LaunchBackfillSuccess", launched
+        deadline = time.monotonic() + BACKFILL_TIMEOUT_S
+        runs: list[dict] = []
+        while time.monotonic() < deadline:
+            runs = web.query(BACKFILL_RUNS, {"id": launched["backfillId"]})["runsOrError"]["results"]
+            if len(runs) >= len(EDITIONS) and all(r["status"] in TERMINAL for r in runs):
+                return runs
+            time.sleep(0.5)
+        daemon_log = (home / "daemon.log").read_text(errors="replace")[-3000:]
+        raise AssertionError(f"backfill not done after {BACKFILL_TIMEOUT_S} s: {runs}\n{daemon_log}")
