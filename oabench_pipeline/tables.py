@@ -454,8 +454,8 @@ DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
         ("area", pl.String, "Legal area"),
         ("correct", pl.String, "Correct letter per the definitive key"),
         ("status", pl.String, "'active' or 'annulled'"),
-        ("n_models", pl.Int64, "Model keys with a row for the question"),
-        ("share_correct", pl.Float64, "Share of those keys that got it right"),
+        ("n_models", pl.Int64, "Model keys with a row for the question (offline baselines left out)"),
+        ("share_correct", pl.Float64, "Share of those keys that got it right (NULL when none answered it)"),
         ("discrimination", pl.Float64, "Item-rest point-biserial correlation across keys"),
         (
             "answer_distribution",
@@ -464,7 +464,7 @@ DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
         ),
         ("modal_answer", pl.String, "Letter most keys chose"),
         ("modal_share", pl.Float64, "Share of keys that chose it"),
-        ("flag", pl.String, "'possible_key_problem', 'hard', 'annulled' or NULL"),
+        ("flag", pl.String, "'possible_key_problem', 'hard' (under 25% right, of at least 3 models), 'annulled' or NULL"),
     ),
     "provider_summary": _columns(
         ("provider", pl.String, "Who makes the models (grouped case-insensitively; most used spelling)"),

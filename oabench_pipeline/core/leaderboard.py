@@ -375,13 +375,25 @@ def build_leaderboard_tables(
         "leaderboard_by_edition": shared.by_edition.select(BY_EDITION_COLUMNS).sort("model_key", "edition"),
         # Descriptive, per key over every edition it ran (per suite: leaderboard_by_area_by_suite).
         "leaderboard_by_area": _by_area(shared.all_areas, shared.questions),
-        "item_analysis": item_analysis(shared.questions, shared.mats, key_accuracy),
+        "item_analysis": item_analysis(
+            shared.questions,
+            shared.mats,
+            key_accuracy,
+            real_models=_real_models(con, shared.keys),
+        ),
         # Abilities on one scale, question difficulties, the key audit, and the cutoff comparison (exam
         # dates on both sides of a cutoff need every edition, not one suite's few months).
         **shared.irt,
         "runs": runs_core.runs_table(shared.cells),
     }
     return {name: tables[name] for name in ANALYSIS_TABLES}
+
+
+def _real_models(con: duckdb.DuckDBPyConnection, keys: pl.Series) -> np.ndarray:
+    """One boolean per key of `keys`: a model, not an offline baseline (`models.kind`, which keeps every key
+    that ran, removed ones included)."""
+    baselines = con.sql("SELECT model_key FROM models WHERE kind = 'baseline'").pl()["model_key"]
+    return ~keys.is_in(baselines.implode()).to_numpy()
 
 
 def suite_view(

@@ -165,3 +165,65 @@ def test_edition_deltas_use_official_accuracy_and_fisher_exact() -> None:
     assert m["technical_delta_pp"] == pytest.approx(100 * (1 - 77 / 78))
     assert m["fisher_p"] == pytest.approx(sps.fisher_exact([[77, 1], [80, 0]]).pvalue)
     assert table.filter(pl.col("model_key") == "n")["fisher_p"].item() is None  # one edition only
+
+
+def _item_questions(n: int) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "qid": [f"q{i}" for i in range(n)],
+            "edition": [1] * n,
+            "number": list(range(1, n + 1)),
+            "area": ["Ética"] * n,
+            "correct": ["A"] * n,
+            "status": ["active"] * n,
+        }
+    )
+
+
+def _item_mats(letters: list[list[str]]) -> dict[str, np.ndarray]:
+    """Keys × questions: each key's letter per question ('-' for no row)."""
+    codes = {letter: code for code, letter in enumerate(pairwise.LETTER_CODES)}
+    coded = np.array([[codes.get(x, pairwise.ABSENT) for x in row] for row in letters], dtype=np.int8)
+    covered = coded != pairwise.ABSENT
+    return {"E": covered, "C": covered & (coded == codes["A"]), "L": coded}
+
+
+def test_item_statistics_leave_baselines_out_and_need_three_models_to_call_a_question_hard() -> None:
+    from oabench_pipeline.core.analysis.items import item_analysis
+
+    # Two guessers (rows 0-1) and two real models: every key got q0 wrong; q1 only the models answered.
+    mats = _item_mats([["B", "-"], ["C", "-"], ["D", "A"], ["B", "A"]])
+    real = np.array([False, False, True, True])
+    accuracy = np.array([0.25, 0.25, 0.9, 0.8])
+    items = item_analysis(_item_questions(2), mats, accuracy, real_models=real).sort("number")
+    q0 = items.row(0, named=True)
+    assert (q0["n_models"], q0["share_correct"], q0["flag"]) == (2, 0.0, None)  # 0/2 models: no verdict
+    assert q0["answer_distribution"] == {"A": 0, "B": 1, "C": 0, "D": 1, "none": 0}  # the guessers' C: gone
+    # With every key counted, the guessers' answers are back, and four keys are enough to say 'hard'.
+    everyone = item_analysis(_item_questions(2), mats, accuracy).sort("number").row(0, named=True)
+    assert (everyone["n_models"], everyone["flag"]) == (4, "hard")
+
+    three_models = _item_mats([["B"], ["C"], ["D"], ["B"], ["C"]])
+    real = np.array([False, False, True, True, True])
+    flagged = item_analysis(_item_questions(1), three_models, np.full(5, 0.5), real_models=real)
+    assert flagged.row(0, named=True)["flag"] == "hard"
+
+
+def test_the_leaderboard_item_analysis_counts_no_baseline() -> None:
+    warehouse = make_synthetic_warehouse()
+    con = duckdb.connect()
+    register(con, warehouse)
+    baseline_key = con.execute("SELECT min(model_key) FROM inferences").fetchall()[0][0]
+    models = con.sql("SELECT * FROM models").pl()
+    if baseline_key in models["model_key"].to_list():
+        models = models.with_columns(
+            kind=pl.when(pl.col("model_key") == baseline_key).then(pl.lit("baseline")).otherwise("kind")
+        )
+    else:
+        models = pl.concat(
+            [models, models.head(1).with_columns(model_key=pl.lit(baseline_key), kind=pl.lit("baseline"))]
+        )
+    con.register("models", models.to_arrow())
+    keys = con.execute("SELECT count(DISTINCT model_key) FROM inferences").fetchall()[0][0]
+    items = build_leaderboard_tables(con)["item_analysis"]
+    assert items["n_models"].max() == keys - 1

@@ -313,6 +313,7 @@ def _published_connection(run_dir: Path) -> tuple[duckdb.DuckDBPyConnection, str
                 "model": pl.String,
                 "label": pl.String,
                 "provider": pl.String,
+                "kind": pl.String,
                 "knowledge_cutoff": pl.Date,
             }
         ),

@@ -12,19 +12,33 @@ from oabench_pipeline.core.analysis.pairwise import ABSENT, LETTER_CODES
 
 KEY_PROBLEM_AGREEMENT = 0.75  # share of strong keys agreeing on one non-key letter
 HARD_SHARE = 0.25  # an item fewer than a quarter of keys get right is 'hard'
+# Below this many real models on a question, its share correct says little about the question: "0% (0/2)"
+# of two guessers is no difficulty. No 'hard' flag then.
+MIN_MODELS_FOR_DIFFICULTY = 3
 
 
 def item_analysis(
-    questions: pl.DataFrame, mats: dict[str, np.ndarray], key_accuracy: np.ndarray
+    questions: pl.DataFrame,
+    mats: dict[str, np.ndarray],
+    key_accuracy: np.ndarray,
+    real_models: np.ndarray | None = None,
 ) -> pl.DataFrame:
     """Per question: share correct, discrimination, answer distribution, modal answer and flags.
+
+    `real_models` (one boolean per row of `mats`) says which keys are models rather than offline baselines:
+    every statistic here is over the real models only (a random guesser says nothing of a question). Default:
+    every key.
 
     Discrimination is the corrected item-rest point-biserial correlation (item correctness vs the
     key's accuracy on the other items) across the keys that answered the item. A question is
     flagged 'possible_key_problem' when, among the strong keys (top quarter by technical accuracy,
     at least 3) that answered it, at least 3/4 chose the same letter and it is not the key's letter;
-    'hard' when fewer than a quarter of keys got it right; 'annulled' for annulled questions.
+    'hard' when fewer than a quarter of keys got it right, once at least `MIN_MODELS_FOR_DIFFICULTY` keys
+    answered it; 'annulled' for annulled questions.
     """
+    if real_models is not None:
+        mats = {name: mats[name][real_models] for name in ("E", "C", "L")}
+        key_accuracy = key_accuracy[real_models]
     covered, correct, letters = mats["E"], mats["C"], mats["L"]
     present = letters != ABSENT
     counts = np.stack([(letters == code).sum(axis=0) for code in range(len(LETTER_CODES))])  # (4, Q)
@@ -55,7 +69,11 @@ def item_analysis(
     flag = np.where(
         ~active,
         "annulled",
-        np.where(key_problem, "possible_key_problem", np.where(share < HARD_SHARE, "hard", "")),
+        np.where(
+            key_problem,
+            "possible_key_problem",
+            np.where((share < HARD_SHARE) & (n_covered >= MIN_MODELS_FOR_DIFFICULTY), "hard", ""),
+        ),
     )
     letters_arr = np.array(LETTER_CODES)
     table = questions.select("qid", "edition", "number", "area", "correct", "status").with_columns(

@@ -138,13 +138,15 @@ FROM priced GROUP BY model_key ORDER BY model_key""",
     ),
     Recipe(
         "share_correct",
-        "Parcela dos modelos que acertaram cada questão",
-        "Share of models that got each question right",
+        "Parcela dos modelos que acertaram cada questão (sem os baselines offline)",
+        "Share of models that got each question right (offline baselines left out)",
         f"""WITH {_CANONICAL}
 SELECT qid, count(*) FILTER (WHERE is_correct_technical) AS models_right,
        count(*) FILTER (WHERE status = 'active' AND NOT skipped) AS models_asked,
        count(*) FILTER (WHERE is_correct_technical)
          / nullif(count(*) FILTER (WHERE status = 'active' AND NOT skipped), 0) AS share_correct
-FROM canonical GROUP BY qid ORDER BY qid""",
+FROM canonical
+WHERE model_key NOT IN (SELECT model_key FROM models WHERE kind = 'baseline')
+GROUP BY qid ORDER BY qid""",
     ),
 )
