@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from oabench_pipeline.core.text_safety import spreadsheet_safe_expr
+
 
 @dataclass(frozen=True)
 class Column:
@@ -751,14 +753,21 @@ def conform(table: str, frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def csv_ready(frame: pl.DataFrame) -> pl.DataFrame:
-    """CSV has no nested types: encode struct columns as JSON text, lists as comma-separated values
-    (the report's CSV exports and `--format csv`; `runs.editions`, `suites.editions`, ...)."""
+    """The frame as every CSV we write carries it (the report's and the site's exports, `--format csv`).
+
+    CSV has no nested types: struct columns become JSON text, lists comma-separated values
+    (`runs.editions`, `suites.editions`, ...). A text cell that a spreadsheet would evaluate as a formula
+    (it starts with `=`, `+`, `-`, `@`, a tab or a carriage return: a model label, a reply) gets a leading
+    apostrophe (`core/text_safety.py`).
+    """
     nested = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.Struct)]
     lists = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.List)]
-    return frame.with_columns(
+    flat = frame.with_columns(
         *(pl.col(name).struct.json_encode() for name in nested),
         *(pl.col(name).cast(pl.List(pl.String)).list.join(",") for name in lists),
     )
+    texts = [name for name, dtype in flat.schema.items() if dtype == pl.String]
+    return flat.with_columns(*(spreadsheet_safe_expr(name) for name in texts))
 
 
 def empty_frame(table: str) -> pl.DataFrame:

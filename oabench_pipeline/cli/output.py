@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from oabench_pipeline.core.markdown import markdown_table
 from oabench_pipeline.core.numbers import short_decimal
+from oabench_pipeline.core.text_safety import terminal_safe
 from oabench_pipeline.inference.progress import CellProgress, listening
 from oabench_pipeline.tables import csv_ready
 
@@ -186,7 +187,7 @@ def render_cell(value: object) -> str:
         return "yes" if value else "no"
     if isinstance(value, float):
         return short_decimal(value)  # the digits the report and the site print too
-    return " ".join(str(value).split())
+    return terminal_safe(" ".join(str(value).split()))  # an ESC in a label or reply stays text
 
 
 def wrap_words(text: str, width: int) -> list[str]:

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from oabench_pipeline.core.text_safety import clean_label
+
 # pricing field → column, USD per million tokens.
 PER_MILLION_TOKEN_PRICES: dict[str, str] = {
     "prompt": "prompt_usd_per_mtok",
@@ -90,7 +92,7 @@ def model_row(item: Mapping[str, Any]) -> dict[str, Any]:
     inputs, outputs = _modalities(architecture)
     row: dict[str, Any] = {
         "model": item["id"],
-        "name": _text(item.get("name")),
+        "name": _label(item.get("name")),
         "created": _timestamp(item.get("created")),
         "context_length": _integer(item.get("context_length")),
         "modality": _text(architecture.get("modality")),
@@ -139,6 +141,11 @@ def _price(value: Any, scale: Decimal) -> float | None:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _label(value: Any) -> str | None:
+    """A name to show: no control (terminal escapes), bidi-override or zero-width characters."""
+    return clean_label(value) or None if isinstance(value, str) else None
 
 
 def _integer(value: Any) -> int | None:

@@ -52,6 +52,7 @@ from oabench_pipeline.core.analysis.retirement import with_retirement
 from oabench_pipeline.core.analysis.run_variance import ReplicateAnswers, replicate_answers, run_variance
 from oabench_pipeline.core.editions import ALL_SUITE, ALL_SUITE_DESCRIPTION, Suite, default_suite
 from oabench_pipeline.core.scoring import score_inferences
+from oabench_pipeline.core.text_safety import clean_label_expr
 from oabench_pipeline.tables import ANALYSIS_TABLES, BY_SUITE, column_names, column_schema
 
 _SCORES_TEMP = "_oabench_scores"
@@ -220,6 +221,7 @@ def _shared(con: duckdb.DuckDBPyConnection, as_of: dt.date | None, suites: Seque
             edition_dates = con.sql("SELECT edition::INTEGER AS edition, exam_date FROM editions").pl()
             questions = _key_status(con, con.sql(aggregates.QUESTIONS_SQL).pl())
             meta = with_retirement(con, con.sql(aggregates.KEY_META_SQL).pl(), as_of or _today())
+            meta = meta.with_columns(clean_label_expr("label"))  # a key shown as its label, too
             agg = con.sql(aggregates.AGG_SQL.format(scores=canonical_scores)).pl()
             areas = con.sql(aggregates.AREA_SQL.format(scores=canonical_scores)).pl()
             latency = con.sql(

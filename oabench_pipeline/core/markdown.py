@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterable, Sequence
 
 
 def markdown_cell(text: str) -> str:
-    """Escape what would break a Markdown table cell (a backslash, a pipe, a line break)."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Escape what would break a Markdown table cell (a backslash, a pipe, a line break) and HTML, which
+    Markdown renderers pass through (`<`, `>`, `&`: a label or a reply is text, never markup)."""
+    escaped = html.escape(text, quote=False)
+    return escaped.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:

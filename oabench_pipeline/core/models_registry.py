@@ -29,6 +29,7 @@ from pydantic import (
 
 from oabench_pipeline.core.baselines import BASELINE_IDS
 from oabench_pipeline.core.prompts import Protocol
+from oabench_pipeline.core.text_safety import clean_label
 from oabench_pipeline.core.toml_errors import (
     TomlFileError,
     field_line,
@@ -288,7 +289,7 @@ class ModelConfig(BaseModel):
     endpoint_concurrency: int | None = Field(
         None, ge=1, description="Requests in flight to the base_url's host, all models on it together"
     )
-    max_cost_usd: float | None = Field(None, gt=0)
+    max_cost_usd: float | None = Field(None, gt=0, allow_inf_nan=False)
     knowledge_cutoff: date | None = None
     kind: ModelKind = "api"
     key: str = Field(description="Partition key; derived from the other fields unless given")
@@ -310,6 +311,8 @@ class ModelConfig(BaseModel):
             data["api_key_env"] = None
         if isinstance(model_id, str):
             data.setdefault("label", model_id)
+            if isinstance(data["label"], str):  # no control, bidi-override or zero-width character
+                data["label"] = clean_label(data["label"]) or clean_label(model_id) or model_id
             data.setdefault("provider", model_id.split("/", 1)[0] if "/" in model_id else "local")
             effort, web, protocol = (
                 data.get("reasoning_effort"),

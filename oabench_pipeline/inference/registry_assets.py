@@ -6,6 +6,7 @@ import polars as pl
 from dagster import AssetExecutionContext, DataVersion, MaterializeResult, MetadataValue, asset
 
 from oabench_pipeline.core.models_registry import ModelConfig
+from oabench_pipeline.core.text_safety import clean_label
 from oabench_pipeline.core.versions import frame_version
 from oabench_pipeline.inference.catalogue_snapshots import stored_snapshots
 from oabench_pipeline.inference.credentials import credentials_problem
@@ -61,7 +62,7 @@ def models(models_registry: ModelsRegistryResource, warehouse: WarehouseResource
             rows.append(
                 {
                     **r,
-                    "label": r["model"],
+                    "label": clean_label(r["model"]) or r["model"],
                     "provider": r["model"].split("/", 1)[0],
                     "kind": "imported",
                     "in_registry": False,
