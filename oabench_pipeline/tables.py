@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from oabench_pipeline.core.numbers import without_float_noise
 from oabench_pipeline.core.text_safety import spreadsheet_safe_expr
 
 
@@ -758,11 +759,11 @@ def csv_ready(frame: pl.DataFrame) -> pl.DataFrame:
     CSV has no nested types: struct columns become JSON text, lists comma-separated values
     (`runs.editions`, `suites.editions`, ...). A text cell that a spreadsheet would evaluate as a formula
     (it starts with `=`, `+`, `-`, `@`, a tab or a carriage return: a model label, a reply) gets a leading
-    apostrophe (`core/text_safety.py`).
+    apostrophe (`core/text_safety.py`). Floats lose the binary noise of their sums (`without_float_noise`).
     """
     nested = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.Struct)]
     lists = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.List)]
-    flat = frame.with_columns(
+    flat = without_float_noise(frame).with_columns(
         *(pl.col(name).struct.json_encode() for name in nested),
         *(pl.col(name).cast(pl.List(pl.String)).list.join(",") for name in lists),
     )

@@ -437,14 +437,14 @@ def test_site_report_terminal_and_sql_agree_on_every_figure_they_share(
         official = report[key][3]  # "85.0% [79.9–89.0]"
         assert official.startswith(f"{100 * row['official_accuracy']:.1f}%")
         assert f"[{100 * row['accuracy_ci_low']:.1f}–{100 * row['accuracy_ci_high']:.1f}]" in official
-        # The cost: one set of digits in every view, marked when estimated (`*`, the report's `(est.)`).
+        # The cost: one set of digits in every view, marked when estimated (`~`, the report's `(est.)`).
         terminal_cost = cost_text(row["effective_cost_usd"], row["cost_source"]).strip()
         if row["effective_cost_usd"] is not None:
             digits = short_decimal(row["effective_cost_usd"])
             estimated = row["cost_source"] == "estimated"
             assert report[key][7] == f"${digits}" + (" (est.)" if estimated else "")
             assert (
-                cells[8].removeprefix("US$ ").replace(",", ".") == terminal_cost == digits + "*" * estimated
+                cells[8].removeprefix("US$ ").replace(",", ".") == terminal_cost == digits + "~" * estimated
             )
         else:
             assert report[key][7] == "–" and cells[8] == terminal_cost == "—"

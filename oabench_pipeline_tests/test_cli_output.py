@@ -46,11 +46,18 @@ def test_table_and_markdown_render_values_alike() -> None:
         assert table_line.split() == markdown_line.strip("| ").split(" | ")
 
 
-def test_csv_and_json_keep_full_precision() -> None:
+def test_csv_and_json_keep_every_significant_digit_but_not_float_noise() -> None:
     records = json.loads(format_table(SAMPLE, "json"))
-    assert records[0]["p50_latency_ms"] == 3223.749999999999 and records[1]["p50_latency_ms"] is None
-    assert records[0]["complete"] is True
-    assert "3223.749999999999" in format_table(SAMPLE, "csv")
+    assert records[0]["p50_latency_ms"] == 3223.75 and records[1]["p50_latency_ms"] is None
+    assert records[0]["cost_usd"] == 0.000123456 and records[0]["complete"] is True
+    csv_text = format_table(SAMPLE, "csv")
+    assert "3223.75," in csv_text and "3223.749999" not in csv_text and "0.000123456" in csv_text
+    noisy = pl.DataFrame({"cost": [61481.54999999999, 1e-20 / 3, 0.1 + 0.2]})
+    assert json.loads(format_table(noisy, "json")) == [
+        {"cost": 61481.55},
+        {"cost": 3.33333333333333e-21},
+        {"cost": 0.3},
+    ]
 
 
 def test_csv_of_a_table_with_lists_and_structs() -> None:
@@ -108,8 +115,8 @@ def test_default_leaderboard_fits_120_columns() -> None:
     assert lines[3].split()[:2] == ["—", "openai/gpt-5-mini"] and note and note.startswith("* incomplete")
     assert "3/1 of 3" in lines[3]  # passed of the editions it ran, of those required
     # The effective cost in every row: an estimate (no reported cost) is marked, not shown as `—`.
-    assert "1234.5678 " in lines[2] and "0.0092*" in lines[3]
-    assert note.splitlines()[1].startswith("* after a cost: estimated")
+    assert "1234.5678 " in lines[2] and "0.0092~" in lines[3]
+    assert note.splitlines()[1].startswith("~ after a cost: estimated")
 
 
 def test_status_says_unknown_cost_instead_of_zero() -> None:

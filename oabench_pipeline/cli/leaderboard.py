@@ -19,7 +19,7 @@ from oabench_pipeline.warehouse import Warehouse
 @click.option("--by", type=click.Choice(["model", "edition", "area"]), default="model", show_default=True)
 @table_format_option
 @click.option(
-    "--wide", is_flag=True, help="Every column in the table (csv, json and markdown always have them)."
+    "--wide", is_flag=True, help="Every column in the table or Markdown (csv and json always have them)."
 )
 @click.option(
     "--rank-by",
@@ -44,9 +44,10 @@ def leaderboard_cmd(
 ) -> None:
     """Print the leaderboard (or its per-edition / per-area breakdown) from the warehouse.
 
-    The default table fits 120 columns; csv and json keep every column at full precision. With --as-of
-    the tables are computed for that day from the scored runs (nothing is written). --suite ranks another
-    suite of editions (default: oabench-2026, the study's 43rd-45th).
+    The default table (and Markdown) fits 120 columns; csv and json keep every column, every significant
+    digit. With --as-of the tables are computed for that day from the scored runs (nothing is written).
+    --suite ranks another suite of editions (default: oabench-2026, the study's 43rd-45th); the last line
+    names the suite ranked.
     """
     settings = Settings.from_env()
     table = {"model": "leaderboard", "edition": "leaderboard_by_edition", "area": "leaderboard_by_area"}[by]
@@ -55,7 +56,7 @@ def leaderboard_cmd(
         raise click.ClickException("nothing is scored yet: run `oabench run` or `oabench import` first")
     heading = None
     if suite is None and as_of is None:  # the plain tables: the default suite's, as stored
-        tables = _default_suite_tables(warehouse, table)
+        tables, suite, heading = _default_suite_tables(warehouse, table)
         frame, by_edition = tables[table], tables["leaderboard_by_edition"]
     else:
         tables, heading = _suite_tables(settings, warehouse, suite, as_of.date() if as_of else None)
@@ -73,17 +74,17 @@ def leaderboard_cmd(
         rank = "ability_rank" if rank_by == "ability" else "rank"
         second = "ability" if rank_by == "ability" else "official_score"
         frame = frame.sort(rank, second, nulls_last=True, descending=[False, True])
-    if fmt == "table" and not wide:
+    if fmt in ("table", "markdown") and not wide:
         if by == "model":
             from oabench_pipeline.core.reports import editions_covered
 
             frame, note = leaderboard_summary(frame, editions_covered(by_edition), rank_by, suite)
         else:
             if "effective_cost_usd" in frame.columns:  # the per-edition cost, marked when estimated
-                from oabench_pipeline.cli.output import ESTIMATED_NOTE, cost_text
+                from oabench_pipeline.cli.output import ESTIMATED_MARK, ESTIMATED_NOTE, cost_text
 
                 estimated = (frame["cost_source"] == "estimated").any()
-                note = f"* after a cost: {ESTIMATED_NOTE}" if estimated else None
+                note = f"{ESTIMATED_MARK} after a cost: {ESTIMATED_NOTE}" if estimated else None
                 frame = frame.with_columns(
                     pl.Series(
                         "cost_usd",
@@ -98,7 +99,7 @@ def leaderboard_cmd(
     click.echo(format_table(frame, fmt))
     if note:
         click.echo(note)
-    if heading and suite is not None and fmt == "table":  # people asked for a suite: say what it covers
+    if heading and fmt in ("table", "markdown"):  # which suite is ranked, and what it covers
         click.echo(heading)
 
 
@@ -127,19 +128,24 @@ TERMINAL_COLUMNS = {
 }
 
 
-def _default_suite_tables(warehouse: Warehouse, table: str) -> dict[str, pl.DataFrame]:
+def _default_suite_tables(
+    warehouse: Warehouse, table: str
+) -> tuple[dict[str, pl.DataFrame], str | None, str | None]:
     """`table` and the per-edition rows as the default suite sees them (`leaderboard` is its own; the
-    editions and areas are its editions'), from the stored tables; a warehouse built before suites: as is."""
+    editions and areas are its editions'), from the stored tables; a warehouse built before suites: as is.
+    Also the suite's name and the line that names it and what it covers (None before suites)."""
     from oabench_pipeline.core.leaderboard import suite_view
 
     tables = {name: warehouse.read(name) for name in {table, "leaderboard_by_edition", "suites"}}
     suites = tables["suites"]
     default = suites.filter(pl.col("is_default")) if "is_default" in suites.columns else suites.clear()
     if default.is_empty():
-        return tables
+        return tables, None, None
     if table == "leaderboard_by_area":
         tables["leaderboard_by_area_by_suite"] = warehouse.read("leaderboard_by_area_by_suite")
-    return suite_view(tables, default["suite"][0], default["editions"][0].to_list(), plain=True)
+    row = default.row(0, named=True)
+    view = suite_view(tables, row["suite"], row["editions"], plain=True)
+    return view, row["suite"], _suite_line(row)
 
 
 def _suite_tables(
@@ -148,7 +154,6 @@ def _suite_tables(
     """The tables as suite `name` (None: the default) sees them: the stored `_by_suite` rows, or with
     `as_of` every suite computed for that day; and a line naming the suite and what it covers."""
     from oabench_pipeline.core.leaderboard import build_leaderboard_tables, suite_view
-    from oabench_pipeline.core.reports import suite_heading
 
     registry = load_registry_suites(settings)
     suite = choose_suite(registry, name)
@@ -170,8 +175,14 @@ def _suite_tables(
             "or nothing is scored): `oabench run` rebuilds them"
         )
     row = stored.row(0, named=True)
-    heading = suite_heading(row) + f"; {row['ranked_keys']} of {row['model_keys']} model key(s) ranked"
-    return suite_view(tables, suite.name, row["editions"]), heading
+    return suite_view(tables, suite.name, row["editions"]), _suite_line(row)
+
+
+def _suite_line(row: dict) -> str:
+    """`Suite oabench-2026: editions 43-45, 240 questions; 4 of 5 model key(s) ranked`."""
+    from oabench_pipeline.core.reports import suite_heading
+
+    return suite_heading(row) + f"; {row['ranked_keys']} of {row['model_keys']} model key(s) ranked"
 
 
 # What `--suite` reads besides `suites` and `leaderboard_by_edition`: the twins the three views show.

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
 from oabench_pipeline.core.markdown import markdown_table
-from oabench_pipeline.core.numbers import short_decimal
+from oabench_pipeline.core.numbers import short_decimal, without_float_noise
 from oabench_pipeline.core.text_safety import terminal_safe
 from oabench_pipeline.inference.progress import CellProgress, listening
 from oabench_pipeline.tables import csv_ready
@@ -204,13 +204,15 @@ def wrap_words(text: str, width: int) -> list[str]:
 def format_table(frame: pl.DataFrame, fmt: str, wrap: dict[str, int] | None = None) -> str:
     """`table` (aligned text), `csv`, `json` (records) or `markdown`.
 
-    `csv` and `json` carry every value at full precision (scripts read them); `table` and `markdown`
-    render values through `render_cell`. `wrap` gives columns of `table` a width to wrap at (at spaces).
+    `csv` and `json` carry every significant digit (scripts read them), without the binary noise of float
+    sums; `table` and `markdown` render values through `render_cell`. `wrap` gives columns of `table` a
+    width to wrap at (at spaces).
     """
     if fmt == "csv":
         return csv_ready(frame).write_csv()
     if fmt == "json":
-        return json.dumps(frame.to_dicts(), ensure_ascii=False, default=str, indent=2)
+        records = without_float_noise(frame).to_dicts()
+        return json.dumps(records, ensure_ascii=False, default=str, indent=2)
     cells = [[render_cell(v) for v in row] for row in frame.iter_rows()]
     if fmt == "markdown":
         return "\n".join(markdown_table(frame.columns, cells))
@@ -255,7 +257,7 @@ def leaderboard_summary(
 
     Rank, model, official score, official accuracy with its 95% interval, editions passed (of those run,
     when a key did not run every required edition: `0/1 of 3`), the effective cost (reported, else
-    estimated and marked `*`: the footnote says so) and the median latency; `--wide` (or csv/json)
+    estimated and marked `~`: the footnote says so) and the median latency; `--wide` (or csv/json)
     shows every column. `covered`: model key → editions it ran.
     `rank_by="ability"`: the rank is `ability_rank` and the Rasch ability with its interval replaces the
     median latency. `suite`: the suite asked for by name (the footnote then says an edition of it may not
@@ -330,18 +332,20 @@ def leaderboard_summary(
     if retired:
         notes.append("† retired: its expiration_date in the model catalogue has passed; kept, never requested again")
     if any(row.get("cost_source") == "estimated" for row in board.iter_rows(named=True)):
-        notes.append(f"* after a cost: {ESTIMATED_NOTE}")
+        notes.append(f"{ESTIMATED_MARK} after a cost: {ESTIMATED_NOTE}")
     return frame, "\n".join(notes) or None
 
 
 ESTIMATED_NOTE = "estimated: tokens x a price snapshot, as not every call reported its cost (cost_source)"
+# After an estimated cost; `*` after a model key says it is unranked, so the two never share a sign.
+ESTIMATED_MARK = "~"
 
 
 def cost_text(cost: float | None, source: str | None) -> str:
-    """`effective_cost_usd` as every view shows it: the reported cost, else the estimate marked `*`.
+    """`effective_cost_usd` as every view shows it: the reported cost, else the estimate marked `~`.
 
     A reported cost is followed by a space, so the digits of both kinds line up in a column.
     """
     if cost is None:
         return NULL_TEXT + " "
-    return render_cell(cost) + ("*" if source == "estimated" else " ")
+    return render_cell(cost) + (ESTIMATED_MARK if source == "estimated" else " ")

@@ -134,27 +134,24 @@ def same_field(ours: str, theirs: str) -> bool:
         return False
 
 
-def test_leaderboard_prints_the_study_table_exactly_as_before_suites(imported: PipelineEnv) -> None:
-    """`oabench leaderboard` with no flag prints what the pipeline printed before suites existed (the
-    files were written by that version, main at bf5f209, on the same runs): the table, and every column
-    at full precision (`same_csv`). `--suite oabench-2026` prints the same rows, naming the suite under them."""
+def test_leaderboard_prints_the_study_table_and_names_its_suite(imported: PipelineEnv) -> None:
+    """`oabench leaderboard` with no flag prints the study's table (the rows as the pipeline printed them
+    before suites existed, main at bf5f209, on the same runs), every column at full precision in csv
+    (`same_csv`), and names the suite it ranks: the same output as `--suite oabench-2026`. An estimated
+    cost is marked `~`, an unranked key `*`."""
     table = (GOLDEN / "leaderboard_published_runs.txt").read_text(encoding="utf-8")
     golden_csv = (GOLDEN / "leaderboard_published_runs.csv").read_text(encoding="utf-8")
     assert imported.cli("leaderboard").stdout == table
+    assert imported.cli("leaderboard", "--suite", "oabench-2026").stdout == table
+    assert (
+        table.splitlines()[-1]
+        == "Suite oabench-2026: editions 43-45, 240 questions; 4 of 5 model key(s) ranked"
+    )
     assert same_csv(without_retired(imported.cli("leaderboard", "--format", "csv").stdout), golden_csv)
     assert same_csv(
         without_retired(imported.cli("leaderboard", "--suite", "oabench-2026", "--format", "csv").stdout),
         golden_csv,
     )
-    named = imported.cli("leaderboard", "--suite", "oabench-2026").stdout.splitlines()
-    rows = [line for line in table.splitlines() if not line.startswith("*")]
-    assert named[: len(rows)] == rows
-    assert named[len(rows) :] == [
-        "* incomplete in suite oabench-2026: an edition of it not run, or not every question answered, so "
-        "unranked (`oabench status --suite oabench-2026`)",
-        *(line for line in table.splitlines() if line.startswith("* after a cost")),
-        "Suite oabench-2026: editions 43-45, 240 questions; 4 of 5 model key(s) ranked",
-    ]
 
 
 def test_oabench_summary_shape_reproduced(imported: PipelineEnv, shared_oab: Path) -> None:
@@ -323,3 +320,12 @@ def test_abilities_order_the_models_as_accuracy_and_three_editions_cannot_tell_a
     for qid in flagged["qid"]:
         assert qid in audit.output
     assert "once `oabench site` has built them" in audit.output
+
+
+def test_markdown_shows_the_table_columns_unless_wide(imported: PipelineEnv) -> None:
+    table_header = imported.cli("leaderboard").stdout.splitlines()[0].split("  ")
+    markdown = imported.cli("leaderboard", "--format", "markdown").stdout.splitlines()
+    assert [c.strip() for c in markdown[0].strip("|").split("|")] == [c.strip() for c in table_header if c]
+    assert markdown[-1].startswith("Suite oabench-2026: ")
+    wide = imported.cli("leaderboard", "--format", "markdown", "--wide").stdout.splitlines()
+    assert len(wide[0].split("|")) > 40  # every column

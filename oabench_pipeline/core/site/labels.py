@@ -237,8 +237,8 @@ class Words:
         return interval(low, high, self.lang)
 
     def cost(self, value: float | None, source: str | None = None) -> str:
-        """`effective_cost_usd`, marked `*` when it is an estimate (the footnote says so)."""
-        return usd(value, self.lang) + ("*" if source == "estimated" and value is not None else "")
+        """`effective_cost_usd`, marked `~` when it is an estimate (the footnote says so)."""
+        return usd(value, self.lang) + ("~" if source == "estimated" and value is not None else "")
 
     def ms(self, value: float | None) -> str:
         return ms(value, self.lang)
