@@ -86,6 +86,9 @@ def test_report_says_when_and_explains_ranks(tables: dict[str, pl.DataFrame], tm
     # Said once: the caption of keys the cost chart cannot place is text, next to the chart in HTML.
     assert markdown.count("Not plotted") == 1 and page.count("Not plotted") == 1
     assert files.summary.startswith(when) and len(files.summary) < 1000  # shown inline in the UI
+    # The notes' Markdown code spans are <code> in HTML, not literal backticks.
+    assert "`0/1 run (45) of 3`" in markdown and "<code>0/1 run (45) of 3</code>" in page
+    assert "`" not in page.split("<style>")[0] + page.split("</style>")[-1]
 
 
 def test_per_edition_results_say_which_editions_a_run_covered(
