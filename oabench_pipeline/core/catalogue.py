@@ -19,6 +19,7 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import json
+import logging
 import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
@@ -38,6 +39,8 @@ PER_UNIT_PRICES: dict[str, str] = {
     "image": "image_usd",
     "web_search": "web_search_usd",
 }
+logger = logging.getLogger(__name__)
+
 MILLION = Decimal(1_000_000)
 MAX_INT64 = 2**63 - 1
 _DATE = re.compile(r"^(\d{4})-(\d{2})(?:-(\d{2}))?")
@@ -96,7 +99,7 @@ def model_row(item: Mapping[str, Any]) -> dict[str, Any]:
         "model": item["id"],
         "name": _text(item.get("name")),
         "created": _timestamp(item.get("created")),
-        "context_length": _integer(item.get("context_length")),
+        "context_length": _count(item["id"], "context_length", item.get("context_length")),
         "modality": _text(architecture.get("modality")),
         "input_modalities": inputs,
         "output_modalities": outputs,
@@ -155,6 +158,17 @@ def _integer(value: Any) -> int | None:
     if isinstance(value, int) and 0 <= value <= MAX_INT64:
         return value
     return None
+
+
+def _count(model: str, field: str, value: Any) -> int | None:
+    """`_integer`, with a warning naming the model when a number had to be refused (its row keeps NULL)."""
+    count = _integer(value)
+    if count is None and isinstance(value, int | float) and not isinstance(value, bool):
+        text = str(value)
+        shown = text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
+        logger.warning("catalogue model %s: %s %s is negative or beyond a 64-bit integer: stored as NULL",
+                       model, field, shown)  # fmt: skip
+    return count
 
 
 def _strings(value: Any) -> list[str] | None:

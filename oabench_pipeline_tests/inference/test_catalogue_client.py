@@ -23,7 +23,9 @@ def test_a_listing_nested_too_deep_is_one_line_not_a_recursion_error() -> None:
     )
 
 
-def test_counts_no_int64_column_holds_are_null_and_the_snapshot_is_written() -> None:
+def test_counts_no_int64_column_holds_are_null_and_the_snapshot_is_written(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """A `context_length` of 2^63 or more made polars fail the snapshot, and every one after it."""
     models = [
         catalogue_model("acme/huge", CREATED, context_length=2**63),
@@ -40,3 +42,11 @@ def test_counts_no_int64_column_holds_are_null_and_the_snapshot_is_written() -> 
         "acme/negative": None,
         "acme/fine": 2**63 - 1,
     }
+    assert [r.getMessage() for r in caplog.records if r.name == "oabench_pipeline.core.catalogue"] == [
+        "catalogue model acme/huge: context_length 9223372036854775808 is negative or beyond a 64-bit "
+        "integer: stored as NULL",
+        "catalogue model acme/googol: context_length 100000000000... (401 digits) is negative or beyond a "
+        "64-bit integer: stored as NULL",
+        "catalogue model acme/negative: context_length -1 is negative or beyond a 64-bit integer: stored as "
+        "NULL",
+    ]
