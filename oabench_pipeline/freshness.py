@@ -25,7 +25,7 @@ from oabench_pipeline.core.versions import ANALYSIS_VERSION
 from oabench_pipeline.exams.raw_store import RawStore
 from oabench_pipeline.exams.validation import registry_drift
 from oabench_pipeline.inference.cell import (
-    ANSWERED,
+    REPLIED,
     CellPlan,
     build_requests,
     cell_name,
@@ -93,9 +93,10 @@ def summary_editions(warehouse: Warehouse, existing: pl.DataFrame) -> dict[str, 
 
 
 def inferences_are_current(
-    warehouse: Warehouse, model: ModelConfig, edition: str, replicates: int = 1
+    warehouse: Warehouse, model: ModelConfig, edition: str, replicates: int = 1, retry_invalid: bool = False
 ) -> bool:
-    """The cell has `replicates` complete runs, each answering exactly today's requests, and nothing is stale."""
+    """The cell has `replicates` complete runs, each answering exactly today's requests, and nothing is stale.
+    `retry_invalid`: and no live run of it holds an invalid reply (`oabench run --retry-invalid`)."""
     partition = cell_name(model.key, edition)
     if not (_readable(warehouse, "inferences", partition) and _readable(warehouse, "questions", edition)):
         return False
@@ -109,7 +110,7 @@ def inferences_are_current(
         return existing.filter(pl.col("error").is_not_null()).is_empty()
     if damaged_log_lines(warehouse, model.key, edition):
         return False  # a run of the cell sets them aside (and asks again what they lost)
-    return not planned_replicates(warehouse, model, edition, questions, existing, replicates)
+    return not planned_replicates(warehouse, model, edition, questions, existing, replicates, retry_invalid)
 
 
 def damaged_log_lines(warehouse: Warehouse, model_key: str, edition: str) -> list[str]:
@@ -125,13 +126,14 @@ def planned_replicates(
     questions: pl.DataFrame,
     existing: pl.DataFrame,
     replicates: int,
+    retry_invalid: bool = False,
 ) -> list[CellPlan]:
     """The live replicates a run of the cell would resume or start now, given its response log and the
     imported runs that already completed the edition (what `oabench run`, its dry run and `oabench status`
-    all mean by "still to send")."""
+    all mean by "still to send"); with `retry_invalid`, invalid replies are to send again too."""
     logged = latest_by_hash(read_log(cell_log_path(warehouse.root / "responses", model.key, edition)))
     elsewhere = complete_imported_runs(existing, int(edition), summary_editions(warehouse, existing))
-    return replicate_plans(model, questions, logged, existing, replicates, elsewhere)
+    return replicate_plans(model, questions, logged, existing, replicates, elsewhere, retry_invalid)
 
 
 def _partition_mtime(store: Warehouse, table: str, key: str) -> float | None:
@@ -154,7 +156,7 @@ def stale_reasons(
         if built is not None and changed is not None and changed > built:
             reasons.append(f"{table} re-materialized after the cell")
     if model is not None and model.kind != "baseline":
-        live = with_logical_run_ids(rows, model.key).filter(ANSWERED & (pl.col("source") == "live"))
+        live = with_logical_run_ids(rows, model.key).filter(REPLIED & (pl.col("source") == "live"))
         changed_hashes = 0
         for run_id in live["run_id"].unique().to_list():
             replicate = replicate_of(run_id, model.key) or 1

@@ -42,7 +42,7 @@ from oabench_pipeline.freshness import (
     stale_reasons,
     summary_editions,
 )
-from oabench_pipeline.inference.cell import ANSWERED, CellPlan
+from oabench_pipeline.inference.cell import ANSWERED, REPLIED, CellPlan
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
 from oabench_pipeline.inference.cost import PRICING_HINT, estimated_prompt_cost
 from oabench_pipeline.partitions import cell_partition_key, model_edition_partitions
@@ -269,7 +269,7 @@ def _counts(questions: pl.DataFrame, rows: pl.DataFrame) -> tuple[int, int, int]
     active = set(questions.filter(pl.col("status") == "active")["qid"])
     if rows.is_empty():
         return 0, 0, len(active)
-    answered = set(rows.filter(ANSWERED)["qid"]) & active
+    answered = set(rows.filter(REPLIED)["qid"]) & active  # an empty final reply too: recorded, invalid
     errors = (set(rows.filter(pl.col("error").is_not_null())["qid"]) & active) - answered
     return len(answered), len(errors), len(active - answered - errors)
 

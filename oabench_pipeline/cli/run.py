@@ -39,7 +39,7 @@ from oabench_pipeline.freshness import (
     scores_are_current,
 )
 from oabench_pipeline.inference.catalogue_store import retired_models
-from oabench_pipeline.inference.cell import ANSWERED, cell_name
+from oabench_pipeline.inference.cell import REPLIED, cell_name
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
 from oabench_pipeline.inference.cost import PRICING_HINT, cell_estimate
 from oabench_pipeline.inference.credentials import credentials_problem
@@ -80,6 +80,12 @@ if TYPE_CHECKING:
 @click.option(
     "--force", is_flag=True, help="Rerun cells that are up to date (answers still come from the log)."
 )
+@click.option(
+    "--retry-invalid",
+    is_flag=True,
+    help="Ask again the questions whose recorded answer is invalid (empty after every attempt, or no "
+    "letter in it); they are otherwise final and never paid for twice.",
+)
 def run(
     models_opt: str | None,
     editions_opt: str | None,
@@ -88,6 +94,7 @@ def run(
     replicates: int,
     dry_run: bool,
     force: bool,
+    retry_invalid: bool,
 ) -> None:
     """Ask the models every question they have not answered yet, then score and rebuild the leaderboard.
 
@@ -106,7 +113,9 @@ def run(
     wanted = [str(e) for e in chosen_suite.editions] if chosen_suite else wanted_editions
     editions = _choose_editions(warehouse, wanted, chosen_suite)
     cells = [(model, edition) for model in chosen for edition in editions]
-    answer_cells(settings, warehouse, cells, concurrency, replicates, dry_run, force, chosen_suite)
+    answer_cells(
+        settings, warehouse, cells, concurrency, replicates, dry_run, force, chosen_suite, retry_invalid
+    )
 
 
 def answer_cells(
@@ -118,12 +127,14 @@ def answer_cells(
     dry_run: bool = False,
     force: bool = False,
     suite: Suite | None = None,
+    retry_invalid: bool = False,
 ) -> None:
     """Answer `cells` (model, edition) as `oabench run` does, then exit with its exit code.
 
     Skips what is up to date, runs every cell at once with the progress bar, stops cleanly on Ctrl-C,
     rebuilds the leaderboard, and exits 0 only when every cell is complete (`oabench catalogue sync --run`
     answers its cells through here too). `suite`: the suite that chose the editions, if one did.
+    `retry_invalid`: cells with an invalid recorded answer are not up to date; those answers are asked again.
     """
     chosen = list({model.key: model for model, _ in cells}.values())
     editions = sorted({edition for _, edition in cells}, key=int)
@@ -133,7 +144,7 @@ def answer_cells(
     if dry_run:
         if suite is not None:
             click.echo(_suite_size(warehouse, settings, suite))
-        _print_dry_run(warehouse, cells, replicates)
+        _print_dry_run(warehouse, cells, replicates, retry_invalid)
         return
     cells = _set_aside_damaged_cells(warehouse, cells)
     _set_aside_damaged(warehouse, "scores", [cell_name(m.key, e) for m, e in cells], "re-scoring it")
@@ -142,7 +153,11 @@ def answer_cells(
         for table in warehouse.tables()
         if table != "editions"
     )
-    todo = cells if force else [(m, e) for m, e in cells if not _cell_is_current(warehouse, m, e, replicates)]
+    todo = (
+        cells
+        if force
+        else [(m, e) for m, e in cells if not _cell_is_current(warehouse, m, e, replicates, retry_invalid)]
+    )
     registry_files = [settings.editions_file, settings.discovered_editions_file]  # suites rebuild the tables
     if not todo and not board_damaged and leaderboard_is_current(warehouse, registry_files):
         click.echo(
@@ -159,7 +174,7 @@ def answer_cells(
         ensure_partitions(instance, "model_keys", [m.key for m in chosen])
         if force or not models_table_is_current(warehouse, *models_files):
             _must(run_assets(defs, instance, ["models"]), "models registry")
-        failures = _run_cells(defs, instance, warehouse, todo, concurrency, replicates)
+        failures = _run_cells(defs, instance, warehouse, todo, concurrency, replicates, retry_invalid)
         if interrupts.requested():
             which = f"--suite {suite.name}" if suite is not None else f"--editions {','.join(editions)}"
             return _report_interrupted(warehouse, chosen, which, concurrency, replicates)
@@ -248,7 +263,7 @@ def _why_incomplete(warehouse: Warehouse, model: ModelConfig, edition: str) -> s
     run = rows.filter((pl.col("run_id") == newest) & ~pl.col("skipped").fill_null(False))
     errors = run.filter(pl.col("error").is_not_null())
     active = warehouse.read("questions", edition).filter(pl.col("status") == "active")["qid"]
-    unanswered = len(set(active) - set(run.filter(ANSWERED)["qid"]) - set(errors["qid"]))
+    unanswered = len(set(active) - set(run.filter(REPLIED)["qid"]) - set(errors["qid"]))
     parts = []
     if errors.height:
         common = errors["error"].mode().sort()[0]
@@ -290,10 +305,11 @@ def _set_aside_damaged_cells(
     return kept
 
 
-def _cell_is_current(warehouse: Warehouse, model: ModelConfig, edition: str, replicates: int = 1) -> bool:
-    return inferences_are_current(warehouse, model, edition, replicates) and scores_are_current(
-        warehouse, model.key, edition
-    )
+def _cell_is_current(
+    warehouse: Warehouse, model: ModelConfig, edition: str, replicates: int = 1, retry_invalid: bool = False
+) -> bool:
+    answers = inferences_are_current(warehouse, model, edition, replicates, retry_invalid)
+    return answers and scores_are_current(warehouse, model.key, edition)
 
 
 def _choose_models(settings: Settings, warehouse: Warehouse, keys: list[str] | None) -> list[ModelConfig]:
@@ -374,12 +390,17 @@ def _suite_size(warehouse: Warehouse, settings: Settings, suite: Suite) -> str:
     return line
 
 
-def _print_dry_run(warehouse: Warehouse, cells: list[tuple[ModelConfig, str]], replicates: int = 1) -> None:
+def _print_dry_run(
+    warehouse: Warehouse,
+    cells: list[tuple[ModelConfig, str]],
+    replicates: int = 1,
+    retry_invalid: bool = False,
+) -> None:
     """One line per cell, then per model key (when it has several editions), then the total."""
     total_calls, total_cost, unpriced = 0, 0.0, []
     per_model: dict[str, list[tuple[int, float]]] = {}
     for model, edition in cells:
-        calls, estimate = cell_estimate(warehouse, model, edition, replicates)
+        calls, estimate = cell_estimate(warehouse, model, edition, replicates, retry_invalid)
         cost = estimate if estimate is not None else 0.0
         if estimate is None:
             unpriced.append(model.key)
@@ -406,6 +427,7 @@ def _run_cells(
     cells: list[tuple[ModelConfig, str]],
     concurrency: int | None,
     replicates: int = 1,
+    retry_invalid: bool = False,
 ) -> dict[str, str]:
     """Every cell at once, each its own in-process Dagster run (own checks, own state in the UI), in a
     thread of this process: the requests of a model key's cells share its `concurrency` (and its host's
@@ -420,12 +442,14 @@ def _run_cells(
         # Answers already complete (e.g. imported) need only re-scoring: no inference run at all.
         assets = (
             ["scores"]
-            if inferences_are_current(warehouse, model, edition, replicates)
+            if inferences_are_current(warehouse, model, edition, replicates, retry_invalid)
             else ["inferences", "scores"]
         )
-        settings = {"concurrency": concurrency} if concurrency else {}
+        settings: dict[str, int | bool] = {"concurrency": concurrency} if concurrency else {}
         if replicates != 1:
             settings["replicates"] = replicates
+        if retry_invalid:
+            settings["retry_invalid"] = True
         run_config = (
             {"ops": {"inferences": {"config": settings}}} if settings and "inferences" in assets else None
         )

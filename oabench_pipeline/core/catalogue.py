@@ -5,8 +5,9 @@ per unit, as decimal strings), `context_length`, `architecture.input_modalities`
 `supported_parameters`, and for some `knowledge_cutoff` and `expiration_date`. Prices become numbers in
 USD per million tokens (per request, image or search for the per-unit ones), converted through `Decimal`
 so that "0.0000003" is 0.3 and not 0.30000000000000004. A price that is missing, not a number or negative
-(OpenRouter's "-1": priced by the model it routes to) is NULL: never a guess. The whole `pricing` object is
-kept as JSON too, so a field this table does not name yet is not lost.
+(OpenRouter's "-1": priced by the model it routes to) is NULL: never a guess; so is a count
+(`context_length`) that is negative or beyond a 64-bit integer. The whole `pricing` object is kept as JSON
+too, so a field this table does not name yet is not lost.
 
 A listing that is not a JSON object with a `data` list, or that lists no usable model, is refused as a
 whole (`CatalogueFormatError`); single items that are not objects with a string `id` are left out and
@@ -18,6 +19,7 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import json
+import logging
 import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
@@ -39,7 +41,10 @@ PER_UNIT_PRICES: dict[str, str] = {
     "image": "image_usd",
     "web_search": "web_search_usd",
 }
+logger = logging.getLogger(__name__)
+
 MILLION = Decimal(1_000_000)
+MAX_INT64 = 2**63 - 1
 _DATE = re.compile(r"^(\d{4})-(\d{2})(?:-(\d{2}))?")
 
 
@@ -53,11 +58,13 @@ class CatalogueFetchError(RuntimeError):
 
 def decode_listing(body: bytes) -> Any:
     """The JSON document of a listing body; `CatalogueFormatError` when it is not JSON."""
+    head = body[:60].decode("utf-8", "replace").replace("\n", " ")
     try:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError) as error:
-        head = body[:60].decode("utf-8", "replace").replace("\n", " ")
         raise CatalogueFormatError(f"not JSON ({error}); the body starts {head!r}") from None
+    except RecursionError:  # `[[[[...` thousands deep: no listing looks like that
+        raise CatalogueFormatError(f"JSON nested too deep to decode; the body starts {head!r}") from None
 
 
 def listing_rows(document: Any) -> tuple[list[dict[str, Any]], int]:
@@ -94,7 +101,7 @@ def model_row(item: Mapping[str, Any]) -> dict[str, Any]:
         "model": item["id"],
         "name": _label(item.get("name")),
         "created": _timestamp(item.get("created")),
-        "context_length": _integer(item.get("context_length")),
+        "context_length": _count(item["id"], "context_length", item.get("context_length")),
         "modality": _text(architecture.get("modality")),
         "input_modalities": inputs,
         "output_modalities": outputs,
@@ -149,13 +156,26 @@ def _label(value: Any) -> str | None:
 
 
 def _integer(value: Any) -> int | None:
+    """A count (e.g. `context_length`) an Int64 column holds; None for anything else: a negative one, or one
+    of 2^63 or more, which would fail the snapshot's write (and so every snapshot after it)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return value
     if isinstance(value, float) and value.is_integer():
-        return int(value)
+        value = int(value)
+    if isinstance(value, int) and 0 <= value <= MAX_INT64:
+        return value
     return None
+
+
+def _count(model: str, field: str, value: Any) -> int | None:
+    """`_integer`, with a warning naming the model when a number had to be refused (its row keeps NULL)."""
+    count = _integer(value)
+    if count is None and isinstance(value, int | float) and not isinstance(value, bool):
+        text = str(value)
+        shown = text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
+        logger.warning("catalogue model %s: %s %s is negative or beyond a 64-bit integer: stored as NULL",
+                       model, field, shown)  # fmt: skip
+    return count
 
 
 def _strings(value: Any) -> list[str] | None:

@@ -33,6 +33,7 @@ from oabench_pipeline.core.text_safety import clean_label
 from oabench_pipeline.core.toml_errors import (
     TomlFileError,
     field_line,
+    nesting_error,
     syntax_error,
     table_spans,
     validation_error,
@@ -430,6 +431,8 @@ def parse_models_registry(text: str, path: Path) -> list[ModelConfig]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise syntax_error(ModelsRegistryError, path, lines, error) from error
+    except RecursionError:
+        raise nesting_error(ModelsRegistryError, path, lines) from None
     tables = _model_tables(path, lines, data)
     spans = table_spans(lines, _TABLE_HEADER)
     configs: list[ModelConfig] = []

@@ -57,6 +57,25 @@ def syntax_error(
     return error_type(path, line, key.group(1) if key else None, f"TOML syntax error: {error}")
 
 
+NESTING_SHOWN = 100  # deeper than any file of ours; Python's TOML parser gives up at a few hundred levels
+
+
+def nesting_error(error_type: type[TomlFileError], path: Path, lines: list[str]) -> TomlFileError:
+    """The error for a file whose arrays or inline tables nest too deep for the TOML parser (it raises
+    `RecursionError`): the line where the nesting passes `NESTING_SHOWN` levels, with the key set there."""
+    depth, line = 0, len(lines)
+    for number, text in enumerate(lines, start=1):
+        # Brackets inside strings or comments count too: a near enough line, and files this deep are
+        # hostile or broken, not hand-written with a `[` in a comment.
+        depth += sum(text.count(c) for c in "[{") - sum(text.count(c) for c in "]}")
+        if depth > NESTING_SHOWN:
+            line = number
+            break
+    key = _KEY_ON_LINE.match(lines[line - 1]) if 0 < line <= len(lines) else None
+    problem = f"TOML nested too deep to read (arrays or inline tables more than {NESTING_SHOWN} levels deep)"
+    return error_type(path, line if lines else None, key.group(1) if key else None, problem)
+
+
 def validation_error(
     error_type: type[TomlFileError],
     path: Path,

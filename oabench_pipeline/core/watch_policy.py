@@ -46,6 +46,7 @@ from oabench_pipeline.core.prompts import Protocol
 from oabench_pipeline.core.toml_errors import (
     TomlFileError,
     field_line,
+    nesting_error,
     syntax_error,
     table_spans,
     validation_error,
@@ -133,6 +134,8 @@ def parse_watch_policy(text: str, path: Path, suites: Collection[str] | None = N
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise syntax_error(WatchPolicyError, path, lines, error) from error
+    except RecursionError:
+        raise nesting_error(WatchPolicyError, path, lines) from None
     unknown = [k for k in data if k != "watch"]
     if unknown:
         line = next(

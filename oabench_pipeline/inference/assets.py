@@ -73,6 +73,10 @@ from oabench_pipeline.tables import conform
 from oabench_pipeline.warehouse import Warehouse
 
 MAX_ERROR_RATE = 0.02
+EMPTY_ANSWER_NOTE = (
+    "answered nothing on all {attempts} attempts: recorded as its final answer (invalid, scored wrong), not "
+    "asked again; `oabench run --retry-invalid` asks it again"
+)
 PROGRESS_LOG_EVERY_S = 5.0
 
 INFERENCE_CHECKS = {
@@ -92,6 +96,8 @@ class InferenceConfig(Config):
     concurrency: int | None = None
     replicates: int = 1
     """Complete runs the cell must end with (any source); live replicates are resumed or started."""
+    retry_invalid: bool = False
+    """Ask again the questions whose final reply is invalid (empty, no letter): `--retry-invalid`."""
 
 
 def cell_keys(context: AssetExecutionContext) -> tuple[str, str]:
@@ -229,7 +235,9 @@ def _run_api_cell(
     logged = latest_by_hash(read_log(log_path))
     summaries = summary_editions(store, existing)
     elsewhere = complete_imported_runs(existing, int(edition), summaries)
-    plans = replicate_plans(model, questions, logged, existing, config.replicates, elsewhere)
+    plans = replicate_plans(
+        model, questions, logged, existing, config.replicates, elsewhere, config.retry_invalid
+    )
     budget = _automatic_budget(models_registry, store, model, log_path)
     rows: list[dict] = []
     sent = 0
@@ -324,6 +332,10 @@ def _call_model(
         log.append(result)
         if result.cost_note:
             context.log.warning(f"{model.key} × {edition} {result.qid}: {result.cost_note}")
+        if result.empty_answer:
+            context.log.warning(
+                f"{model.key} × {edition} {result.qid}: {EMPTY_ANSWER_NOTE.format(attempts=result.attempts)}"
+            )
         progress.cost_usd += _paid(result)  # paid whether or not it is on disk yet: the budget counts it
         if time.monotonic() - last_log[0] >= PROGRESS_LOG_EVERY_S:
             last_log[0] = time.monotonic()

@@ -20,6 +20,14 @@ from oabench_pipeline.core.runs import live_run_id
 from oabench_pipeline.inference.types import ChatRequest, ChatResult
 
 ANSWERED = pl.col("error").is_null() & pl.col("raw_response").is_not_null() & (pl.col("raw_response") != "")
+# A final reply, an empty one included: the model answered nothing on every attempt (`client.py`), which is
+# recorded as its answer, scored invalid, and not asked again unless `--retry-invalid` says so.
+REPLIED = pl.col("error").is_null() & pl.col("raw_response").is_not_null()
+
+
+def is_invalid_reply(result: ChatResult) -> bool:
+    """A final reply no letter is extracted from (empty, or unparseable): what `invalid_count` counts."""
+    return result.ok and parse_answer(result.raw_response or "").lenient is None
 
 
 def cell_name(model_key: str, edition: int | str) -> str:
@@ -65,26 +73,32 @@ def plan_cell(
     logged: dict[str, ChatResult],
     existing: pl.DataFrame,
     replicate: int = 1,
+    retry_invalid: bool = False,
 ) -> CellPlan:
-    """Send only what replicate `replicate` has no answer to: not in the log, not a row of its run.
+    """Send only what replicate `replicate` has no reply to: not in the log, not a row of its run.
 
-    An existing row counts as answered when it belongs to this live run and was asked exactly this way
+    An existing row counts as replied when it belongs to this live run and was asked exactly this way
     (same request hash). Rows of other runs (an imported folder, another replicate) are other runs:
     they are never mixed into this one. `existing` must carry logical run ids (`with_logical_run_ids`).
+    A final reply counts even when it is invalid (empty, no letter in it): asking again would most likely
+    pay for the same reply. `retry_invalid` (`oabench run --retry-invalid`) asks those again too.
     """
     requests = build_requests(model, questions, replicate)
     kept: dict[str, dict] = {}
     if not existing.is_empty():
         hashes = {r.qid: r.request_hash for r in requests}
-        own = existing.filter(ANSWERED & (pl.col("run_id") == live_run_id(model.key, replicate)))
+        own = existing.filter(REPLIED & (pl.col("run_id") == live_run_id(model.key, replicate)))
+        if retry_invalid:
+            own = own.filter(pl.col("answer_lenient").is_not_null())
         for row in own.iter_rows(named=True):
             if row["request_hash"] == hashes.get(row["qid"]):
                 kept[row["qid"]] = row
-    pending = [
-        r
-        for r in requests
-        if r.qid not in kept and not ((done := logged.get(r.request_hash)) is not None and done.ok)
-    ]
+
+    def replied(request: ChatRequest) -> bool:
+        done = logged.get(request.request_hash)
+        return done is not None and done.ok and not (retry_invalid and is_invalid_reply(done))
+
+    pending = [r for r in requests if r.qid not in kept and not replied(r)]
     return CellPlan(requests=requests, pending=pending, kept=kept, replicate=replicate)
 
 
@@ -95,17 +109,19 @@ def replicate_plans(
     existing: pl.DataFrame,
     target: int,
     complete_elsewhere: int = 0,
+    retry_invalid: bool = False,
 ) -> list[CellPlan]:
     """The live replicates that need work so the cell has `target` complete runs.
 
     Complete runs of the cell count whatever their source (`complete_elsewhere`: imported ones whose
     summary lists the edition); live replicates are taken in order 1, 2, …: a complete one counts, the
     first incomplete ones are resumed (or started). Empty: the cell already has `target` complete runs.
+    `retry_invalid`: a live replicate with an invalid reply needs work too (`plan_cell`).
     """
     plans: list[CellPlan] = []
     have, replicate = complete_elsewhere, 1
     while have + len(plans) < target:
-        plan = plan_cell(model, questions, logged, existing, replicate)
+        plan = plan_cell(model, questions, logged, existing, replicate, retry_invalid)
         if plan.complete:
             have += 1
         else:

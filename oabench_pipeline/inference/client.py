@@ -13,15 +13,19 @@ Design choices worth knowing:
 - `on_result` is called synchronously as soon as each result is known, so the caller can persist it
   before anything else happens: a paid answer is never lost because a later request failed.
 - Transient failures (429, 5xx, timeouts, dropped connections) are retried with exponential backoff and
-  full jitter, waiting at least `Retry-After` when the server sends one. Malformed bodies and empty
-  answers get a separate, smaller retry budget. Whatever still fails becomes a `ChatResult` with
-  `error` set and `raw_response=None`: it is reported, never dropped and never taken for an answer.
+  full jitter, waiting at least `Retry-After` when the server sends one. Malformed bodies (anything the
+  client cannot decode: not JSON, not UTF-8, nested too deep, ...) and empty answers get a separate,
+  smaller retry budget. Whatever still fails becomes a `ChatResult` with `error` set and
+  `raw_response=None`: it is reported, never dropped and never taken for an answer. An answer still
+  empty after that budget is the model's final answer: `raw_response=""` (or its whitespace), no
+  `error`, so it is recorded, scored invalid, and not paid for again by a rerun.
 - Errors no retry can fix raise `FatalEndpointError`, which cancels the whole pool at once: a rejected
   key, no credits, an unknown model, a TLS certificate that fails verification, a host name that does
   not resolve, a redirect (usually a wrong `base_url`), and a connection still refused after a few tries.
 - Cost: `usage.cost` when it is a finite number >= 0, else a gateway's cost header (LiteLLM's
   `x-litellm-response-cost`), else NULL. A negative or non-finite cost is never summed: it is stored as
   NULL with a `cost_note`. Every reply received counts towards the paid cost, even one that fails to parse.
+  A token count no Int64 column holds (negative, beyond 2^63 - 1) is NULL, with a `cost_note` too.
 - Response size is capped (`EndpointConfig.max_response_bytes`, 8 MiB by default, after decoding). A
   bigger body is not read any further and becomes an error result WITHOUT retry: the call was already
   paid for, and asking again would most likely pay for the same runaway answer.
@@ -80,6 +84,7 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+MAX_TOKEN_COUNT = 2**63 - 1  # the `inferences` table's Int64 columns hold no more
 ERROR_TEXT_LIMIT = 300  # an error body is kept as a short excerpt, never whole
 BODY_EXCERPT_LIMIT = 200  # what a malformed 200 body shows of itself
 CHAT_PATH = "/chat/completions"
@@ -168,6 +173,18 @@ def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _token_count(usage: dict[str, Any], name: str, notes: list[str]) -> int | None:
+    """A reported token count, or None; a count no table column can hold (negative, or beyond int64, as
+    `10**400`) is refused with a note: stored, it would fail the cell's Parquet write on every rerun."""
+    value = _int_or_none(usage.get(name))
+    if value is None or 0 <= value <= MAX_TOKEN_COUNT:
+        return value
+    shown = str(value) if len(str(value)) <= 24 else f"{str(value)[:12]}... ({len(str(value))} digits)"
+    why = "is negative" if value < 0 else "is beyond a 64-bit integer"
+    notes.append(f"usage.{name} {shown} {why}: stored as NULL")
+    return None
+
+
 def _number_or_none(value: Any) -> float | None:
     """A JSON number, or a header's decimal text, as a float; None for anything else."""
     if isinstance(value, bool):
@@ -222,6 +239,8 @@ class _Parsed:
     reasoning_tokens: int | None
     reported_cost: Any
     provenance: Provenance = field(default_factory=Provenance)
+    usage_notes: tuple[str, ...] = ()
+    """Reported token counts refused (negative, beyond int64), each stored as NULL."""
 
 
 class _MalformedBody(Exception):
@@ -247,6 +266,8 @@ def parse_completion(payload: bytes) -> _Parsed:
         data = json.loads(text)
     except json.JSONDecodeError:
         raise _MalformedBody("body is not JSON", show_body=True) from None
+    except RecursionError:  # `[[[[...` thousands deep: Python's decoder gives up, as it must
+        raise _MalformedBody("body is JSON nested too deep to decode") from None
     if not isinstance(data, dict):
         raise _MalformedBody("body is JSON but not an object", show_body=True)
     choices = data.get("choices")
@@ -267,13 +288,15 @@ def parse_completion(payload: bytes) -> _Parsed:
     usage = usage if isinstance(usage, dict) else {}
     details = usage.get("completion_tokens_details")
     details = details if isinstance(details, dict) else {}
+    notes: list[str] = []
     return _Parsed(
         text=_message_text(message.get("content")),
         reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
-        prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
-        completion_tokens=_int_or_none(usage.get("completion_tokens")),
-        reasoning_tokens=_int_or_none(details.get("reasoning_tokens")),
+        prompt_tokens=_token_count(usage, "prompt_tokens", notes),
+        completion_tokens=_token_count(usage, "completion_tokens", notes),
+        reasoning_tokens=_token_count(details, "reasoning_tokens", notes),
         reported_cost=usage.get("cost"),
+        usage_notes=tuple(notes),
         provenance=Provenance(
             response_id=_str_or_none(data.get("id")),
             response_model=_str_or_none(data.get("model")),
@@ -289,7 +312,7 @@ def _usage_cost_of(payload: bytes) -> Any:
     """`usage.cost` of a JSON body that is not a usable completion (e.g. empty `choices`), if it has one."""
     try:
         data = json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     usage = data.get("usage") if isinstance(data, dict) else None
     return usage.get("cost") if isinstance(usage, dict) else None
@@ -299,7 +322,7 @@ def _model_from_error_body(text: str) -> str | None:
     """The model id the server complains about, if its error body names one."""
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, ValueError):
+    except (ValueError, RecursionError):
         return None
     if isinstance(data, dict):
         error = data.get("error")
@@ -479,6 +502,7 @@ def _result(
         return redact(value, secrets) if value else value
 
     provenance = parsed.provenance if parsed else Provenance()
+    notes = [*attempts.cost_notes, *(parsed.usage_notes if parsed else ())]
     return ChatResult(
         qid=request.qid,
         request_hash=request.request_hash,
@@ -494,7 +518,8 @@ def _result(
         finished_at=datetime.now(UTC),
         total_cost_usd=attempts.paid_cost,
         provenance=Provenance(**{k: clean(v) for k, v in provenance.columns().items()}),
-        cost_note=clean("; ".join(dict.fromkeys(attempts.cost_notes)) or None),
+        # What was refused of the reported usage goes with the cost's notes (tokens price a reply too).
+        cost_note=clean("; ".join(dict.fromkeys(notes)) or None),
     )
 
 
@@ -566,6 +591,22 @@ def _interpret(
     if parsed.text is None or not parsed.text.strip():
         raise _Retry("empty", "empty answer text")
     return _result(request, attempts, secrets, text=parsed.text)
+
+
+def _interpret_or_malformed(
+    endpoint: EndpointConfig, url: httpx.URL, request: ChatRequest, reply: _Reply, attempts: _Attempts
+) -> ChatResult:
+    """`_interpret`, where a reply it fails to decode for a reason not foreseen there is a malformed reply
+    (retried within the attempts, then an error row), never an exception: raised, it would cancel the
+    whole pool, and every paid reply still in flight would be lost."""
+    try:
+        return _interpret(endpoint, url, request, reply, attempts)
+    except (_Retry, FatalEndpointError):
+        raise
+    except Exception as exc:
+        logger.warning("reply to %s could not be decoded: %s", request.qid, type(exc).__name__, exc_info=True)
+        detail = f"reply could not be decoded ({type(exc).__name__}: {exc})"
+        raise _Retry("malformed", clean_error_text(detail, endpoint.secrets)) from None
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:
@@ -677,7 +718,7 @@ async def _ask(
             reply = await _post(client, url, content, endpoint)
             tally.mark_response()
             attempts.last_latency_s = reply.latency_s
-            return _interpret(endpoint, url, request, reply, attempts)
+            return _interpret_or_malformed(endpoint, url, request, reply, attempts)
         except _Retry as retry:
             failure = retry
         except Exception as exc:
@@ -700,6 +741,11 @@ async def _ask(
                         secrets,
                     )
                 )
+            if failure.cause == "empty":
+                # The model's answer, given every time: final, recorded (invalid, scored wrong), not an
+                # error a rerun would pay for again. `oabench run --retry-invalid` asks it again.
+                parsed = attempts.last_parsed
+                return _result(request, attempts, secrets, text=(parsed.text if parsed else None) or "")
             return _result(
                 request, attempts, secrets, error=f"gave up after {attempts.total} attempts: {failure.detail}"
             )

@@ -52,7 +52,7 @@ def cost_at(requests: Sequence[ChatRequest], prompt_price: float, request_price:
 
 
 def cell_estimate(
-    store: Warehouse, model: ModelConfig, edition: str, replicates: int = 1
+    store: Warehouse, model: ModelConfig, edition: str, replicates: int = 1, retry_invalid: bool = False
 ) -> tuple[int, float | None]:
     """(requests a run of the cell would send now, their estimated prompt cost; None: no snapshot prices
     the model) with `replicates` complete runs wanted: what `oabench run --dry-run` prints per cell, and
@@ -63,6 +63,6 @@ def cell_estimate(
         return 0, 0.0
     questions = store.read("questions", edition)
     existing = with_logical_run_ids(store.read("inferences", cell_name(model.key, edition)), model.key)
-    plans = planned_replicates(store, model, edition, questions, existing, replicates)
+    plans = planned_replicates(store, model, edition, questions, existing, replicates, retry_invalid)
     pending = [request for plan in plans for request in plan.pending]
     return len(pending), estimated_prompt_cost(store, model, pending) if pending else 0.0

@@ -5,10 +5,10 @@ Every line is validated when it is read, against `LoggedReply` (strict types: `"
 
 - when the reply itself survived (`qid`, `request_hash`, `raw_response` and `error` are intact), it is kept
   and only the broken fields read as NULL (a bad `latency_ms`, a garbled `finished_at`);
-- otherwise (not JSON, not UTF-8, a half-written last line, an answer of the wrong type) the line counts as
-  not answered, so the next run asks that question again, once (unless another answer to it is kept: a
-  later line of the log, or the cell's table, written before the crash): its new answer is appended and
-  the damaged line is gone from the log.
+- otherwise (not JSON, not UTF-8, JSON nested too deep, a half-written last line, an answer of the wrong
+  type) the line counts as not answered, so the next run asks that question again, once (unless another
+  answer to it is kept: a later line of the log, or the cell's table, written before the crash): its new
+  answer is appended and the damaged line is gone from the log.
 
 `repair_log` (run by the `inferences` step under the cell's lock, the only writer) moves each damaged line
 to a sidecar beside the log (`45.jsonl.damaged`, JSON lines: file, line, why, the text as it was) and
@@ -34,6 +34,7 @@ from oabench_pipeline.inference.types import ChatResult
 
 # Without these a line says nothing usable about which request it answers or what the answer was.
 ESSENTIAL_FIELDS = frozenset({"qid", "request_hash", "raw_response", "error"})
+MAX_INT64 = 2**63 - 1
 
 
 class LoggedReply(BaseModel):
@@ -50,12 +51,14 @@ class LoggedReply(BaseModel):
     raw_response: str | None
     error: str | None
     reasoning: str | None = None
-    latency_ms: int | None = Field(None, ge=0)
-    prompt_tokens: int | None = Field(None, ge=0)
-    completion_tokens: int | None = Field(None, ge=0)
-    reasoning_tokens: int | None = Field(None, ge=0)
+    # Counts an Int64 column holds: a line with `10**400` tokens is damage (that field NULL), not a
+    # number that fails the cell's Parquet write on every rerun.
+    latency_ms: int | None = Field(None, ge=0, le=MAX_INT64)
+    prompt_tokens: int | None = Field(None, ge=0, le=MAX_INT64)
+    completion_tokens: int | None = Field(None, ge=0, le=MAX_INT64)
+    reasoning_tokens: int | None = Field(None, ge=0, le=MAX_INT64)
     cost_usd: float | None = None
-    attempts: int | None = Field(None, ge=0)
+    attempts: int | None = Field(None, ge=0, le=MAX_INT64)
     finished_at: datetime | None = None
     total_cost_usd: float | None = None
     cost_note: str | None = None
@@ -148,6 +151,8 @@ def _validate(raw: bytes, half_written: bool) -> ChatResult | tuple[str, ChatRes
         return f"not valid UTF-8 (byte {bad.start})", None, ()
     except ValueError as bad:
         return f"not valid JSON ({str(bad).split(':')[0]})", None, ()
+    except RecursionError:  # `[[[[...` thousands deep: no reply of ours looks like that
+        return "JSON nested too deep to decode", None, ()
     if not isinstance(record, dict):
         return f"not a JSON object (a {type(record).__name__})", None, ()
     why = "; ".join(_describe(problem) for problem in problems)

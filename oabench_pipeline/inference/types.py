@@ -71,12 +71,15 @@ class ChatRequest:
 class ChatResult:
     """The outcome of one `ChatRequest`, after all retries.
 
-    `raw_response` is set only for a real, non-empty answer; otherwise `error` says why.
+    `raw_response` is set for the model's final answer, otherwise `error` says why. A final answer may be
+    empty (`""` or whitespace): the model answered nothing on every attempt the retry budget allows; it is
+    recorded as the answer (`empty_answer`), scored invalid, and asked again only on request
+    (`oabench run --retry-invalid`).
     Latency, tokens, `cost_usd` and `provenance` (`response_id` ... `system_fingerprint`)
     describe the final attempt (the one the answer came from); `total_cost_usd` adds up the cost
     reported by every attempt, including discarded empty or malformed answers, because those were paid
-    for too and budgets must count them. `cost_note` says why a reported cost was not trusted (negative,
-    not finite). `latency_ms` is the wall time of the final attempt, a timed-out one included.
+    for too and budgets must count them. `cost_note` says why a reported cost or token count was not
+    trusted (negative, not finite, beyond int64). `latency_ms` is the wall time of the final attempt, a timed-out one included.
     """
 
     qid: str
@@ -97,7 +100,13 @@ class ChatResult:
 
     @property
     def ok(self) -> bool:
+        """A final answer (an empty one included): nothing a rerun needs to ask again."""
         return self.error is None and self.raw_response is not None
+
+    @property
+    def empty_answer(self) -> bool:
+        """A final answer with no text: the model answered nothing on every attempt."""
+        return self.ok and not (self.raw_response or "").strip()
 
 
 @dataclass(frozen=True)

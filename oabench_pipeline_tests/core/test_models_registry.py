@@ -119,6 +119,9 @@ BROKEN = [
     ('[[models]]\nid = "a/b"\nkey = "a b"\n', 3, "key", "' '"),
     ('title = "x"\n[[models]]\nid = "a/b"\n', 1, "title", "top-level"),
     ("# nothing yet\n", 1, "models", "at least one"),
+    # Nested past what Python's TOML parser takes (it raised RecursionError: a traceback, no line).
+    (f'[[models]]\nid = "a/b"\nlabel = {"[" * 5000}{"]" * 5000}\n', 3, "label", "TOML nested too deep"),
+    (f'[[models]]\nid = "a/b"\nx = {"{y = " * 3000}1{"}" * 3000}\n', 3, "x", "more than 100 levels"),
 ]
 
 

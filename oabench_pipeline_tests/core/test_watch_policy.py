@@ -81,6 +81,7 @@ def test_the_decision_fingerprint_ignores_the_budget_and_the_endpoint() -> None:
         ),
         (GOOD.replace("[watch]", "[policy]"), 2, "policy", "only a [watch] table"),
         (GOOD.replace("concurrency = 8", "concurrency = "), 11, "concurrency", "TOML syntax error"),
+        (GOOD + f"deep = {'[' * 5000}{']' * 5000}\n", 12, "deep", "TOML nested too deep to read"),
     ],
 )
 def test_every_mistake_names_its_line_and_field(text: str, line: int, field: str, problem: str) -> None:

@@ -218,15 +218,68 @@ def test_non_utf8_every_time_becomes_an_error_row_not_a_crash() -> None:
     assert result.attempts == 2
 
 
-def test_recorded_empty_answer_is_retried_then_error_with_paid_cost_kept() -> None:
-    """Like gpt-5-mini in the published runs: 64 completion tokens, no text. Never stored as an answer."""
+def test_recorded_empty_answer_is_retried_then_final_with_paid_cost_kept() -> None:
+    """Like gpt-5-mini in the published runs: 64 completion tokens, no text. After the attempts the empty
+    text is the model's final answer (scored invalid), not an error a rerun would pay for again."""
     empty = {(MODEL, prompt(0)): RecordedReply("", prompt_tokens=357, completion_tokens=64, cost=0.0001)}
     with ReplayServer(replies=empty) as srv:
         (result,), stats = run(fast_endpoint(srv.base_url, max_malformed_retries=2), requests(1))
-    assert result.raw_response is None and result.error is not None and "empty answer" in result.error
+    assert (result.raw_response, result.error, result.ok, result.empty_answer) == ("", None, True, True)
     assert result.attempts == 3 and stats.retries_by_cause == {"empty": 2}
     assert result.completion_tokens == 64
     assert result.total_cost_usd == pytest.approx(0.0003)  # three paid calls
+
+
+NESTED_JSON = b"[" * 100_000 + b"]" * 100_000  # Python's JSON decoder raises RecursionError on it
+
+
+def test_a_reply_too_deeply_nested_to_decode_is_malformed_and_the_replies_in_flight_are_kept() -> None:
+    """A hostile reply must not abort the pool: the others (in flight at the same time) all land."""
+    hostile = replies(8)
+    hostile[(MODEL, prompt(3))] = RecordedReply("", raw_body=b'{"choices": ' + NESTED_JSON + b"}")
+    with ReplayServer(replies=hostile, latency_s=0.02) as srv:
+        results, stats = run(fast_endpoint(srv.base_url, max_malformed_retries=2), requests(8), concurrency=4)
+        server = srv.stats
+    by_qid = {r.qid: r for r in results}
+    assert len(results) == 8 and sum(r.ok for r in results) == 7
+    nested = by_qid["q3"]
+    assert nested.raw_response is None and nested.attempts == 3
+    assert nested.error == "gave up after 3 attempts: body is JSON nested too deep to decode"
+    assert stats.retries_by_cause == {"malformed": 2} and server.total_requests == 10
+
+
+def test_a_failure_no_parser_foresaw_is_a_malformed_reply_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever decoding a reply raises, it is retried within the attempts, then an error row."""
+    from oabench_pipeline.inference import client
+
+    def broken(payload: bytes) -> None:
+        raise MemoryError("no room to decode")
+
+    monkeypatch.setattr(client, "parse_completion", broken)
+    with ReplayServer(replies=replies(2)) as srv:
+        results, _ = run(fast_endpoint(srv.base_url, max_malformed_retries=1), requests(2))
+    assert [r.error for r in results] == [
+        "gave up after 2 attempts: reply could not be decoded (MemoryError: no room to decode)"
+    ] * 2
+
+
+@pytest.mark.parametrize(
+    ("usage", "note"),
+    [
+        (b'{"prompt_tokens": 1' + b"0" * 400 + b', "completion_tokens": 1}', "usage.prompt_tokens 100000000000... (401 digits) is beyond a 64-bit integer: stored as NULL"),
+        (b'{"prompt_tokens": 12, "completion_tokens": -5}', "usage.completion_tokens -5 is negative: stored as NULL"),
+        (b'{"prompt_tokens": 12, "completion_tokens": 9223372036854775808}', "usage.completion_tokens 9223372036854775808 is beyond a 64-bit integer: stored as NULL"),
+    ],
+)  # fmt: skip
+def test_token_counts_no_int64_column_holds_are_null_with_a_note(usage: bytes, note: str) -> None:
+    body = b'{"choices": [{"message": {"content": "B"}}], "usage": ' + usage + b"}"
+    with ReplayServer(replies={(MODEL, prompt(0)): RecordedReply("", raw_body=body)}) as srv:
+        (result,), _ = run(fast_endpoint(srv.base_url), requests(1))
+    assert result.ok and result.raw_response == "B" and result.cost_note == note
+    assert None in (result.prompt_tokens, result.completion_tokens)
+    assert all(
+        count is None or 0 <= count < 2**63 for count in (result.prompt_tokens, result.completion_tokens)
+    )
 
 
 def test_transient_errors_exhaust_max_retries_into_an_error_row() -> None:

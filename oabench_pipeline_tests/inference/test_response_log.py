@@ -218,3 +218,30 @@ def test_repair_sets_damaged_lines_aside_once_and_keeps_the_salvaged_reply(tmp_p
         (2, False, lines[1]),
     ]
     assert repair(path) == [] and len(aside) == 2  # nothing left to set aside the second time
+
+
+def test_a_line_nested_too_deep_or_with_counts_beyond_int64_is_set_aside_not_fatal(tmp_path: Path) -> None:
+    """`[[[[...` thousands deep made Python's decoder raise RecursionError: `oabench status` crashed on every
+    cell and the line was never set aside. Counts beyond int64 failed the cell's Parquet write forever."""
+    path = tmp_path / "45.jsonl"
+    lines = logged_lines(path, 4)
+    lines[1] = "[" * 100_000 + "]" * 100_000
+    lines[2] = lines[2].replace('"prompt_tokens": 900', '"prompt_tokens": 1' + "0" * 400)
+    lines[3] = lines[3].replace('"prompt_tokens": 900', '"prompt_tokens": -900')
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    contents = inspect_log(path)
+    assert [(r.request_hash, r.prompt_tokens) for r in contents.results] == [
+        ("h1", 900), ("h3", None), ("h4", None),
+    ]  # fmt: skip
+    described = [line.describe(path) for line in contents.damaged]
+    assert described[0] == (
+        f"{path}:2: JSON nested too deep to decode; the answer is unusable: counted as not answered, "
+        "asked again once unless another answer to it is kept"
+    )
+    assert described[1].startswith(
+        f"{path}:3: field 'prompt_tokens': Input should be less than or equal to 9223372036854775807"
+    )
+    assert described[2].endswith("the reply is kept, with prompt_tokens NULL")
+    assert len(repair(path)) == 3 and [r.prompt_tokens for r in read_log(path)] == [900, None, None]
+    assert inspect_log(path).damaged == []

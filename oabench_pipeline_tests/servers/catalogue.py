@@ -5,6 +5,7 @@
         server.state = "down"        # HTTP 503 with an HTML page
         server.state = "slow"        # headers at once, then the body one byte every `drip_s` seconds
         server.state = "malformed"   # HTTP 200 with a body that is not JSON
+        server.state = "nested"      # HTTP 200 with JSON nested 100,000 deep (`[[[[...`)
         server.models = [...]        # a later listing
 
 Fetches are counted (`listings_requested`). A real server on 127.0.0.1 (the loopback file server's), so
@@ -22,7 +23,8 @@ from typing import Any, Literal
 from oabench_pipeline_tests.servers.static_files import Override, StaticFileServer
 
 CATALOGUE_PATH = "/api/v1/models"
-State = Literal["up", "down", "slow", "malformed"]
+State = Literal["up", "down", "slow", "malformed", "nested"]
+NESTING = 100_000  # "nested": the `data` list nested this deep, past what Python's JSON decoder can take
 
 
 def catalogue_model(
@@ -100,6 +102,8 @@ class CatalogueServer(StaticFileServer):
             return Override(
                 b'{"data": [{"id": "acme/half-a-listing", "pricing": {"prompt": "0.0', 200, "application/json"
             )
+        if self.state == "nested":
+            return Override(b'{"data": ' + b"[" * NESTING + b"]" * NESTING + b"}", 200, "application/json")
         body = json.dumps({"data": self.models}).encode()
         return Override(
             body, 200, "application/json", drip_interval_s=self.drip_s if self.state == "slow" else None
