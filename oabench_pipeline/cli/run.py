@@ -41,7 +41,7 @@ from oabench_pipeline.freshness import (
 from oabench_pipeline.inference.catalogue_store import retired_models
 from oabench_pipeline.inference.cell import ANSWERED, cell_name
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
-from oabench_pipeline.inference.cost import PRICING_HINT, cell_estimate
+from oabench_pipeline.inference.cost import PRICING_HINT, UNKNOWN_PRICE, cell_estimate
 from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.response_log import cell_log_path
@@ -375,28 +375,41 @@ def _suite_size(warehouse: Warehouse, settings: Settings, suite: Suite) -> str:
 
 
 def _print_dry_run(warehouse: Warehouse, cells: list[tuple[ModelConfig, str]], replicates: int = 1) -> None:
-    """One line per cell, then per model key (when it has several editions), then the total."""
-    total_calls, total_cost, unpriced = 0, 0.0, []
-    per_model: dict[str, list[tuple[int, float]]] = {}
+    """One line per cell, then per model key (when it has several editions), then the total. A cost no
+    price snapshot tells is "unknown", never $0, and never summed as zero into a total."""
+    total_calls, total_cost, unpriced, priced_calls = 0, 0.0, [], 0
+    per_model: dict[str, list[tuple[int, float | None]]] = {}
     for model, edition in cells:
         calls, estimate = cell_estimate(warehouse, model, edition, replicates)
-        cost = estimate if estimate is not None else 0.0
         if estimate is None:
             unpriced.append(model.key)
         total_calls += calls
-        total_cost += cost
-        per_model.setdefault(model.key, []).append((calls, cost))
-        click.echo(f"{model.key} × {edition}: {calls} call(s), est. prompt cost ${cost:.4f}")
+        total_cost += estimate or 0.0
+        priced_calls += calls if estimate is not None else 0
+        per_model.setdefault(model.key, []).append((calls, estimate))
+        click.echo(f"{model.key} × {edition}: {calls} call(s), est. prompt cost {_usd_or_unknown(estimate)}")
     for key, rows in per_model.items():
         if len(rows) > 1:
-            calls, cost = sum(c for c, _ in rows), sum(c for _, c in rows)
-            priced = f"${cost:.4f}" if key not in unpriced else "unknown (no price snapshot)"
-            click.echo(f"{key}: {len(rows)} edition(s), {calls} call(s), est. prompt cost {priced}")
-    click.echo(
-        f"total: {total_calls} call(s), est. prompt cost ${total_cost:.4f} (prompt tokens × listed price)"
-    )
-    if unpriced:
-        click.echo(f"no price snapshot for {', '.join(sorted(set(unpriced)))}: {PRICING_HINT}")
+            known = [c for _, c in rows if c is not None]
+            cost = _usd_or_unknown(sum(known) if len(known) == len(rows) else None)
+            click.echo(
+                f"{key}: {len(rows)} edition(s), {sum(c for c, _ in rows)} call(s), est. prompt cost {cost}"
+            )
+    unknown = sorted(set(unpriced))
+    if not unknown:
+        total = f"${total_cost:.4f}"
+    elif not priced_calls:  # nothing with a price is sent: "$0.0000 + unknown" would read as nearly free
+        total = UNKNOWN_PRICE
+    else:
+        total = f"${total_cost:.4f} + unknown for {', '.join(unknown)}"
+    how = "" if total == UNKNOWN_PRICE else " (prompt tokens × listed price)"
+    click.echo(f"total: {total_calls} call(s), est. prompt cost {total}{how}")
+    if unknown:
+        click.echo(f"no price snapshot for {', '.join(unknown)}: {PRICING_HINT}")
+
+
+def _usd_or_unknown(cost: float | None) -> str:
+    return UNKNOWN_PRICE if cost is None else f"${cost:.4f}"
 
 
 def _run_cells(

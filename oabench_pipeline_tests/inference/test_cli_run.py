@@ -76,8 +76,15 @@ def test_dry_run_prints_calls_and_cost_and_sends_nothing(fresh_env: PipelineEnv)
         cost = expected_prompt_cost(fresh_env, priced, edition)
         assert cost > 0.01, "80 questions of legal Portuguese are tens of thousands of tokens"
         assert f"{priced} × {edition}: 80 call(s), est. prompt cost ${cost:.4f}" in lines
-        assert f"{unpriced} × {edition}: 80 call(s), est. prompt cost $0.0000" in lines
-    assert any(line.startswith("total: 320 call(s)") for line in lines)
+        assert f"{unpriced} × {edition}: 80 call(s), est. prompt cost unknown (no price snapshot)" in lines
+    assert f"{unpriced}: 2 edition(s), 160 call(s), est. prompt cost unknown (no price snapshot)" in lines
+    known = sum(expected_prompt_cost(fresh_env, priced, e) for e in ("44", "45"))
+    # The unknown part is never summed as $0: the total says it has one.
+    assert (
+        f"total: 320 call(s), est. prompt cost ${known:.4f} + unknown for {unpriced} (prompt tokens × listed price)"
+        in lines
+    )
+    assert "$0.0000" not in result.output
     assert (
         f"no price snapshot for {unpriced}: `dg launch --assets model_catalogue,model_pricing` (from the "
         "repository root) takes one" in lines
