@@ -61,9 +61,15 @@ if TYPE_CHECKING:
     "models_opt",
     help="Comma-separated model keys (default: every registry model with credentials).",
 )
-@click.option("--editions", "editions_opt", help=f"The {EDITIONS_HELP} (default: every ingested edition).")
+@click.option(
+    "--editions",
+    "editions_opt",
+    help=f"The {EDITIONS_HELP} (default: the ingested editions of the default suite, the one `oabench "
+    "leaderboard` ranks; --suite all asks every edition).",
+)
 @suite_option(
-    "Every edition of this suite (e.g. all, oabench-2026), for every selected model; not with --editions."
+    "Every edition of this suite (e.g. all, oabench-2026), for every selected model; not with --editions. "
+    "Default: the default suite's ingested editions."
 )
 @click.option(
     "--concurrency", type=click.IntRange(min=1), help="Requests in flight per model (overrides the registry)."
@@ -103,8 +109,14 @@ def run(
     suites = load_registry_suites(settings)  # a bad registry stops the run before any cell, not after
     chosen_suite = choose_suite(suites, suite) if suite is not None else None
     chosen = _choose_models(settings, warehouse, _split(models_opt))
-    wanted = [str(e) for e in chosen_suite.editions] if chosen_suite else wanted_editions
-    editions = _choose_editions(warehouse, wanted, chosen_suite)
+    if chosen_suite is None and editions_opt is None:
+        # Neither option: the default suite (what `oabench leaderboard` ranks), not every ingested edition,
+        # which costs a real model ~10× what the leaderboard shows.
+        chosen_suite = default_suite(suites)
+        editions = _default_suite_editions(warehouse, chosen_suite)
+    else:
+        wanted = [str(e) for e in chosen_suite.editions] if chosen_suite else wanted_editions
+        editions = _choose_editions(warehouse, wanted, chosen_suite)
     cells = [(model, edition) for model in chosen for edition in editions]
     answer_cells(settings, warehouse, cells, concurrency, replicates, dry_run, force, chosen_suite)
 
@@ -360,6 +372,21 @@ def _choose_editions(warehouse: Warehouse, wanted: list[str] | None, suite: Suit
     return sorted(ingested, key=int)
 
 
+def _default_suite_editions(warehouse: Warehouse, suite: Suite) -> list[str]:
+    """The ingested editions of the default suite; none ingested is a usage error saying what to do."""
+    ingested = set(warehouse.partitions("questions"))
+    if not ingested:
+        raise click.UsageError("no edition is ingested yet: run `oabench ingest` first")
+    editions = [str(e) for e in suite.editions if str(e) in ingested]
+    if not editions:
+        raise click.UsageError(
+            f"no edition of the default suite {suite.name} ({format_editions(suite.editions)}) is ingested: "
+            f"run `oabench ingest --editions {format_editions(suite.editions)}`, or choose the editions with "
+            "--editions or --suite all"
+        )
+    return editions
+
+
 def _suite_size(warehouse: Warehouse, settings: Settings, suite: Suite) -> str:
     """`suite all: 29 edition(s) (1-25,37,43-45), 2380 question(s), 9.9× oabench-2026's 240`: what a
     suite weighs against the default one, before the calls it means."""
@@ -371,7 +398,27 @@ def _suite_size(warehouse: Warehouse, settings: Settings, suite: Suite) -> str:
     base = sum(ingested.get(e, 0) for e in default.editions)
     if default.name != suite.name and base:
         line += f", {size / base:.1f}× {default.name}'s {base}"
-    return line
+    elif default.name == suite.name:
+        line += " (the default suite: what `oabench leaderboard` ranks)"
+    return line + "".join(f"\n{note}" for note in _suite_exclusions(warehouse, suite))
+
+
+def _suite_exclusions(warehouse: Warehouse, suite: Suite) -> list[str]:
+    """What a suite leaves out: ingested editions outside it, and editions of it not ingested."""
+    ingested = {int(e) for e in warehouse.partitions("questions")}
+    outside = sorted(ingested - set(suite.editions))
+    absent = sorted(set(suite.editions) - ingested)
+    notes = []
+    if outside:
+        notes.append(
+            f"not asked: {len(outside)} ingested edition(s) outside suite {suite.name} "
+            f"({format_editions(outside)}); `--editions {format_editions(ingested)}` asks every ingested edition"
+        )
+    if absent:
+        notes.append(
+            f"not ingested, not asked: {format_editions(absent)} (`oabench ingest --editions {format_editions(absent)}`)"
+        )
+    return notes
 
 
 def _print_dry_run(warehouse: Warehouse, cells: list[tuple[ModelConfig, str]], replicates: int = 1) -> None:
