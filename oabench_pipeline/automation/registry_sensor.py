@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,6 +128,7 @@ def _registry_tick(
             warehouse,
             default_suite(exam_sources.suites()),
             models_registry.autorun_max_cost_usd,
+            already_waiting=set(previous.waiting),
         )
         runs += cells
         if waiting:  # a price snapshot for them (no model is asked); the run key: once per registry state
@@ -151,9 +152,11 @@ def _cells_for_new_models(
     warehouse: WarehouseResource,
     suite: Suite,
     budget_usd: float | None,
+    already_waiting: Collection[str] = (),
 ) -> tuple[list[RunRequest], list[str]]:
     """(cell runs of new configurations on the default suite's registered, ingested editions; the opted-in
-    keys that wait for a price). Baselines always; API models only within the opt-in budget."""
+    keys that wait for a price). Baselines always; API models only within the opt-in budget. A key in
+    `already_waiting` was logged when it began to wait, not again at every tick."""
     if not added:
         return [], []
     runnable, held_back = runnable_model_keys(added, retired_models(warehouse.warehouse()))
@@ -185,6 +188,8 @@ def _cells_for_new_models(
         known = {e: cost for e, cost in estimates.items() if cost is not None}
         if len(known) < len(todo):
             waiting.append(model.key)
+            if model.key in already_waiting:
+                continue  # said when it began to wait: not again at every tick
             held_back.append(
                 f"{model.key}: no price snapshot lists {model.id}, so its cost cannot be held to "
                 f"{AUTORUN_ENV}=${budget_usd}; waiting for one (a local server or a misspelt id never gets "
