@@ -120,7 +120,7 @@ def published(work: Path) -> dict[str, str]:
     env = environment(work)
     for step in (
         ["ingest"],
-        ["run", "--models", "baseline/random,baseline/longest-choice"],
+        ["run", "--models", "baseline/random,baseline/longest-choice", "--suite", "all"],
         ["import", str(SHARED / "published-runs")],
     ):
         oabench(env, *step)

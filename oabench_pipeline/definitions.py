@@ -78,6 +78,7 @@ def build_resources(settings: Settings) -> dict[str, object]:
             path=str(settings.models_file),
             catalogue_file=str(settings.catalogue_models_file),
             watch_file=str(settings.watch_file),
+            autorun_max_cost_usd=settings.autorun_max_cost_usd,
         ),
         "catalogue": ModelCatalogueResource(
             url=settings.catalogue_url, timeout_s=settings.catalogue_timeout_s

@@ -12,6 +12,7 @@
 | OABENCH_CATALOGUE_TIMEOUT_S | 30                                     | overall deadline of one catalogue fetch |
 | OABENCH_WATCH_FILE       | watch.toml (from the cwd; absent: no policy) | the catalogue watch policy          |
 | OABENCH_AUTOMATION       | on                                        | `off`: downstream_automation starts STOPPED |
+| OABENCH_AUTORUN_MAX_COST_USD | (unset: off)                          | opt-in: new registry models run by themselves, on the default suite, each within this USD |
 | OABENCH_MODEL_TIMEOUT_S  | 120                                       | overall deadline of one model request  |
 | OABENCH_DOWNLOAD_TIMEOUT_S | 300                                     | overall deadline of one PDF download   |
 | OABENCH_MODEL_BACKOFF_S  | 0.5                                       | first retry's backoff ceiling (doubles) |
@@ -71,6 +72,9 @@ class _Environment(BaseSettings):
     )
     model_backoff_s: float = Field(0.5, ge=0, allow_inf_nan=False, validation_alias="OABENCH_MODEL_BACKOFF_S")
     automation: str = Field("on", validation_alias="OABENCH_AUTOMATION")
+    autorun_max_cost_usd: float | None = Field(
+        None, gt=0, allow_inf_nan=False, validation_alias="OABENCH_AUTORUN_MAX_COST_USD"
+    )
     # Dagster's step logs (stack traces included) stay in the instance: the CLI prints its own one-line
     # messages. DEBUG, INFO or WARNING also print them on stderr.
     log_level: str = Field("CRITICAL", validation_alias="OABENCH_LOG_LEVEL")
@@ -104,6 +108,9 @@ class Settings:
     catalogue_timeout_s: float = 30.0
     # The owner's watch policy (absent: no policy, the catalogue sensor registers nothing).
     watch_file: Path = DEFAULT_WATCH_FILE
+    # The opt-in to automatic runs of new registry models (None: off): each new API model's ceiling in USD
+    # on the default suite (`models_registry_sensor`).
+    autorun_max_cost_usd: float | None = None
 
     @property
     def catalogue_models_file(self) -> Path:
@@ -156,6 +163,7 @@ class Settings:
             catalogue_url=_catalogue_url(env.catalogue_url),
             catalogue_timeout_s=env.catalogue_timeout_s,
             watch_file=env.watch_file.resolve(),
+            autorun_max_cost_usd=env.autorun_max_cost_usd,
         )
 
 

@@ -44,7 +44,7 @@ from oabench_pipeline.freshness import (
 )
 from oabench_pipeline.inference.cell import ANSWERED, REPLIED, CellPlan
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
-from oabench_pipeline.inference.cost import PRICING_HINT, estimated_prompt_cost
+from oabench_pipeline.inference.cost import PRICING_HINT, UNKNOWN_PRICE, estimated_prompt_cost
 from oabench_pipeline.partitions import cell_partition_key, model_edition_partitions
 from oabench_pipeline.runner import HOST_TAG, PID_TAG
 from oabench_pipeline.settings import Settings
@@ -53,7 +53,7 @@ from oabench_pipeline.warehouse import DamagedPartitionError, Warehouse
 PARTITION_TAG = "dagster/partition"
 CellState = Literal["complete", "missing", "failed", "stale", "running"]
 STATES: tuple[CellState, ...] = ("complete", "missing", "failed", "stale", "running")
-UNKNOWN_COST = "unknown (no price snapshot)"
+UNKNOWN_COST = UNKNOWN_PRICE
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,7 @@ class StatusReport:
         return {state: sum(c.state == state for c in self.cells) for state in STATES}
 
     def est_cost_usd(self) -> float:
+        """The estimates that are known, summed (the cells of `unpriced` keys are not in it)."""
         return sum(c.est_cost_usd or 0.0 for c in self.cells)
 
     def frame(self) -> pl.DataFrame:
@@ -160,7 +161,9 @@ class StatusReport:
         return {
             "complete": self.complete,
             "counts": self.counts(),
-            "est_cost_usd": self.est_cost_usd(),
+            # A total with an unknown part is unknown (null), never its known parts read as the whole.
+            "est_cost_usd": None if self.unpriced else self.est_cost_usd(),
+            "est_cost_known_usd": self.est_cost_usd(),
             "unpriced": self.unpriced,
             "catalogue_month": self.catalogue_month.as_json()
             if isinstance(self.catalogue_month, MonthBudget)

@@ -131,6 +131,8 @@ def test_status_says_unknown_cost_instead_of_zero() -> None:
         "model_catalogue,model_pricing` (from the repository root) takes one"
     )
     assert "$0.0000" not in report.summary()
+    # JSON: a total with an unknown part is null, not the known parts ($0 here) read as the whole.
+    assert (report.as_json()["est_cost_usd"], report.as_json()["est_cost_known_usd"]) == (None, 0.0)
 
 
 @pytest.fixture

@@ -137,7 +137,7 @@ def prepare(env: dict[str, str]) -> None:
     """Ingest, run the baselines and import the published runs with the `oabench` CLI."""
     steps = [
         ["ingest"],
-        ["run", "--models", BASELINES],
+        ["run", "--models", BASELINES, "--suite", "all"],  # every edition, as the README does
         ["import", str(SHARED / "published-runs")],
         ["site"],
     ]

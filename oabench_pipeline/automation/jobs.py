@@ -69,15 +69,24 @@ def editions_table_request(edition_keys: Sequence[str], stage: str) -> list[RunR
 
 
 def cell_requests(
-    edition_keys: Iterable[str], models: Iterable[ModelConfig], run_key_prefix: str
+    edition_keys: Iterable[str],
+    models: Iterable[ModelConfig],
+    run_key_prefix: str,
+    max_cost_usd: float | None = None,
 ) -> list[RunRequest]:
     """One `inferences` run per (edition, model) cell, tagged with its endpoint (per-provider run limits);
-    run keys make a repeated request a no-op."""
+    run keys make a repeated request a no-op. `max_cost_usd`: a ceiling on each run's spend (run config)."""
+    config = (
+        {"ops": {"inferences": {"config": {"max_cost_usd": max_cost_usd}}}}
+        if max_cost_usd is not None
+        else None
+    )
     return [
         RunRequest(
             job_name=inference_cell_job.name,
             partition_key=MultiPartitionKey({"edition": edition, "model": model.key}),
             run_key=f"{run_key_prefix}-{edition}-{model.key}",
+            run_config=config,
             tags=endpoint_tags(model),
         )
         for edition in sorted(edition_keys, key=int)

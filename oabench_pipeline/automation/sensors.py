@@ -11,12 +11,11 @@ in the cursor).
 
 `models_registry_sensor` watches the models registry file. Its first tick registers every registry
 model key and every registry edition as partitions (so a fresh `dagster dev` shows them all). Afterwards
-a new configuration gets its `model_keys` partition and `inferences` runs for its cells on every edition
-whose questions are ingested; a removed one keeps its history, and the `models` table is re-materialized
-(it then marks the key `in_registry = false`).
-
-Only models that can run unattended get cells: baselines, and API models whose key variable is set in
-the environment of the sensor's process. Neither sensor ever raises: any problem becomes a skip reason
+a new configuration gets its `model_keys` partition; a removed one keeps its history, and the `models`
+table is re-materialized (it then marks the key `in_registry = false`). A new configuration's cells run
+on the default suite's ingested editions only: a baseline's always (free), an API model's only when its
+owner opted in with `OABENCH_AUTORUN_MAX_COST_USD` (its budget), its key variable is set in the sensor's
+process and a price snapshot lets its cost be held to that budget. Neither sensor ever raises: any problem becomes a skip reason
 naming it, so a bad file or a dead portal shows in the UI as a reason, not as a crashed tick.
 
 The code lives in `portal_sensor.py`, `registry_sensor.py`, `jobs.py` (jobs and run requests) and

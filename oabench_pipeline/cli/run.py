@@ -41,7 +41,7 @@ from oabench_pipeline.freshness import (
 from oabench_pipeline.inference.catalogue_store import retired_models
 from oabench_pipeline.inference.cell import REPLIED, cell_name
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
-from oabench_pipeline.inference.cost import PRICING_HINT, cell_estimate
+from oabench_pipeline.inference.cost import PRICING_HINT, UNKNOWN_PRICE, cell_estimate
 from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.response_log import cell_log_path
@@ -61,9 +61,15 @@ if TYPE_CHECKING:
     "models_opt",
     help="Comma-separated model keys (default: every registry model with credentials).",
 )
-@click.option("--editions", "editions_opt", help=f"The {EDITIONS_HELP} (default: every ingested edition).")
+@click.option(
+    "--editions",
+    "editions_opt",
+    help=f"The {EDITIONS_HELP} (default: the ingested editions of the default suite, the one `oabench "
+    "leaderboard` ranks; --suite all asks every edition).",
+)
 @suite_option(
-    "Every edition of this suite (e.g. all, oabench-2026), for every selected model; not with --editions."
+    "Every edition of this suite (e.g. all, oabench-2026), for every selected model; not with --editions. "
+    "Default: the default suite's ingested editions."
 )
 @click.option(
     "--concurrency", type=click.IntRange(min=1), help="Requests in flight per model (overrides the registry)."
@@ -110,8 +116,14 @@ def run(
     suites = load_registry_suites(settings)  # a bad registry stops the run before any cell, not after
     chosen_suite = choose_suite(suites, suite) if suite is not None else None
     chosen = _choose_models(settings, warehouse, _split(models_opt))
-    wanted = [str(e) for e in chosen_suite.editions] if chosen_suite else wanted_editions
-    editions = _choose_editions(warehouse, wanted, chosen_suite)
+    if chosen_suite is None and editions_opt is None:
+        # Neither option: the default suite (what `oabench leaderboard` ranks), not every ingested edition,
+        # which costs a real model ~10× what the leaderboard shows.
+        chosen_suite = default_suite(suites)
+        editions = _default_suite_editions(warehouse, chosen_suite)
+    else:
+        wanted = [str(e) for e in chosen_suite.editions] if chosen_suite else wanted_editions
+        editions = _choose_editions(warehouse, wanted, chosen_suite)
     cells = [(model, edition) for model in chosen for edition in editions]
     answer_cells(
         settings, warehouse, cells, concurrency, replicates, dry_run, force, chosen_suite, retry_invalid
@@ -376,6 +388,21 @@ def _choose_editions(warehouse: Warehouse, wanted: list[str] | None, suite: Suit
     return sorted(ingested, key=int)
 
 
+def _default_suite_editions(warehouse: Warehouse, suite: Suite) -> list[str]:
+    """The ingested editions of the default suite; none ingested is a usage error saying what to do."""
+    ingested = set(warehouse.partitions("questions"))
+    if not ingested:
+        raise click.UsageError("no edition is ingested yet: run `oabench ingest` first")
+    editions = [str(e) for e in suite.editions if str(e) in ingested]
+    if not editions:
+        raise click.UsageError(
+            f"no edition of the default suite {suite.name} ({format_editions(suite.editions)}) is ingested: "
+            f"run `oabench ingest --editions {format_editions(suite.editions)}`, or choose the editions with "
+            "--editions or --suite all"
+        )
+    return editions
+
+
 def _suite_size(warehouse: Warehouse, settings: Settings, suite: Suite) -> str:
     """`suite all: 29 edition(s) (1-25,37,43-45), 2380 question(s), 9.9× oabench-2026's 240`: what a
     suite weighs against the default one, before the calls it means."""
@@ -387,7 +414,27 @@ def _suite_size(warehouse: Warehouse, settings: Settings, suite: Suite) -> str:
     base = sum(ingested.get(e, 0) for e in default.editions)
     if default.name != suite.name and base:
         line += f", {size / base:.1f}× {default.name}'s {base}"
-    return line
+    elif default.name == suite.name:
+        line += " (the default suite: what `oabench leaderboard` ranks)"
+    return line + "".join(f"\n{note}" for note in _suite_exclusions(warehouse, suite))
+
+
+def _suite_exclusions(warehouse: Warehouse, suite: Suite) -> list[str]:
+    """What a suite leaves out: ingested editions outside it, and editions of it not ingested."""
+    ingested = {int(e) for e in warehouse.partitions("questions")}
+    outside = sorted(ingested - set(suite.editions))
+    absent = sorted(set(suite.editions) - ingested)
+    notes = []
+    if outside:
+        notes.append(
+            f"not asked: {len(outside)} ingested edition(s) outside suite {suite.name} "
+            f"({format_editions(outside)}); `--editions {format_editions(ingested)}` asks every ingested edition"
+        )
+    if absent:
+        notes.append(
+            f"not ingested, not asked: {format_editions(absent)} (`oabench ingest --editions {format_editions(absent)}`)"
+        )
+    return notes
 
 
 def _print_dry_run(
@@ -396,28 +443,41 @@ def _print_dry_run(
     replicates: int = 1,
     retry_invalid: bool = False,
 ) -> None:
-    """One line per cell, then per model key (when it has several editions), then the total."""
-    total_calls, total_cost, unpriced = 0, 0.0, []
-    per_model: dict[str, list[tuple[int, float]]] = {}
+    """One line per cell, then per model key (when it has several editions), then the total. A cost no
+    price snapshot tells is "unknown", never $0, and never summed as zero into a total."""
+    total_calls, total_cost, unpriced, priced_calls = 0, 0.0, [], 0
+    per_model: dict[str, list[tuple[int, float | None]]] = {}
     for model, edition in cells:
         calls, estimate = cell_estimate(warehouse, model, edition, replicates, retry_invalid)
-        cost = estimate if estimate is not None else 0.0
         if estimate is None:
             unpriced.append(model.key)
         total_calls += calls
-        total_cost += cost
-        per_model.setdefault(model.key, []).append((calls, cost))
-        click.echo(f"{model.key} × {edition}: {calls} call(s), est. prompt cost ${cost:.4f}")
+        total_cost += estimate or 0.0
+        priced_calls += calls if estimate is not None else 0
+        per_model.setdefault(model.key, []).append((calls, estimate))
+        click.echo(f"{model.key} × {edition}: {calls} call(s), est. prompt cost {_usd_or_unknown(estimate)}")
     for key, rows in per_model.items():
         if len(rows) > 1:
-            calls, cost = sum(c for c, _ in rows), sum(c for _, c in rows)
-            priced = f"${cost:.4f}" if key not in unpriced else "unknown (no price snapshot)"
-            click.echo(f"{key}: {len(rows)} edition(s), {calls} call(s), est. prompt cost {priced}")
-    click.echo(
-        f"total: {total_calls} call(s), est. prompt cost ${total_cost:.4f} (prompt tokens × listed price)"
-    )
-    if unpriced:
-        click.echo(f"no price snapshot for {', '.join(sorted(set(unpriced)))}: {PRICING_HINT}")
+            known = [c for _, c in rows if c is not None]
+            cost = _usd_or_unknown(sum(known) if len(known) == len(rows) else None)
+            click.echo(
+                f"{key}: {len(rows)} edition(s), {sum(c for c, _ in rows)} call(s), est. prompt cost {cost}"
+            )
+    unknown = sorted(set(unpriced))
+    if not unknown:
+        total = f"${total_cost:.4f}"
+    elif not priced_calls:  # nothing with a price is sent: "$0.0000 + unknown" would read as nearly free
+        total = UNKNOWN_PRICE
+    else:
+        total = f"${total_cost:.4f} + unknown for {', '.join(unknown)}"
+    how = "" if total == UNKNOWN_PRICE else " (prompt tokens × listed price)"
+    click.echo(f"total: {total_calls} call(s), est. prompt cost {total}{how}")
+    if unknown:
+        click.echo(f"no price snapshot for {', '.join(unknown)}: {PRICING_HINT}")
+
+
+def _usd_or_unknown(cost: float | None) -> str:
+    return UNKNOWN_PRICE if cost is None else f"${cost:.4f}"
 
 
 def _run_cells(

@@ -98,6 +98,9 @@ class InferenceConfig(Config):
     """Complete runs the cell must end with (any source); live replicates are resumed or started."""
     retry_invalid: bool = False
     """Ask again the questions whose final reply is invalid (empty, no letter): `--retry-invalid`."""
+    max_cost_usd: float | None = None
+    """A ceiling on this cell's spend besides the model's own `max_cost_usd` (the lower one holds): the
+    registry sensor's share of `OABENCH_AUTORUN_MAX_COST_USD`."""
 
 
 def cell_keys(context: AssetExecutionContext) -> tuple[str, str]:
@@ -248,7 +251,7 @@ def _run_api_cell(
             f"questions, {len(plan.requests) - len(plan.pending)} already answered, {len(plan.pending)} to send"
         )
         if plan.pending:
-            _check_budget_before(model, plan.pending, store, logged, budget)
+            _check_budget_before(model, plan.pending, store, logged, budget, _cost_ceiling(model, config))
             _call_model(
                 context,
                 model,
@@ -350,9 +353,11 @@ def _call_model(
     def should_stop() -> str | None:
         return interrupts.requested() or log.stop_reason() or over_budget()
 
+    ceiling = _cost_ceiling(model, config)
+
     def over_budget() -> str | None:
-        if model.max_cost_usd is not None and spent_before + progress.cost_usd >= model.max_cost_usd:
-            return f"reported cost ${spent_before + progress.cost_usd:.4f} reached max_cost_usd ${model.max_cost_usd}"
+        if ceiling is not None and spent_before + progress.cost_usd >= ceiling:
+            return f"reported cost ${spent_before + progress.cost_usd:.4f} reached max_cost_usd ${ceiling}"
         return budget.reached(progress.cost_usd) if budget is not None else None
 
     concurrency = config.concurrency or model.concurrency
@@ -418,22 +423,29 @@ def _check_budget_before(
     store: Warehouse,
     logged: dict[str, ChatResult],
     budget: AutomaticBudget | None = None,
+    ceiling: float | None = None,
 ) -> None:
     if budget is not None:
         budget.start()
         if problem := budget.would_pass(budget.estimate(pending)):
             raise Failure(description=f"{model.key}: {problem}; not starting")
-    if model.max_cost_usd is None:
+    if ceiling is None:
         return
     estimate = estimated_prompt_cost(store, model, pending)
     if estimate is None:
         return
     spent = sum(_paid(r) for r in logged.values())
-    if spent + estimate > model.max_cost_usd:
+    if spent + estimate > ceiling:
         raise Failure(
             description=f"{model.key}: estimated prompt cost ${estimate:.4f} (+ ${spent:.4f} already spent) exceeds "
-            f"max_cost_usd ${model.max_cost_usd}; not starting"
+            f"max_cost_usd ${ceiling}; not starting"
         )
+
+
+def _cost_ceiling(model: ModelConfig, config: InferenceConfig) -> float | None:
+    """What the cell may spend: the lower of the model's `max_cost_usd` and the run's (None: no limit)."""
+    limits = [limit for limit in (model.max_cost_usd, config.max_cost_usd) if limit is not None]
+    return min(limits) if limits else None
 
 
 def _finish(

@@ -16,6 +16,9 @@ from oabench_pipeline.warehouse import Warehouse
 PRICING_COMMAND = "dg launch --assets model_catalogue,model_pricing"
 PRICING_HINT = f"`{PRICING_COMMAND}` (from the repository root) takes one"
 
+# What a cost no price snapshot tells reads as, wherever it is printed: never $0.
+UNKNOWN_PRICE = "unknown (no price snapshot)"
+
 CHARS_PER_TOKEN = 3.5  # conservative for Portuguese legal text: over-estimates tokens, so cost
 
 
@@ -25,15 +28,27 @@ def estimated_prompt_tokens(request_bodies: list[dict]) -> int:
 
 
 def listed_prompt_price(store: Warehouse, model: ModelConfig) -> float | None:
-    """The newest snapshot's price per prompt token, if a pricing snapshot lists the model."""
-    if not store.has_table("model_pricing"):
+    """The newest price per prompt token of the model: a `model_pricing` snapshot's, or the snapshot an
+    imported published run carries in its summary (`published_run_summaries`), whichever was taken last.
+    None: neither lists the model."""
+    sources = [
+        ("model_pricing", "fetched_at"),
+        ("published_run_summaries", "pricing_fetched_at"),
+    ]
+    selects = [
+        f"select prompt_price_per_token as price, {taken} as taken from {table} "
+        "where model = ? and prompt_price_per_token is not null"
+        for table, taken in sources
+        if store.has_table(table)
+    ]
+    if not selects:
         return None
     found = store.query(
-        "select prompt_price_per_token from model_pricing where model = ? order by fetched_at desc limit 1",
-        [model.id],
-        tables=["model_pricing"],
+        " union all ".join(selects) + " order by taken desc nulls last limit 1",
+        [model.id] * len(selects),
+        tables=[table for table, _ in sources if store.has_table(table)],
     )
-    return None if found.is_empty() else found.item()
+    return None if found.is_empty() else found["price"].item()
 
 
 def estimated_prompt_cost(

@@ -29,11 +29,13 @@ class MissingApiKeyError(RuntimeError):
 class ModelsRegistryResource(ConfigurableResource):
     """The models registry users edit (`registry/models.toml`, or `OABENCH_MODELS_FILE`), plus the entries
     the catalogue sensor generated (`catalogue_file`; a hand-written key wins) and the watch policy their
-    runs are held to (`watch_file`, absent: none)."""
+    runs are held to (`watch_file`, absent: none). `autorun_max_cost_usd` (`OABENCH_AUTORUN_MAX_COST_USD`)
+    is the opt-in to automatic runs of new hand-written API models: None, the default, runs none."""
 
     path: str
     catalogue_file: str | None = None
     watch_file: str | None = None
+    autorun_max_cost_usd: float | None = None
 
     def models(self) -> dict[str, ModelConfig]:
         return {m.key: m for m in known_models(Path(self.path), self._catalogue_path())}

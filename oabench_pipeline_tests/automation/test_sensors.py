@@ -7,6 +7,8 @@ ephemeral instance, and checks the partition requests, the run requests and what
 
 from __future__ import annotations
 
+import datetime as dt
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,8 +29,10 @@ from dagster import (
     instance_for_test,
     materialize,
     partition_loading_context,
+    validate_run_config,
 )
 
+from oabench_pipeline.automation.jobs import inference_cell_job
 from oabench_pipeline.automation.resources import PortalResource
 from oabench_pipeline.automation.schedules import weekly_portal_discovery
 from oabench_pipeline.automation.sensors import (
@@ -84,6 +88,7 @@ class Env:
     tmp: Path
     portal: PortalFixture
     instance: DagsterInstance
+    autorun_max_cost_usd: float | None = None  # OABENCH_AUTORUN_MAX_COST_USD: unset, as by default
 
     @property
     def models_file(self) -> Path:
@@ -107,7 +112,9 @@ class Env:
                 discovered_file=str(self.discovered_file),
                 source_base_url=None,
             ),
-            "models_registry": ModelsRegistryResource(path=str(self.models_file)),
+            "models_registry": ModelsRegistryResource(
+                path=str(self.models_file), autorun_max_cost_usd=self.autorun_max_cost_usd
+            ),
             "model_client": ModelClientResource(),
             "portal": PortalResource(
                 base_url=self.portal.base_url, connect_timeout_s=2.0, read_timeout_s=5.0
@@ -273,6 +280,106 @@ def test_a_key_added_back_runs_only_its_cells_that_are_not_complete(
     env.models_file.write_text(REGISTRY_TOML + EXTRA_BASELINE, encoding="utf-8")
     result = env.tick(models_registry_sensor, cursor=removed.cursor)
     assert cells(result.run_requests or []) == {("44", EXTRA_BASELINE_KEY), ("45", EXTRA_BASELINE_KEY)}
+
+
+PAID_KEY = "acme/paid"
+PAID_KEY_ENV = "OABENCH_TEST_PAID_KEY"
+PAID_PROMPT_PRICE = 2e-06  # USD per prompt token
+PAID_MODEL = f"""
+[[models]]
+id = "{PAID_KEY}"
+base_url = "http://127.0.0.1:9/v1"
+api_key_env = "{PAID_KEY_ENV}"
+"""
+
+
+def before_paid_model(env: Env, ingested_template: Path, monkeypatch: pytest.MonkeyPatch) -> str | None:
+    """The first tick's cursor, on a warehouse with the study's three editions and the 1st (a copy of the
+    45th: ingested, outside the default suite) ingested, and the paid model's key exported."""
+    copy_ingested(ingested_template, env.tmp / "warehouse")
+    questions = env.tmp / "warehouse" / "tables" / "questions"
+    shutil.copy(questions / "45.parquet", questions / "1.parquet")
+    monkeypatch.setenv(PAID_KEY_ENV, "sk-test")  # exported, as the README says to
+    first = env.tick(models_registry_sensor)
+    env.apply(first)
+    return first.cursor
+
+
+def add_paid_model(env: Env, cursor: str | None) -> SensorResult:
+    """The tick that sees `PAID_MODEL` added to the registry."""
+    env.models_file.write_text(REGISTRY_TOML + PAID_MODEL, encoding="utf-8")
+    return env.tick(models_registry_sensor, cursor=cursor)
+
+
+def price_paid_model(env: Env) -> None:
+    """A `model_pricing` snapshot listing the paid model."""
+    pricing = {"fetched_at": [dt.datetime(2026, 3, 1, tzinfo=dt.UTC)], "base_url": ["http://127.0.0.1:9/v1"]}
+    pricing |= {"model": [PAID_KEY], "prompt_price_per_token": [PAID_PROMPT_PRICE]}
+    pricing |= {"completion_price_per_token": [1e-05]}
+    store = env.tmp / "warehouse" / "oabench.duckdb"
+    warehouse = WarehouseResource(path=str(store), raw_dir=str(env.raw_dir)).warehouse()
+    warehouse.write_partition("model_pricing", pl.DataFrame(pricing), "2026-03-01T000000")
+
+
+def ceiling_of(run: RunRequest) -> float | None:
+    return run.run_config.get("ops", {}).get("inferences", {}).get("config", {}).get("max_cost_usd")
+
+
+def test_a_new_api_model_with_its_key_exported_runs_nothing_unless_opted_in(
+    env: Env, ingested_template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening the UI spends nothing: `OABENCH_AUTORUN_MAX_COST_USD` unset, a new priced model with its key
+    exported gets its partition and the models table, and no cell run."""
+    price_paid_model(env)
+    result = add_paid_model(env, before_paid_model(env, ingested_template, monkeypatch))
+    assert added(result) == {"model_keys": [PAID_KEY]}
+    assert jobs(result) == ["refresh_models_table"]
+    assert "OABENCH_AUTORUN_MAX_COST_USD" in (models_registry_sensor.description or "")  # in the UI
+
+
+def test_opted_in_a_new_model_runs_the_default_suite_within_the_budget(
+    env: Env, ingested_template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env.autorun_max_cost_usd = 5.0
+    price_paid_model(env)
+    before = before_paid_model(env, ingested_template, monkeypatch)
+    result = add_paid_model(env, before)
+    runs = [r for r in result.run_requests or [] if r.job_name == "run_inference_cell"]
+    # The default suite (43rd-45th), not the 1st that is ingested too.
+    assert cells(runs) == {(e, PAID_KEY) for e in ("43", "44", "45")}
+    # The budget split between the cells as ceilings on reported spend: never more than it in all.
+    ceilings = [ceiling_of(r) for r in runs]
+    assert all(c is not None and c > 0 for c in ceilings)
+    assert sum(c for c in ceilings if c is not None) == pytest.approx(5.0)
+    config = {"ops": {"inferences": {"config": {"max_cost_usd": ceilings[0]}}}}
+    job = Definitions(assets=[inferences], jobs=[inference_cell_job], resources=env.resources())
+    assert validate_run_config(job.resolve_job_def("run_inference_cell"), config)  # the step accepts it
+
+    # A budget below the estimate (~$0.1 of prompt tokens on the suite): nothing at all.
+    env.autorun_max_cost_usd = 0.01
+    assert jobs(add_paid_model(env, before)) == ["refresh_models_table"]
+
+
+def test_opted_in_an_entry_no_price_lists_waits_instead_of_failing_runs(
+    env: Env, ingested_template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local server not listening, a misspelt id: no snapshot prices it, so it launches no cell run, only
+    a pricing run (no model is asked); once a snapshot prices it, a later tick runs it within the budget."""
+    env.autorun_max_cost_usd = 5.0
+    result = add_paid_model(env, before_paid_model(env, ingested_template, monkeypatch))
+    assert jobs(result) == ["refresh_models_table", "refresh_model_pricing"]
+    cursor = RegistryCursor.parse(result.cursor)
+    assert cursor is not None and cursor.waiting == (PAID_KEY,)
+    env.apply(result)
+    still = env.tick(models_registry_sensor, cursor=result.cursor)
+    assert jobs(still) == ["refresh_model_pricing"]  # the same run key: the daemon launches it once
+
+    price_paid_model(env)
+    priced = env.tick(models_registry_sensor, cursor=result.cursor)
+    assert cells(priced.run_requests or []) == {(e, PAID_KEY) for e in ("43", "44", "45")}
+    cursor = RegistryCursor.parse(priced.cursor)
+    assert cursor is not None and cursor.waiting == ()
+    assert "unchanged" in skip_text(env.tick(models_registry_sensor, cursor=priced.cursor))
 
 
 def test_an_unchanged_registry_skips(env: Env) -> None:

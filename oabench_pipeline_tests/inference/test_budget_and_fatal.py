@@ -53,6 +53,29 @@ def test_estimate_above_budget_refuses_to_start(fresh_env: PipelineEnv) -> None:
     assert not cell_written(fresh_env, model) and log_of(fresh_env, model) == []
 
 
+def test_a_cell_runs_own_ceiling_refuses_to_start_like_max_cost_usd(fresh_env: PipelineEnv) -> None:
+    """The ceiling `models_registry_sensor` gives each cell run (its share of OABENCH_AUTORUN_MAX_COST_USD,
+    as run config) holds like the registry's `max_cost_usd`, which this model does not set."""
+    model = "acme/pricey"
+    with ReplayServer(models={model: ModelPricing("0.001", "0.002")}, api_key=TEST_KEY) as server:
+        use_replay_models(fresh_env, server.base_url, [model])
+        materialize_pricing(fresh_env)
+        settings = fresh_env.settings
+        with instance_for(settings) as instance:
+            instance.add_dynamic_partitions("editions", [EDITION])
+            instance.add_dynamic_partitions("model_keys", [model])
+            outcome = run_assets(
+                build_definitions(settings),
+                instance,
+                ["inferences"],
+                partition_key=cell_partition_key(model, EDITION),
+                run_config={"ops": {"inferences": {"config": {"max_cost_usd": 1.0}}}},
+            )
+        assert server.stats.total_requests == 0
+    assert not outcome.success and "exceeds max_cost_usd $1.0; not starting" in " ".join(outcome.errors)
+    assert not cell_written(fresh_env, model) and log_of(fresh_env, model) == []
+
+
 @pytest.mark.slow
 def test_budget_bad_key_and_unknown_model_each_stop_their_cell_and_a_bigger_budget_resumes_without_reasking(
     fresh_env: PipelineEnv,

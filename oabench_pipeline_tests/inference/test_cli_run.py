@@ -76,8 +76,15 @@ def test_dry_run_prints_calls_and_cost_and_sends_nothing(fresh_env: PipelineEnv)
         cost = expected_prompt_cost(fresh_env, priced, edition)
         assert cost > 0.01, "80 questions of legal Portuguese are tens of thousands of tokens"
         assert f"{priced} × {edition}: 80 call(s), est. prompt cost ${cost:.4f}" in lines
-        assert f"{unpriced} × {edition}: 80 call(s), est. prompt cost $0.0000" in lines
-    assert any(line.startswith("total: 320 call(s)") for line in lines)
+        assert f"{unpriced} × {edition}: 80 call(s), est. prompt cost unknown (no price snapshot)" in lines
+    assert f"{unpriced}: 2 edition(s), 160 call(s), est. prompt cost unknown (no price snapshot)" in lines
+    known = sum(expected_prompt_cost(fresh_env, priced, e) for e in ("44", "45"))
+    # The unknown part is never summed as $0: the total says it has one.
+    assert (
+        f"total: 320 call(s), est. prompt cost ${known:.4f} + unknown for {unpriced} (prompt tokens × listed price)"
+        in lines
+    )
+    assert "$0.0000" not in result.output
     assert (
         f"no price snapshot for {unpriced}: `dg launch --assets model_catalogue,model_pricing` (from the "
         "repository root) takes one" in lines
@@ -281,6 +288,38 @@ def test_a_bad_suite_in_the_registry_stops_every_command_in_one_line(fresh_env: 
             == f"Error: {path}: suite 'oabench-2026': edition(s) 42 not in the registry (it has {has})\n"
         )
     assert not fresh_env.warehouse.has_table("inferences")
+
+
+def test_run_without_editions_asks_the_default_suite_and_its_dry_run_says_what_it_leaves_out(
+    fresh_env: PipelineEnv,
+) -> None:
+    """`oabench run --models KEY` asks the suite `oabench leaderboard` ranks, not every ingested edition
+    (which cost a real model ~10× what the leaderboard shows); `--suite all` and `--editions` ask more."""
+    register_more_editions(fresh_env, [1, 2])  # ingested, outside the default suite
+    fresh_env.set(TEST_KEY_ENV, TEST_KEY)
+    models = [{"id": PRICED, "base_url": "http://127.0.0.1:9/v1", "api_key_env": TEST_KEY_ENV}]
+    fresh_env.set("OABENCH_MODELS_FILE", write_models_file(fresh_env.root / "models.toml", models))
+
+    def asked(*options: str) -> tuple[list[str], list[str]]:
+        result = fresh_env.cli("run", "--models", PRICED, *options, "--dry-run")
+        assert result.exit_code == 0, result.output
+        lines = result.output.splitlines()
+        cells = [line for line in lines if line.startswith(f"{PRICED} × ")]
+        return lines, [line.split(" × ")[1].split(":")[0] for line in cells]
+
+    lines, editions = asked()
+    assert editions == ["43", "44", "45"]
+    assert lines[0] == (
+        f"suite {DEFAULT_SUITE}: 3 edition(s) (43-45), 240 question(s) (the default suite: what "
+        "`oabench leaderboard` ranks)"
+    )
+    assert lines[1] == (
+        f"not asked: 2 ingested edition(s) outside suite {DEFAULT_SUITE} (1-2); `--editions 1-2,43-45` asks "
+        "every ingested edition"
+    )
+    assert asked("--suite", "all")[1] == ["1", "2", "43", "44", "45"]
+    assert asked("--editions", "1-2,43-45")[1] == ["1", "2", "43", "44", "45"]
+    assert asked("--editions", "2")[1] == ["2"]
 
 
 def test_dry_run_of_a_suite_costs_each_edition_each_model_and_the_total(fresh_env: PipelineEnv) -> None:

@@ -329,3 +329,38 @@ def test_markdown_shows_the_table_columns_unless_wide(imported: PipelineEnv) -> 
     assert markdown[-1].startswith("Suite oabench-2026: ")
     wide = imported.cli("leaderboard", "--format", "markdown", "--wide").stdout.splitlines()
     assert len(wide[0].split("|")) > 40  # every column
+
+
+def test_dry_run_prices_a_model_from_its_imported_runs_snapshot_until_a_newer_one(
+    imported: PipelineEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no `model_pricing` snapshot, the price an imported run's summary carries prices the estimate;
+    a snapshot taken after it wins."""
+    import datetime as dt
+
+    from oabench_pipeline.core.models_registry import load_models_registry
+    from oabench_pipeline.inference.cell import build_requests
+    from oabench_pipeline.inference.cost import estimated_prompt_tokens
+
+    key = "deepseek/deepseek-v3.2"
+    monkeypatch.setenv("OPENROUTER_API_KEY", "test-key-never-sent")
+    [model] = [m for m in load_models_registry(imported.settings.models_file) if m.key == key]
+    questions = imported.warehouse.read("questions", "43").filter(pl.col("status") == "active")
+    tokens = estimated_prompt_tokens([r.body for r in build_requests(model, questions)])
+    summary_price = 2.5e-07  # the run's summary.json: pricing.promptPricePerToken
+
+    def dry_run() -> list[str]:
+        result = imported.cli("run", "--models", key, "--editions", "43", "--replicates", "2", "--dry-run")
+        assert result.exit_code == 0, result.output
+        return result.output.splitlines()
+
+    assert f"{key} × 43: 78 call(s), est. prompt cost ${tokens * summary_price:.4f}" in dry_run()
+
+    fetched = dt.datetime(2026, 4, 1, tzinfo=dt.UTC)  # after the run's snapshot (2026-03-03)
+    newer = {"fetched_at": [fetched], "base_url": ["https://openrouter.ai/api/v1"], "model": [model.id]}
+    newer |= {"prompt_price_per_token": [1e-06], "completion_price_per_token": [2e-06]}
+    imported.warehouse.write_partition("model_pricing", pl.DataFrame(newer), "2026-04-01T000000")
+    try:
+        assert f"{key} × 43: 78 call(s), est. prompt cost ${tokens * 1e-06:.4f}" in dry_run()
+    finally:
+        imported.warehouse.partition_path("model_pricing", "2026-04-01T000000").unlink()
