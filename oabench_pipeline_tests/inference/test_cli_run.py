@@ -157,7 +157,9 @@ def test_baselines_run_offline_on_a_suite_and_every_suite_prints_in_every_format
     assert board("--suite", "all") == {key: (False, 160, 4) for key in BASELINES}
     late = fresh_env.cli("leaderboard", "--suite", "late").stdout.splitlines()
     assert late[-1] == "Suite late: editions 1,45, 160 questions; 2 of 2 model key(s) ranked"
-    assert fresh_env.cli("leaderboard").stdout.splitlines()[-1].startswith("* incomplete: not every question")
+    default = fresh_env.cli("leaderboard").stdout.splitlines()
+    assert default[-2].startswith(f"* incomplete in suite {DEFAULT_SUITE}: an edition of it not run")
+    assert default[-1] == f"Suite {DEFAULT_SUITE}: editions 43-45, 240 questions; 0 of 2 model key(s) ranked"
     late_editions = json.loads(
         fresh_env.cli("leaderboard", "--suite", "late", "--by", "edition", "--format", "json").stdout
     )
