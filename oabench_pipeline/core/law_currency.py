@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from oabench_pipeline.core.editions import DEFAULT_EDITIONS_FILE, REGISTRY_DIR
 from oabench_pipeline.core.toml_errors import (
@@ -67,12 +67,6 @@ class Reform(BaseModel):
     areas: tuple[str, ...] = Field(min_length=1)
     source: str = Field(pattern=r"^https://(www\.)?planalto\.gov\.br/\S+$")
     verified: str = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _not_before_publication(self) -> Reform:
-        if self.in_force < self.published:
-            raise ValueError(f"in_force {self.in_force} is before published {self.published}")
-        return self
 
 
 class QuestionNote(BaseModel):
@@ -140,6 +134,13 @@ def parse_reforms(path: Path, known_areas: Collection[str]) -> tuple[Reform, ...
                 "areas",
                 f"{unknown[0]!r} is not an area of the editions registry's schemes "
                 f"(they name: {', '.join(sorted(known_areas))})",
+            )
+        if reform.in_force < reform.published:
+            raise LawCurrencyError(
+                path,
+                field_line(lines, span, "in_force"),
+                "in_force",
+                f"in_force {reform.in_force} is before published {reform.published}",
             )
         if reform.id in seen:
             raise LawCurrencyError(
