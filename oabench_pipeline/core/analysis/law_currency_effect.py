@@ -114,7 +114,7 @@ def law_currency_effect(
         estimable = sum(1 for d in datas if 0 < d.after.sum() < d.after.size)
         why = f"; {_reworded(pooled.note)}" if pooled.note else ""
         summed = {
-            name: sum(int(r[name]) for r in rows)  # type: ignore[call-overload]
+            name: sum(int(r[name]) for r in rows)
             for name in ("correct_superseded", "total_superseded", "correct_current", "total_current")
         }
         rows.append(
