@@ -243,3 +243,37 @@ def test_a_contested_key_under_later_law_is_listed_first_in_the_key_audit() -> N
     pooled = table.filter(pl.col("pooled"))
     assert pooled["contested_superseded"][0] == len(under_law)
     assert table.filter(~pl.col("pooled"))["contested_superseded"].max() == len(under_law)
+
+
+def test_the_current_law_score_credits_annulled_questions_and_leaves_out_unknown_keys() -> None:
+    """Five questions of a suite: two flagged (left out), one annulled (credited to every key), one whose
+    key is unknown (`unresolved`: in neither score), two active ones; the key with both right ranks first."""
+    from oabench_pipeline.core.analysis.law_currency_effect import current_law_leaderboard
+
+    questions = pl.DataFrame(
+        {
+            "qid": [f"q{i}" for i in range(6)],
+            "status": ["active", "active", "annulled", "unresolved", "active", "active"],
+        }
+    )
+    superseded = np.array([True, True, False, False, False, False])
+    correct = np.array([[True, True, False, False, True, True], [False, False, False, False, True, False]])
+    covered = np.array([[True, True, False, False, True, True], [True, True, False, False, True, True]])
+    keys_df = pl.DataFrame(
+        {"model_key": ["a", "b"], "complete": [True, True], "rank": [1, 2], "official_accuracy": [0.8, 0.5]}
+    )
+    board = current_law_leaderboard(
+        "s",
+        keys_df,
+        pl.Series(["a", "b"]),
+        {"C": correct, "E": covered},
+        questions,
+        np.ones(6, bool),
+        superseded,
+    )
+    rows = {r["model_key"]: r for r in board.iter_rows(named=True)}
+    assert rows["a"]["official_total"] == rows["b"]["official_total"] == 3  # 2 active + 1 annulled
+    assert (rows["a"]["official_score"], rows["b"]["official_score"]) == (3, 2)
+    assert (rows["a"]["technical_total"], rows["a"]["technical_score"]) == (2, 2)
+    assert (rows["a"]["rank"], rows["b"]["rank"]) == (1, 2) and rows["b"]["rank_all_questions"] == 2
+    assert rows["a"]["official_ci_low"] <= rows["a"]["official_accuracy"] <= rows["a"]["official_ci_high"]

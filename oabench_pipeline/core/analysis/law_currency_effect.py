@@ -154,10 +154,15 @@ def current_law_leaderboard(
 ) -> pl.DataFrame:
     """One suite's rows of `leaderboard_current_law`: each key of `keys_df` (the suite's leaderboard rows:
     model_key, complete, rank, official_accuracy) scored on the suite's questions (`in_suite`: the
-    ingested editions' columns of `mats`) not flagged possibly_superseded, ranked among complete keys."""
+    ingested editions' columns of `mats`) not flagged possibly_superseded, ranked among complete keys:
+    right answers on the active ones plus the annulled ones (credited), of the active and annulled ones."""
     current = np.asarray(in_suite, dtype=bool) & ~np.asarray(superseded, dtype=bool)
     active = (questions["status"] == "active").to_numpy()
-    total, technical_total = int(current.sum()), int((current & active).sum())
+    # Annulled questions are credited to everyone; any other status (one whose key is unknown) counts in
+    # neither score, as in the leaderboard.
+    annulled = (questions["status"] == "annulled").to_numpy()
+    technical_total = int((current & active).sum())
+    total = technical_total + int((current & annulled).sum())
     rows = np.searchsorted(keys.to_numpy(), keys_df["model_key"].to_numpy())
     technical = (mats["C"][rows] & mats["E"][rows])[:, current & active].sum(axis=1).astype(np.int64)
     low, high = wilson_interval(technical, technical_total)
