@@ -677,6 +677,17 @@ DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
             "Strong keys agree on another letter than the key (rule: docs/item_response.md); a person "
             "should check the question against the definitive key",
         ),
+        (
+            "possibly_superseded",
+            pl.Boolean,
+            "A reform of the question's area came into force after its exam (question_law_currency; a note "
+            "overrides it): a suspicious key here is listed first, since later law may explain it",
+        ),
+        (
+            "reforms_after",
+            pl.List(pl.String),
+            "The reforms (legal_reforms) of the question's area in force after its exam",
+        ),
     ),
 }
 
@@ -698,6 +709,125 @@ DESCRIBED_TABLES["suites"] = _columns(
     ("questions", pl.Int64, "Questions of those editions"),
     ("model_keys", pl.Int64, "Model keys with a counted run in at least one of its editions"),
     ("ranked_keys", pl.Int64, "Model keys ranked in it: complete on every one of its ingested editions"),
+    (
+        "questions_current_law",
+        pl.Int64,
+        "Of its questions, those not flagged possibly_superseded: what `leaderboard --current-law` ranks on",
+    ),
+    (
+        "questions_possibly_superseded",
+        pl.Int64,
+        "Of its questions, those flagged possibly_superseded (question_law_currency): left out of the "
+        "current-law view",
+    ),
+)
+
+_EFFECT_COLUMNS = _columns(
+    (
+        "effect_log_odds",
+        pl.Float64,
+        "Change in log-odds of a right answer on possibly-superseded questions, net of each question's "
+        "Rasch difficulty from the fit without this key; NULL when not estimable",
+    ),
+    ("effect_ci_low", pl.Float64, "Lower end of the effect's 95% Wald interval"),
+    ("effect_ci_high", pl.Float64, "Upper end of the effect's 95% Wald interval"),
+    ("p_value", pl.Float64, "Two-sided Wald p-value of no effect"),
+)
+
+DESCRIBED_TABLES["legal_reforms"] = _columns(
+    ("reform", pl.String, "Short id of the reform (registry/legal_reforms.toml)"),
+    ("act", pl.String, "The act's number, as planalto.gov.br titles it"),
+    ("name", pl.String, "What the act is usually called"),
+    ("published", pl.Date, "Date of its publication in the Diário Oficial da União"),
+    ("in_force", pl.Date, "Date it came into force (vigência): what a question's exam date is compared with"),
+    (
+        "in_force_rule",
+        pl.String,
+        "How in_force follows from the act's vigência clause (phases, vacatio legis)",
+    ),
+    ("areas", pl.List(pl.String), "The OAB areas it touches (the editions registry's area names)"),
+    ("source_url", pl.String, "The act's official text on planalto.gov.br"),
+    ("verified", pl.String, "What was checked of its number and dates, and any doubt that remains"),
+    (
+        "questions_flagged",
+        pl.Int64,
+        "Ingested questions of its areas whose exam predates in_force (the area-level flag; notes aside)",
+    ),
+)
+DESCRIBED_TABLES["question_law_currency"] = _columns(
+    ("qid", pl.String, "Question id"),
+    ("edition", pl.Int32, "Edition number"),
+    ("number", pl.Int32, "Question number"),
+    ("exam_date", pl.Date, "Date of the question's exam"),
+    ("area", pl.String, "Legal area"),
+    (
+        "reforms_after",
+        pl.List(pl.String),
+        "Reforms (legal_reforms) touching the area that came into force after the exam, oldest first",
+    ),
+    ("area_flag", pl.Boolean, "reforms_after is not empty: the area-level flag, before any note"),
+    ("note_verdict", pl.String, "'outdated' or 'holds' from registry/law_currency_notes.toml; else NULL"),
+    ("note", pl.String, "The note: what changed, or why the official answer still holds"),
+    ("note_source", pl.String, "Who says so: a URL or a citation"),
+    (
+        "possibly_superseded",
+        pl.Boolean,
+        "To read with care: the note's verdict when there is one (outdated: true, holds: false), else the "
+        "area-level flag. Not a legal judgment that the official answer is wrong today",
+    ),
+)
+DESCRIBED_TABLES["law_currency_effect"] = (
+    *_columns(
+        ("model_key", pl.String, "Model configuration key (NULL on the pooled row)"),
+        ("correct_superseded", pl.Int64, "Right answers on possibly-superseded active questions"),
+        ("total_superseded", pl.Int64, "Possibly-superseded active questions the key answered"),
+        ("correct_current", pl.Int64, "Right answers on the other (current-law) active questions"),
+        ("total_current", pl.Int64, "Current-law active questions the key answered"),
+        ("accuracy_superseded", pl.Float64, "correct_superseded / total_superseded"),
+        ("accuracy_current", pl.Float64, "correct_current / total_current"),
+        (
+            "delta",
+            pl.Float64,
+            "accuracy_superseded - accuracy_current (raw: confounds the questions' difficulty)",
+        ),
+        (
+            "questions_superseded",
+            pl.Int64,
+            "Possibly-superseded questions the effect rests on (answered by the key and at least one other)",
+        ),
+        ("questions_current", pl.Int64, "Current-law questions the effect rests on"),
+    ),
+    *_EFFECT_COLUMNS,
+    *_columns(
+        (
+            "contested_superseded",
+            pl.Int64,
+            "Possibly-superseded questions whose key the key audit calls suspicious (strong keys agree on "
+            "another letter) and this key answered with that consensus letter",
+        ),
+        ("note", pl.String, "Why the effect could not be estimated; on the pooled row, what it pools"),
+        ("pooled", pl.Boolean, "The last row: every key together, one shared effect, each key its own level"),
+    ),
+)
+DESCRIBED_TABLES["leaderboard_current_law"] = _columns(
+    ("suite", pl.String, "Suite (`suites` table) the row is computed over"),
+    ("rank", pl.Int64, "Dense rank by official score on the current-law questions, among complete keys"),
+    ("model_key", pl.String, "Model configuration key"),
+    ("complete", pl.Boolean, "Complete on every ingested edition of the suite (as in leaderboard_by_suite)"),
+    (
+        "official_score",
+        pl.Int64,
+        "Right answers on active current-law questions + annulled current-law questions (credited)",
+    ),
+    ("official_total", pl.Int64, "Current-law questions of the suite's ingested editions"),
+    ("official_accuracy", pl.Float64, "official_score / official_total"),
+    ("official_ci_low", pl.Float64, "Lower end of the 95% Wilson interval, on the official scale"),
+    ("official_ci_high", pl.Float64, "Upper end of the 95% Wilson interval, on the official scale"),
+    ("technical_score", pl.Int64, "Right answers on active current-law questions"),
+    ("technical_total", pl.Int64, "Active current-law questions"),
+    ("technical_accuracy", pl.Float64, "technical_score / technical_total"),
+    ("rank_all_questions", pl.Int64, "The key's rank on every question of the suite (leaderboard_by_suite)"),
+    ("official_accuracy_all_questions", pl.Float64, "Its official accuracy on every question of the suite"),
 )
 
 # Tables with a suite dimension: `<table>_by_suite` holds every suite's rows behind a leading `suite`
@@ -798,6 +928,10 @@ ANALYSIS_TABLES: tuple[str, ...] = (
     "key_audit",
     "suites",
     *BY_SUITE,
+    "legal_reforms",
+    "question_law_currency",
+    "law_currency_effect",
+    "leaderboard_current_law",
 )
 
 # What each analysis table holds, as its asset's description in the UI (first line: the summary).
@@ -843,6 +977,16 @@ ANALYSIS_DESCRIPTIONS: dict[str, str] = {
     "deviation of the official score, and how often an answer flips between replicates.",
     "suites": "One row per suite (a named set of editions, from the editions registry): its editions, those "
     "ingested, its questions, and how many model keys ran in it and are ranked in it.",
+    "legal_reforms": "One row per legal reform since 2010 (registry/legal_reforms.toml): its act, the date "
+    "it came into force, the OAB areas it touches, its official source, and how many questions it flags.",
+    "question_law_currency": "One row per question: the reforms of its area in force after its exam and "
+    "`possibly_superseded` (a per-question note overrides the area-level flag).\n\nThe area-level flag "
+    "marks questions to read with care; it is not a legal judgment (docs/law_currency.md).",
+    "law_currency_effect": "One row per model key: accuracy on possibly-superseded against current-law "
+    "questions and the change in log-odds net of Rasch difficulty, with a 95% interval and a p-value; then "
+    "one pooled row (`pooled`).",
+    "leaderboard_current_law": "One row per suite and model key: the ranking on the questions not flagged "
+    "possibly_superseded (`oabench leaderboard --current-law`), beside the rank on every question.",
 }
 # The default suite's tables say so; each `_by_suite` twin holds every suite's rows.
 for _name in ("pairwise_comparison", "provider_summary", "edition_deltas", "pareto_frontier"):

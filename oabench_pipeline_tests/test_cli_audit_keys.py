@@ -68,3 +68,23 @@ def test_suite_and_editions_are_usage_errors_together_or_unknown(audited: Wareho
     assert both.exit_code == 2 and "--suite and --editions both choose the editions" in both.output
     unknown = CliRunner().invoke(main, ["audit-keys", "--suite", "nope"])
     assert unknown.exit_code == 2 and "unknown suite 'nope'" in unknown.output
+
+
+def test_a_contested_key_under_later_law_comes_first_and_names_its_reforms(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stored order of `key_audit` (a suspicious key under a later reform first) is the printed one,
+    with that question's reforms; a question under none shows no reform."""
+    monkeypatch.setenv("OABENCH_WAREHOUSE", str(tmp_path / "warehouse" / "oabench.duckdb"))
+    rows = _audit_rows().with_columns(
+        possibly_superseded=pl.Series([True, False, False, True, False]),
+        reforms_after=pl.Series(
+            [["cpc-2015"], [], [], ["cpc-2015", "lawyers-statute-2022"], []], dtype=pl.List(pl.String)
+        ),
+    )
+    ordered = rows.sort(["suspicious", "possibly_superseded"], descending=True, maintain_order=True)
+    Warehouse(tmp_path / "warehouse" / "oabench.duckdb").write_partition("key_audit", ordered)
+    printed = json.loads(CliRunner().invoke(main, ["audit-keys", "--format", "json"]).output)
+    assert [r["qid"] for r in printed][:2] == ["oab-10-1f-q7", "oab-1-1f-q2"]
+    assert [r["later law"] for r in printed] == ["cpc-2015", "cpc-2015, lawyers-statute-2022", None, None]
+    assert "later law" in CliRunner().invoke(main, ["audit-keys"]).output

@@ -48,7 +48,8 @@ def audit_keys_cmd(editions: str | None, suite: str | None, show_all: bool, fmt:
     Each model's vote is weighted by its Rasch ability (a model at chance weighs nothing); a question is
     suspicious when the consensus letter is not the key and carries at least 80% of the weight (3 models
     or more), or 70% with at least 6 models, the stronger ones, behind it (docs/item_response.md). A flag asks for a person to check the
-    question against the examiners' definitive key. The exit code is 0 either way.
+    question against the examiners' definitive key. A suspicious key on a question whose area a later reform
+    rewrote comes first, its reforms under `later law` (docs/law_currency.md). The exit code is 0 either way.
     """
     listed = edition_keys(editions)
     if suite is not None and editions is not None:
@@ -67,6 +68,8 @@ def audit_keys_cmd(editions: str | None, suite: str | None, show_all: bool, fmt:
     pages = [site / QUESTION_PAGE.format(qid=qid) for qid in shown["qid"].to_list()]
     has_pages = any(page.exists() for page in pages)
     frame = shown.select(list(_COLUMNS)).rename(_COLUMNS)
+    if "reforms_after" in shown.columns:  # the reforms of its area since its exam: they may explain a doubt
+        frame = frame.with_columns(**{"later law": shown["reforms_after"].list.join(", ").replace("", None)})
     if show_all:
         frame = frame.with_columns(suspicious=shown["suspicious"])
     if has_pages:

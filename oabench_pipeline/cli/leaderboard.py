@@ -39,8 +39,15 @@ from oabench_pipeline.warehouse import Warehouse
 @suite_option(
     "Rank this suite of editions (default: oabench-2026, the study's 43rd-45th; `all`: every edition)."
 )
+@click.option(
+    "--current-law",
+    "current_law",
+    is_flag=True,
+    help="Rank on the questions not flagged possibly_superseded (a reform of their area came into force "
+    "after their exam: docs/law_currency.md), and print how many questions each flag leaves in the suite.",
+)
 def leaderboard_cmd(
-    by: str, fmt: str, wide: bool, rank_by: str, as_of: datetime | None, suite: str | None
+    by: str, fmt: str, wide: bool, rank_by: str, as_of: datetime | None, suite: str | None, current_law: bool
 ) -> None:
     """Print the leaderboard (or its per-edition / per-area breakdown) from the warehouse.
 
@@ -50,6 +57,11 @@ def leaderboard_cmd(
     names the suite ranked.
     """
     settings = Settings.from_env()
+    if current_law:
+        if by != "model" or rank_by != "accuracy":
+            raise click.UsageError("--current-law ranks models by accuracy: leave out --by and --rank-by")
+        _current_law(settings, suite, as_of.date() if as_of else None, fmt, wide)
+        return
     table = {"model": "leaderboard", "edition": "leaderboard_by_edition", "area": "leaderboard_by_area"}[by]
     warehouse = Warehouse(settings.warehouse_path)
     if as_of is not None and not warehouse.has_table("scores"):
@@ -183,6 +195,82 @@ def _suite_line(row: dict) -> str:
     from oabench_pipeline.core.reports import suite_heading
 
     return suite_heading(row) + f"; {row['ranked_keys']} of {row['model_keys']} model key(s) ranked"
+
+
+def _current_law(settings: Settings, name: str | None, as_of: dt.date | None, fmt: str, wide: bool) -> None:
+    """The suite's ranking on its current-law questions (`leaderboard_current_law`), and the questions each
+    flag leaves in it (`core/law_currency.flag_counts`)."""
+    from oabench_pipeline.core.editions import format_editions
+    from oabench_pipeline.core.law_currency import DISCLAIMER, flag_counts
+
+    warehouse = Warehouse(settings.warehouse_path)
+    suite = choose_suite(load_registry_suites(settings), name)
+    names = ("leaderboard_current_law", "question_law_currency", "legal_reforms", "suites")
+    if as_of is not None:
+        if not warehouse.has_table("scores"):
+            raise click.ClickException("nothing is scored yet: run `oabench run` or `oabench import` first")
+        from oabench_pipeline.core.leaderboard import build_leaderboard_tables
+        from oabench_pipeline.scoring.inputs import healthy_reader
+
+        suites = load_registry_suites(settings)
+        with healthy_reader(warehouse) as (con, _):
+            built = build_leaderboard_tables(con, as_of=as_of, suites=list(suites.values()))
+        tables = {t: built[t] for t in names}
+    else:
+        tables = {t: warehouse.read(t) for t in names}
+    board = tables["leaderboard_current_law"]
+    if "suite" in board.columns:
+        board = board.filter(pl.col("suite") == suite.name)
+    stored = tables["suites"]
+    if (
+        board.is_empty()
+        or "suite" not in stored.columns
+        or stored.filter(pl.col("suite") == suite.name).is_empty()
+    ):
+        raise click.ClickException(
+            f"no current-law ranking of suite {suite.name} yet: `oabench run` (or `oabench import`) builds it"
+        )
+    editions = stored.filter(pl.col("suite") == suite.name)["editions_ingested"][0].to_list()
+    counts = flag_counts(tables["question_law_currency"], tables["legal_reforms"], editions)
+    if fmt != "table" or wide:
+        click.echo(format_table(board, fmt))
+    else:
+        click.echo(format_table(_current_law_summary(board), fmt))
+    if fmt == "table":
+        total = int(counts["questions"][0] + counts["questions"][1])
+        click.echo(
+            f"suite {suite.name} (editions {format_editions(editions)} ingested): {total} questions, ranked "
+            f"here on the {counts['questions'][0]} of current law"
+        )
+        click.echo(format_table(counts, fmt))
+        click.echo(DISCLAIMER)
+
+
+def _current_law_summary(board: pl.DataFrame) -> pl.DataFrame:
+    """The current-law ranking as it fits a terminal: the score on the current-law questions with its
+    interval, beside the rank and accuracy on every question of the suite."""
+
+    def interval(row: dict) -> str | None:
+        if row["official_accuracy"] is None:
+            return None
+        text = f"{row['official_accuracy']:.3f}"
+        if row["official_ci_low"] is not None and row["official_ci_high"] is not None:
+            text += f" [{row['official_ci_low']:.3f}–{row['official_ci_high']:.3f}]"
+        return text
+
+    rows = board.to_dicts()
+    return pl.DataFrame(
+        {
+            "rank": [r["rank"] for r in rows],
+            "model": [r["model_key"] for r in rows],
+            "score": [r["official_score"] for r in rows],
+            "of": [r["official_total"] for r in rows],
+            "accuracy [95%]": [interval(r) for r in rows],
+            "rank, all questions": [r["rank_all_questions"] for r in rows],
+            "accuracy, all questions": [r["official_accuracy_all_questions"] for r in rows],
+        },
+        schema_overrides={"rank": pl.Int64, "rank, all questions": pl.Int64, "accuracy [95%]": pl.String},
+    )
 
 
 # What `--suite` reads besides `suites` and `leaderboard_by_edition`: the twins the three views show.

@@ -46,11 +46,18 @@ from oabench_pipeline.core.analysis.frames import registered
 from oabench_pipeline.core.analysis.irt_tables import ability_columns, item_response_tables
 from oabench_pipeline.core.analysis.items import item_analysis
 from oabench_pipeline.core.analysis.latency import latency_accuracy_correlation
+from oabench_pipeline.core.analysis.law_currency_effect import current_law_leaderboard
 from oabench_pipeline.core.analysis.pareto import pareto_frontier
 from oabench_pipeline.core.analysis.providers import provider_summary
 from oabench_pipeline.core.analysis.retirement import with_retirement
 from oabench_pipeline.core.analysis.run_variance import ReplicateAnswers, replicate_answers, run_variance
 from oabench_pipeline.core.editions import ALL_SUITE, ALL_SUITE_DESCRIPTION, Suite, default_suite
+from oabench_pipeline.core.law_currency import (
+    LawCurrency,
+    legal_reforms_table,
+    load_law_currency,
+    question_law_currency,
+)
 from oabench_pipeline.core.scoring import score_inferences
 from oabench_pipeline.core.text_safety import clean_label_expr
 from oabench_pipeline.tables import ANALYSIS_TABLES, BY_SUITE, column_names, column_schema
@@ -193,6 +200,8 @@ class _Shared:
     cells: pl.DataFrame
     required: set[int]  # editions with questions (and in `editions`)
     irt: dict[str, pl.DataFrame]  # the Rasch tables (`analysis/irt_tables.py`), over every edition
+    currency: pl.DataFrame  # `question_law_currency`, one row per question
+    superseded: np.ndarray  # per question of `questions` (a column of `mats`): possibly superseded
 
 
 def _suites_frame(suites: Sequence[Suite]) -> pl.DataFrame:
@@ -203,7 +212,9 @@ def _suites_frame(suites: Sequence[Suite]) -> pl.DataFrame:
     )
 
 
-def _shared(con: duckdb.DuckDBPyConnection, as_of: dt.date | None, suites: Sequence[Suite]) -> _Shared:
+def _shared(
+    con: duckdb.DuckDBPyConnection, as_of: dt.date | None, suites: Sequence[Suite], law: LawCurrency
+) -> _Shared:
     scores_name, computed = _scores_name(con)
     temp = {_SCORES_TEMP: computed} if computed is not None else {}
     with registered(con, temp):
@@ -248,10 +259,32 @@ def _shared(con: duckdb.DuckDBPyConnection, as_of: dt.date | None, suites: Seque
     keys_frame = pl.DataFrame({"model_key": keys}).join(
         meta.select("model_key", "knowledge_cutoff"), on="model_key", how="left", maintain_order="left"
     )
+    currency = question_law_currency(questions, edition_dates, law)
+    superseded = (
+        questions.select("qid")
+        .join(currency.select("qid", "possibly_superseded"), on="qid", how="left", maintain_order="left")[
+            "possibly_superseded"
+        ]
+        .fill_null(False)
+        .to_numpy()
+    )
     # One Rasch fit over every key and question (`mats`' rows and columns): abilities on one scale.
-    irt, _ = item_response_tables(keys_frame, by_edition, questions, mats, edition_dates)
+    irt, _ = item_response_tables(keys_frame, by_edition, questions, mats, edition_dates, superseded)
     return _Shared(
-        by_edition, areas, all_areas, latency, meta, questions, keys, mats, answers, cells, required, irt
+        by_edition,
+        areas,
+        all_areas,
+        latency,
+        meta,
+        questions,
+        keys,
+        mats,
+        answers,
+        cells,
+        required,
+        irt,
+        currency,
+        superseded,
     )
 
 
@@ -310,6 +343,10 @@ def _suite_tables(shared: _Shared, suite: Suite) -> tuple[dict[str, pl.DataFrame
         ["rank", "official_score", "model_key"], descending=[False, True, False], nulls_last=True
     )
     complete_keys = keys_df.filter(pl.col("complete"))["model_key"]
+    ingested = shared.questions["edition"].is_in(sorted(required)).to_numpy()
+    current_law = current_law_leaderboard(
+        suite.name, keys_df, shared.keys, shared.mats, shared.questions, ingested, shared.superseded
+    )
     tables = {
         "leaderboard": leaderboard,
         "leaderboard_by_area": _by_area(
@@ -322,6 +359,7 @@ def _suite_tables(shared: _Shared, suite: Suite) -> tuple[dict[str, pl.DataFrame
         "pareto_frontier": pareto_frontier(keys_df),
         "latency_accuracy_correlation": latency_accuracy_correlation(keys_df),
         "run_variance": variance,
+        "leaderboard_current_law": current_law,
     }
     summary = {
         "suite": suite.name,
@@ -331,6 +369,8 @@ def _suite_tables(shared: _Shared, suite: Suite) -> tuple[dict[str, pl.DataFrame
         "questions": int(shared.questions["edition"].is_in(sorted(required)).sum()),
         "model_keys": keys_df.height,
         "ranked_keys": complete_keys.len(),
+        "questions_current_law": int((ingested & ~shared.superseded).sum()),
+        "questions_possibly_superseded": int((ingested & shared.superseded).sum()),
     }
     return tables, summary
 
@@ -344,6 +384,7 @@ def build_leaderboard_tables(
     *,
     as_of: dt.date | None = None,
     suites: Sequence[Suite] | None = None,
+    law: LawCurrency | None = None,
 ) -> dict[str, pl.DataFrame]:
     """All leaderboard and analysis tables, keyed by table name (see module docstring).
 
@@ -352,6 +393,7 @@ def build_leaderboard_tables(
     computed otherwise). `as_of`: count only runs completed before the end of that day (UTC).
     `suites`: the suites to rank (`load_suites`); default: `all`, every edition of `editions`. The plain
     suite-scoped tables are the default suite's (`default_suite`), their `_by_suite` twins every suite's.
+    `law`: the legal reforms and per-question notes (`core/law_currency.py`); default: the packaged ones.
     Deterministic: no random numbers anywhere.
     """
     if suites is None:
@@ -360,7 +402,8 @@ def build_leaderboard_tables(
             Suite(name=ALL_SUITE, editions=tuple(editions.to_list()), description=ALL_SUITE_DESCRIPTION)
         ]
     default = default_suite({s.name: s for s in suites}).name
-    shared = _shared(con, as_of, suites)
+    law = law if law is not None else load_law_currency()
+    shared = _shared(con, as_of, suites, law)
     per_suite = {suite.name: _suite_tables(shared, suite) for suite in suites}
     tables: dict[str, pl.DataFrame] = dict(per_suite[default][0])
     for name, base in BY_SUITE.items():
@@ -368,6 +411,9 @@ def build_leaderboard_tables(
             [_with_suite(suite, frames[base]) for suite, (frames, _) in per_suite.items()],
             how="vertical_relaxed",
         )
+    tables["leaderboard_current_law"] = pl.concat(
+        [frames["leaderboard_current_law"] for frames, _ in per_suite.values()], how="vertical_relaxed"
+    ).select(column_names("leaderboard_current_law"))
     tables["suites"] = pl.DataFrame(
         [{**summary, "is_default": suite == default} for suite, (_, summary) in per_suite.items()],
         schema=column_schema("suites"),
@@ -386,7 +432,10 @@ def build_leaderboard_tables(
         # Abilities on one scale, question difficulties, the key audit, and the cutoff comparison (exam
         # dates on both sides of a cutoff need every edition, not one suite's few months).
         **shared.irt,
+        "key_audit": _audit_with_law_currency(shared.irt["key_audit"], shared.currency),
         "runs": runs_core.runs_table(shared.cells),
+        "legal_reforms": legal_reforms_table(law, shared.currency),
+        "question_law_currency": shared.currency,
     }
     return {name: tables[name] for name in ANALYSIS_TABLES}
 
@@ -396,6 +445,21 @@ def _real_models(con: duckdb.DuckDBPyConnection, keys: pl.Series) -> np.ndarray:
     that ran, removed ones included)."""
     baselines = con.sql("SELECT model_key FROM models WHERE kind = 'baseline'").pl()["model_key"]
     return ~keys.is_in(baselines.implode()).to_numpy()
+
+
+def _audit_with_law_currency(audit: pl.DataFrame, currency: pl.DataFrame) -> pl.DataFrame:
+    """`key_audit` with each question's law currency; a suspicious key on a possibly-superseded question
+    first (later law may be why strong keys contest it), then the other suspicious ones, as before."""
+    return audit.join(
+        currency.select("qid", "possibly_superseded", "reforms_after"),
+        on="qid",
+        how="left",
+        maintain_order="left",
+    ).sort(
+        ["suspicious", "possibly_superseded", "consensus_weight", "edition", "number"],
+        descending=[True, True, True, False, False],
+        nulls_last=True,
+    )
 
 
 def suite_view(

@@ -197,6 +197,13 @@ def _per_edition_rows(tables: dict[str, pl.DataFrame]) -> tuple[list[str], list[
     return header, rows
 
 
+LAW_FLAG_NOTE = (
+    "A question is possibly superseded when a reform of its area came into force after its exam "
+    "(registry/legal_reforms.toml); a per-question note overrides that. The area-level flag marks "
+    "questions to read with care; it is not a legal judgment. `oabench leaderboard --current-law` ranks "
+    "on the current-law questions."
+)
+
 NOTES = (
     "Official accuracy credits annulled questions to every model (as the OAB does); technical accuracy "
     "counts active questions only. Intervals: 95% Wilson (annulled questions credited with certainty).",
@@ -210,14 +217,38 @@ NOTES = (
 )
 
 
+def law_currency_rows(tables: Mapping[str, pl.DataFrame]) -> tuple[list[str], list[list[str]]] | None:
+    """Each suite's questions under each law-currency flag (`suites`, `question_law_currency`,
+    `legal_reforms`): questions, current law, possibly superseded, then one column per reform (the
+    questions its area-level flag reaches). None for tables built before law currency."""
+    suites, currency, reforms = (tables.get(t) for t in ("suites", "question_law_currency", "legal_reforms"))
+    if suites is None or currency is None or reforms is None or "questions_current_law" not in suites.columns:
+        return None
+    from oabench_pipeline.core.law_currency import flag_counts
+
+    header = ["suite", "questions", "current law", "possibly superseded", *reforms["reform"].to_list()]
+    rows = []
+    for suite in suites.iter_rows(named=True):
+        counts = flag_counts(currency, reforms, suite["editions_ingested"])["questions"].to_list()
+        rows.append(
+            [suite["suite"], grouped(suite["questions"]), *(grouped(n) for n in counts[: 2 + reforms.height])]
+        )
+    return header, rows
+
+
 def leaderboard_markdown(tables: dict[str, pl.DataFrame], context: ReportContext | None = None) -> str:
-    """The leaderboard as Markdown: when, the ranking, the notes, the per-edition results."""
+    """The leaderboard as Markdown: when, the ranking, the notes, the per-edition results, and each
+    suite's questions under each law-currency flag."""
     lines = []
     if context is not None:
         lines += [" · ".join(context.lines()), ""]
     lines += markdown_table(*_display_rows(tables))
     lines += ["", *(f"{note}\n" for note in NOTES), "**Per edition**", ""]
     lines += markdown_table(*_per_edition_rows(tables))
+    currency = law_currency_rows(tables)
+    if currency is not None:
+        lines += ["", "**Questions by law-currency flag** (docs/law_currency.md)", ""]
+        lines += [*markdown_table(*currency), "", LAW_FLAG_NOTE]
     return "\n".join(lines) + "\n"
 
 
@@ -254,8 +285,12 @@ def _html_page(
         }
         for name, data in pngs.items()
     ]
+    currency = law_currency_rows(tables)
     return render(
         "report.html",
+        currency_header=currency[0] if currency else None,
+        currency_rows=currency[1] if currency else None,
+        law_flag_note=LAW_FLAG_NOTE,
         when=context.lines(),
         ranking_header=ranking_header,
         ranking_rows=ranking_rows,

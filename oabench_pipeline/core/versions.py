@@ -25,7 +25,7 @@ BOOKLET_PARSER_VERSION = "booklet-4"
 # The analysis tables' code version: bump it with any change to how a table is computed, so that the
 # automation rebuilds them once (`automation/downstream.py`) and so does the next `oabench run`, which
 # reads the version each table was written with (`freshness.leaderboard_is_current`).
-ANALYSIS_VERSION = "analysis-6"  # 2: Rasch tables; 3: per-edition costs; 4: suites (`_by_suite`, `suites`); 5: `retired`; 6: contamination_by_cutoff pooled row
+ANALYSIS_VERSION = "analysis-7"  # 2: Rasch tables; 3: per-edition costs; 4: suites (`_by_suite`, `suites`); 5: `retired`; 6: contamination_by_cutoff pooled row; 7: law currency (legal_reforms, question_law_currency, law_currency_effect, leaderboard_current_law)
 
 # Columns of `inferences` that say when or by which Dagster run a row was (re)written: a rebuild of an
 # unchanged cell (a baseline recomputed, skipped rows re-dated, a rerun that sent nothing) changes them.

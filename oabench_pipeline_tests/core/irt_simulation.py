@@ -1,6 +1,8 @@
 """Simulated benchmark results with known truth, for the item-response, cutoff and key-audit analyses.
 
 Keys answer questions by the Rasch model: P(right) = expit(θ_i − b_j + δ_i·after_ij), b_j = μ_e + u_j.
+`after_ij`: question j's exam was held after key i's cutoff or, given `flagged`, question j is flagged
+(possibly superseded by later law: the same split for every key).
 A wrong answer goes to the question's most attractive distractor with probability `ATTRACTION`, else to
 one of the other two; a planted wrong key publishes another letter than the one the keys were generated
 against. Everything is drawn from one seeded generator.
@@ -61,10 +63,12 @@ def simulate(
     wrong_keys: int = 0,
     wrong_key_max_difficulty: float = np.inf,
     coverage: float = 1.0,
+    flagged: np.ndarray | None = None,
 ) -> Simulation:
     """Keys × questions answers by the model above. `effects` and `cutoffs` per key (default: no effect,
     cutoffs spread over the middle of the exam dates); `wrong_keys` questions, among those no harder than
-    `wrong_key_max_difficulty`, get a wrong published key; `coverage`: the chance each answer exists."""
+    `wrong_key_max_difficulty`, get a wrong published key; `coverage`: the chance each answer exists;
+    `flagged` (J,): the questions `effects` apply to, instead of those after each key's cutoff."""
     rng = np.random.Generator(np.random.PCG64(seed))
     group = np.repeat(np.arange(n_editions), per_edition)  # an int, or each edition's count
     n_items = group.size
@@ -78,6 +82,8 @@ def simulate(
         cutoffs = [dates[0] + dt.timedelta(days=int(span * f)) for f in np.linspace(0.3, 0.8, n_keys)]
     effect = np.zeros(n_keys) if effects is None else np.asarray(effects, dtype=float)
     after = np.array([[c is not None and d > c for d in dates] for c in cutoffs], dtype=bool)[:, group]
+    if flagged is not None:
+        after = np.broadcast_to(np.asarray(flagged, dtype=bool), (n_keys, n_items))
     logit = ability[:, None] - difficulty[None, :] + effect[:, None] * after
     right = rng.random((n_keys, n_items)) < special.expit(logit)
     covered = rng.random((n_keys, n_items)) < coverage
@@ -109,3 +115,14 @@ def simulate(
         true_letter=true_letter,
         wrong_keys=planted,
     )
+
+
+def law_flags(
+    n_editions: int, per_edition: int, *, areas: int = 8, reformed: int = 3, share: float = 0.6
+) -> np.ndarray:
+    """(J,) a law-currency split shaped like the OAB's: each edition's questions fall into `areas` areas in
+    blocks, `reformed` of them rewritten by later law, flagged in the first `share` of the editions."""
+    position = np.tile(np.arange(per_edition), n_editions)
+    edition = np.repeat(np.arange(n_editions), per_edition)
+    in_reformed_area = position * areas // per_edition < reformed
+    return in_reformed_area & (edition < round(share * n_editions))

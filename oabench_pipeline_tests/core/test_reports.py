@@ -150,3 +150,25 @@ def test_cutoff_chart_says_why_a_panel_has_no_effect() -> None:
     )
     row = {"effect_log_odds": -0.5, "effect_ci_low": -0.8, "effect_ci_high": -0.2, "p_value": 0.001}
     assert _effect_text(row) == "effect -0.50 log-odds [-0.80, -0.20], p = 0.001"
+
+
+def test_the_report_says_how_many_questions_each_suite_has_under_each_flag(
+    tables: dict[str, pl.DataFrame], tmp_path: Path
+) -> None:
+    files = write_reports(tables, tmp_path)
+    markdown = files.markdown.read_text(encoding="utf-8")
+    suite = tables["suites"].row(0, named=True)
+    reforms = tables["legal_reforms"]["reform"].to_list()
+    assert "**Questions by law-currency flag**" in markdown
+    header = next(line for line in markdown.splitlines() if line.startswith("| suite | questions |"))
+    assert header.split(" | ")[2:4] == ["current law", "possibly superseded"] and reforms[0] in header
+    row = next(line for line in markdown.splitlines() if line.startswith(f"| {suite['suite']} |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert [int(c.replace(",", "")) for c in cells[1:4]] == [
+        suite["questions"],
+        suite["questions_current_law"],
+        suite["questions_possibly_superseded"],
+    ]
+    assert "not a legal judgment" in markdown
+    html = files.html.read_text(encoding="utf-8")
+    assert "Questions by law-currency flag" in html and "not a legal judgment" in html

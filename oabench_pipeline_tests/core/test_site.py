@@ -229,3 +229,31 @@ def test_rebuild_rewrites_only_what_changed(
     assert broken_links(site) == []
     assert {k: v[0] for k, v in snapshot(site).items()} == {k: v[0] for k, v in before.items()}
     assert snapshot(site)["CNAME"] == before["CNAME"]  # never the site's to remove or rewrite
+
+
+def test_law_currency_on_question_pages_and_the_current_law_view(
+    store: Warehouse, site_template: tuple[Path, SiteResult]
+) -> None:
+    """A question under a later reform says which, with its official source and the disclaimer; one under
+    none says nothing; Início shows the ranking on the current-law questions and each flag's count."""
+    site, _ = site_template
+    currency = store.read("question_law_currency").sort("qid")
+    flagged = currency.filter(pl.col("possibly_superseded")).row(0, named=True)
+    current = currency.filter(~pl.col("possibly_superseded")).row(0, named=True)
+    reforms = {r["reform"]: r for r in store.read("legal_reforms").iter_rows(named=True)}
+    page = (site / paths.question_page(flagged["qid"])).read_text(encoding="utf-8")
+    words = Words("pt")
+    assert 'id="possibly-superseded"' in page and words.t("law_flag_note") in page
+    for reform in flagged["reforms_after"]:
+        assert f'<a href="{reforms[reform]["source_url"]}">{reforms[reform]["act"]}</a>' in page
+    assert 'id="law-currency"' not in (site / paths.question_page(current["qid"])).read_text(encoding="utf-8")
+    index = (site / "index.html").read_text(encoding="utf-8")
+    found = tables(index)
+    board = store.read("leaderboard_current_law")
+    suite = store.read("suites").filter(pl.col("is_default")).row(0, named=True)
+    rows = board.filter(pl.col("suite") == suite["suite"])
+    assert [r.attrs["data-model-key"] for r in found["current-law"]] == rows["model_key"].to_list()
+    counts = {r.cells[0]: int(r.cells[1]) for r in found["flag-counts"]}
+    assert counts["direito vigente"] == suite["questions_current_law"]
+    assert counts["possivelmente superadas"] == suite["questions_possibly_superseded"]
+    assert words.t("law_flag_note") in index

@@ -15,6 +15,7 @@ from oabench_pipeline.core.analysis.cutoff_effect import CutoffEffect, cutoff_ef
 from oabench_pipeline.core.analysis.frames import safe_div
 from oabench_pipeline.core.analysis.item_response import Z95, RaschFit, fit_rasch
 from oabench_pipeline.core.analysis.key_audit import key_audit
+from oabench_pipeline.core.analysis.law_currency_effect import contested_questions, law_currency_effect
 
 # Abilities equal to this many decimals share a rank (keys with the same answers get the same ability,
 # up to the last bits of floating point).
@@ -234,16 +235,24 @@ def item_response_tables(
     questions: pl.DataFrame,
     mats: dict[str, np.ndarray],
     edition_dates: pl.DataFrame,
+    superseded: np.ndarray | None = None,
 ) -> tuple[dict[str, pl.DataFrame], pl.DataFrame]:
-    """Every table of the module, and `keys_df` with the leaderboard's ability columns."""
+    """Every table of the module, and `keys_df` with the leaderboard's ability columns. With `superseded`
+    (per question of `questions`: possibly superseded by later law), `law_currency_effect` on the same fit."""
     fit = fit_answers(questions, mats)
     abilities = item_abilities(keys_df["model_key"], fit, mats)
     contamination, pooled = cutoff_tables(by_edition, keys_df, edition_dates, questions, mats, fit)
+    audit = key_audit(questions, mats["L"], fit.ability, fit.difficulty)
     tables = {
         "item_abilities": abilities,
         "item_difficulties": item_difficulties(questions, fit, mats),
-        "key_audit": key_audit(questions, mats["L"], fit.ability, fit.difficulty),
+        "key_audit": audit,
         "contamination_by_cutoff": contamination,
         "contamination_pooled": pooled,
     }
+    if superseded is not None:
+        contested = contested_questions(audit, questions)
+        tables["law_currency_effect"] = law_currency_effect(
+            keys_df["model_key"], fit, mats, superseded, contested
+        )
     return tables, ability_columns(keys_df, abilities, by_edition)

@@ -356,6 +356,77 @@ _CHECKS["suites"] = {
 }
 
 
+_CHECKS["legal_reforms"] = {
+    "one_row_per_reform_in_force_after_publication": (
+        "Each reform appears once, touches at least one area, and came into force on or after its "
+        "publication; blocking.",
+        lambda f: (
+            duplicated(f, ["reform"])
+            + violating(f, ["reform"], pl.col("in_force") >= pl.col("published"), "in_force before published")
+            + violating(f, ["reform"], pl.col("areas").list.len() > 0, "no area")
+        ),
+    ),
+}
+_CHECKS["question_law_currency"] = {
+    "one_row_per_qid_with_reforms_after_its_exam": (
+        "Each question appears once; the area flag is set exactly when reforms_after lists a reform, and "
+        "a note's verdict decides possibly_superseded; blocking.",
+        lambda f: (
+            duplicated(f, ["qid"])
+            + violating(
+                f, ["qid"], pl.col("area_flag") == (pl.col("reforms_after").list.len() > 0), "area_flag wrong"
+            )
+            + violating(
+                f,
+                ["qid"],
+                pl.when(pl.col("note_verdict").is_null())
+                .then(pl.col("possibly_superseded") == pl.col("area_flag"))
+                .otherwise(pl.col("possibly_superseded") == (pl.col("note_verdict") == "outdated")),
+                "possibly_superseded disagrees with the flag or the note",
+            )
+        ),
+    ),
+}
+_CHECKS["law_currency_effect"] = {
+    "one_row_per_key": (
+        "Each model key appears once, and the pooled row (model_key NULL) once when there is any; blocking.",
+        lambda f: duplicated(_pooled_named(f), ["model_key"]) + _pooled_row_problems(f),
+    ),
+    "correct_within_total": (
+        "0 ≤ correct ≤ total on possibly-superseded and current-law questions; blocking.",
+        lambda f: _within_totals(
+            _pooled_named(f),
+            ["model_key"],
+            [("correct_superseded", "total_superseded"), ("correct_current", "total_current")],
+        ),
+    ),
+    "effect_interval_valid": (
+        "effect_ci_low ≤ effect_log_odds ≤ effect_ci_high and p_value in [0, 1]; blocking.",
+        lambda f: _effect_checks(_pooled_named(f), ["model_key"]),
+    ),
+}
+_CHECKS["leaderboard_current_law"] = {
+    "one_row_per_suite_and_key_within_totals": (
+        "Each model key appears once per suite; 0 ≤ technical score ≤ technical total ≤ official total, "
+        "official score ≤ official total, accuracies in [0, 1]; blocking.",
+        lambda f: (
+            duplicated(f, ["suite", "model_key"])
+            + _within_totals(
+                f,
+                ["suite", "model_key"],
+                [
+                    ("technical_score", "technical_total"),
+                    ("official_score", "official_total"),
+                    ("technical_total", "official_total"),
+                ],
+            )
+            + outside(f, ["suite", "model_key"], "official_accuracy", 0, 1)
+            + outside(f, ["suite", "model_key"], "technical_accuracy", 0, 1)
+        ),
+    ),
+}
+
+
 def _in_each_suite(check: Check) -> Check:
     """A table's check run on each suite's rows of its `_by_suite` twin, each problem naming the suite."""
 

@@ -40,7 +40,7 @@ from oabench_pipeline.core.versions import (
 )
 
 # The site's code version (`leaderboard_site`): bump it when the pages change, to have the site rebuilt.
-SITE_VERSION = "site-2"  # 2: an Início per suite with a switcher; passed editions of the suite's editions
+SITE_VERSION = "site-3"  # 2: an Início per suite with a switcher; passed editions of the suite's editions; 3: law currency
 
 # Columns left out of the downloads: paths on the machine that built the site, of no use to a reader.
 LOCAL_COLUMNS: dict[str, tuple[str, ...]] = {"source_files": ("fetched_from", "stored_at")}
@@ -210,7 +210,34 @@ def _index(data: SiteData, ctx: _Context, suite: SuiteBoard) -> tuple[str, str]:
         area_chart=paths.relative(at, ctx.chart(suite, "acuracia-por-area")) if board else None,
         no_cost=no_cost,
         editions=editions,
+        current_law=[
+            {
+                **row,
+                "href": ctx.model_href(at, row["model_key"]),
+                "label": ctx.labels.get(row["model_key"], row["model_key"]),
+            }
+            for row in suite.current_law.iter_rows(named=True)
+        ],
+        flag_counts=[
+            (_flag_in_portuguese(flag) if ctx.lang == "pt" else flag, n)
+            for flag, n in suite.flag_counts.iter_rows()
+        ],
     )
+
+
+# `law_currency.flag_counts`' first rows in Portuguese (the reforms keep their ids).
+_FLAG_WORDS_PT = {
+    "current law": "direito vigente",
+    "possibly superseded": "possivelmente superadas",
+    "a note says it outdated": "nota: superada",
+    "a note says it holds": "nota: ainda vale",
+}
+
+
+def _flag_in_portuguese(flag: str) -> str:
+    if flag.startswith("under "):  # "under cpc-2015 (in force 2016-03-18)"
+        return flag.replace("under ", "sob ", 1).replace("(in force ", "(em vigor desde ")
+    return _FLAG_WORDS_PT.get(flag, flag)
 
 
 def _suite_description(ctx: _Context, suite: SuiteBoard) -> str:
@@ -383,6 +410,7 @@ def _questions(data: SiteData, ctx: _Context) -> Iterator[tuple[str, str]]:
         qid: frame.to_dicts() for (qid,), frame in data.answers.partition_by("qid", as_dict=True).items()
     }
     statuses = {row["edition"]: ctx.key_status(row) for row in data.editions.iter_rows(named=True)}
+    reforms = {row["reform"]: row for row in data.legal_reforms.iter_rows(named=True)}
     by_edition = data.questions.partition_by("edition", as_dict=True, maintain_order=True)
     for (edition,), frame in by_edition.items():
         rows = frame.to_dicts()
@@ -414,6 +442,7 @@ def _questions(data: SiteData, ctx: _Context) -> Iterator[tuple[str, str]]:
                 n_right=sum(bool(a.is_correct_technical) for a in answers),
                 choices=[(letter, q[f"choice_{letter.lower()}"]) for letter in "ABCD"],
                 answers=answers,
+                reforms=[reforms[r] for r in q["reforms_after"] or [] if r in reforms],
                 **neighbour,
             )
 

@@ -2,7 +2,9 @@
 
 Every figure comes from a warehouse table as stored: the leaderboard tables for the ranking, the
 canonical run of each cell (`leaderboard_by_edition.run_id`) for what a model answered, `item_analysis`
-for each question's share correct, `key_audit` for whether its key is suspicious. Nothing is recomputed here, so the site shows what
+for each question's share correct, `key_audit` for whether its key is suspicious, `question_law_currency`
+and `legal_reforms` for the reforms of its area since its exam, `leaderboard_current_law` for each suite's
+ranking on the questions not flagged. Nothing is recomputed here, so the site shows what
 `oabench leaderboard` and `oabench sql` show.
 """
 
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 import duckdb
 import polars as pl
 
+from oabench_pipeline.core.law_currency import flag_counts
 from oabench_pipeline.core.leaderboard import suite_view
 from oabench_pipeline.core.scoring import QUESTION_STATUS_SQL
 from oabench_pipeline.tables import BY_SUITE
@@ -46,13 +49,24 @@ QUESTIONS_SQL = f"""
 SELECT q.qid, q.edition, q.number, q.area, q.stem, q.choice_a, q.choice_b, q.choice_c, q.choice_d,
        q.requires_image, q.pages, k.correct, {QUESTION_STATUS_SQL} AS status,
        ia.n_models, ia.share_correct, ia.flag,
-       coalesce(ka.suspicious, false) AS suspicious, ka.consensus, ka.consensus_weight, ka.key_status
+       coalesce(ka.suspicious, false) AS suspicious, ka.consensus, ka.consensus_weight, ka.key_status,
+       {{currency_columns}}
 FROM questions AS q
 LEFT JOIN answer_keys AS k ON k.qid = q.qid
 LEFT JOIN item_analysis AS ia ON ia.qid = q.qid
 LEFT JOIN key_audit AS ka ON ka.qid = q.qid
+{{currency_join}}
 ORDER BY q.edition, q.number
 """
+# A question's law currency (`question_law_currency`), or nothing in a warehouse built before it.
+_CURRENCY_COLUMNS = (
+    "lc.reforms_after, coalesce(lc.possibly_superseded, false) AS possibly_superseded, lc.note_verdict, "
+    "lc.note AS currency_note, lc.note_source"
+)
+_NO_CURRENCY_COLUMNS = (
+    "[]::VARCHAR[] AS reforms_after, false AS possibly_superseded, NULL::VARCHAR AS note_verdict, "
+    "NULL::VARCHAR AS currency_note, NULL::VARCHAR AS note_source"
+)
 
 # Every run of every key, with the official score of each of its cells (a replicate's spread shows here).
 RUN_SCORES_SQL = """
@@ -84,6 +98,10 @@ class SuiteBoard:
     """The suite's editions only."""
     by_area: pl.DataFrame
     pareto: pl.DataFrame
+    current_law: pl.DataFrame
+    """The suite's rows of `leaderboard_current_law` (empty before that table)."""
+    flag_counts: pl.DataFrame
+    """How many of the suite's questions each law-currency flag leaves (`law_currency.flag_counts`)."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +127,8 @@ class SiteData:
     oldest_answer: dt.datetime | None
     suites: list[SuiteBoard]
     """Every suite of the `suites` table, in its order (at least one board)."""
+    legal_reforms: pl.DataFrame
+    """The `legal_reforms` table (empty before it)."""
 
     @property
     def model_keys(self) -> list[str]:
@@ -142,6 +162,11 @@ def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
 def _suite_boards(con: duckdb.DuckDBPyConnection, plain: dict[str, pl.DataFrame]) -> list[SuiteBoard]:
     """Each suite's board from the `_by_suite` twins; without a `suites` table, one board of the plain tables."""
     present = _tables(con)
+    currency = (
+        _frame(con, "SELECT * FROM question_law_currency")
+        if {"question_law_currency", "legal_reforms", "leaderboard_current_law"} <= present
+        else None
+    )
     if "suites" not in present or _frame(con, "SELECT count(*) AS n FROM suites")["n"][0] == 0:
         editions = sorted(set(plain["leaderboard_by_edition"]["edition"].to_list()))
         return [
@@ -154,8 +179,14 @@ def _suite_boards(con: duckdb.DuckDBPyConnection, plain: dict[str, pl.DataFrame]
                 plain["leaderboard_by_edition"],
                 plain["leaderboard_by_area"],
                 plain["pareto_frontier"],
+                pl.DataFrame(),
+                pl.DataFrame(),
             )
         ]
+    reforms = (
+        _frame(con, "SELECT * FROM legal_reforms ORDER BY in_force, reform") if currency is not None else None
+    )
+    current_law = _frame(con, "SELECT * FROM leaderboard_current_law") if currency is not None else None
     twins = {name: _frame(con, f'SELECT * FROM "{name}"') for name in BY_SUITE if name in present}
     boards = []
     for row in _frame(con, "SELECT * FROM suites").iter_rows(named=True):
@@ -176,6 +207,12 @@ def _suite_boards(con: duckdb.DuckDBPyConnection, plain: dict[str, pl.DataFrame]
                 view["leaderboard_by_edition"],
                 view["leaderboard_by_area"].sort("model_key", "area_order", "area"),
                 view["pareto_frontier"],
+                current_law.filter(pl.col("suite") == row["suite"])
+                if current_law is not None
+                else pl.DataFrame(),
+                flag_counts(currency, reforms, row["editions_ingested"])
+                if currency is not None and reforms is not None
+                else pl.DataFrame(),
             )
         )
     return boards
@@ -208,7 +245,7 @@ def load_site_data(con: duckdb.DuckDBPyConnection) -> SiteData:
         run_variance=_frame(con, "SELECT * FROM run_variance"),
         editions=_frame(con, "SELECT * FROM editions ORDER BY edition"),
         source_files=_frame(con, "SELECT * FROM source_files ORDER BY edition, kind"),
-        questions=_frame(con, QUESTIONS_SQL),
+        questions=_frame(con, _questions_sql(_tables(con))),
         answers=_frame(con, ANSWERS_SQL),
         latencies=_frame(con, LATENCIES_SQL),
         parser_versions=[row[0] for row in parsers],
@@ -218,4 +255,15 @@ def load_site_data(con: duckdb.DuckDBPyConnection) -> SiteData:
         oldest_answer=span[0],
         newest_answer=span[1],
         suites=_suite_boards(con, plain),
+        legal_reforms=_frame(con, "SELECT * FROM legal_reforms ORDER BY in_force, reform")
+        if "legal_reforms" in _tables(con)
+        else pl.DataFrame(),
     )
+
+
+def _questions_sql(present: set[str]) -> str:
+    if "question_law_currency" in present:
+        columns, join = _CURRENCY_COLUMNS, "LEFT JOIN question_law_currency AS lc ON lc.qid = q.qid"
+    else:
+        columns, join = _NO_CURRENCY_COLUMNS, ""
+    return QUESTIONS_SQL.replace("{currency_columns}", columns).replace("{currency_join}", join)

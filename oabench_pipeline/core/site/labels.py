@@ -132,6 +132,30 @@ _LABELS: dict[str, tuple[str, str]] = {
         "by ability, agree on another letter; check the question against the definitive key",
     ),
     "consensus": ("consenso", "consensus"),
+    "law_currency": ("Direito posterior à prova", "Later law"),
+    "read_with_care": ("ler com cuidado", "read with care"),
+    "reforms_after": (
+        "Reformas desta área em vigor depois da prova",
+        "Reforms of this area in force after the exam",
+    ),
+    "in_force_since": ("em vigor desde", "in force since"),
+    "law_flag_note": (
+        "O alerta por área marca questões a ler com cuidado: uma reforma da área entrou em vigor depois da "
+        "prova. Não é um juízo jurídico de que o gabarito oficial esteja errado hoje.",
+        "The area-level flag marks questions to read with care: a reform of the area came into force after "
+        "the exam. It is not a legal judgment that the official answer is wrong today.",
+    ),
+    "note_outdated": ("Superada por lei posterior, segundo", "Outdated by later law, according to"),
+    "note_holds": ("Ainda vale, segundo", "Still holds, according to"),
+    "current_law": ("Só direito vigente", "Current law only"),
+    "current_law_intro": (
+        "A mesma classificação só com as questões sem alerta de reforma posterior à prova "
+        "(question_law_currency):",
+        "The same ranking on the questions with no reform flagged after their exam (question_law_currency):",
+    ),
+    "rank_all_questions": ("Posição (todas)", "Rank (all)"),
+    "accuracy_all_questions": ("Acurácia (todas)", "Accuracy (all)"),
+    "flag_counts": ("Questões por alerta", "Questions by flag"),
     "hard": ("difícil", "hard"),
     "stem": ("Enunciado", "Stem"),
     "choices": ("Alternativas", "Choices"),
