@@ -155,28 +155,32 @@ def test_downloads_carry_no_secret_and_no_internal_host(store: Warehouse, tmp_pa
 # --- item 6: two builds into one folder ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_build_waits_while_another_holds_the_folder(store: Warehouse, tmp_path: Path) -> None:
-    """Deterministic: a build holding the folder (its lock) keeps a second one from writing anything."""
+    """Deterministic: while another build holds the folder (its lock), a build writes nothing and says
+    it waits; then it builds whole, leaving the file a person put there."""
     from oabench_pipeline.core.site.writer import folder_lock
 
     site = tmp_path / "site"
-    build(store, site)
-    before = {p: p.stat().st_mtime_ns for p in site.rglob("*.html")}
+    site.mkdir()
+    (site / "CNAME").write_text("bench.example.org\n")
     told: list[str] = []
     done = threading.Event()
     with folder_lock(site):
-        second = threading.Thread(
-            target=lambda: (_build_en(store, site, told), done.set()), name="second-build"
-        )
+        second = threading.Thread(target=lambda: (_build_en(store, site, told), done.set()), name="second")
         second.start()
-        time.sleep(1.5)
+        deadline = time.monotonic() + 30
+        while not told and time.monotonic() < deadline:  # it reads the tables first, then asks for the folder
+            time.sleep(0.05)
+        time.sleep(0.5)
         assert not done.is_set()
-        assert {p: p.stat().st_mtime_ns for p in site.rglob("*.html")} == before  # nothing written yet
+        assert {p.name for p in site.iterdir()} == {"CNAME", LOCK}  # nothing written meanwhile
         assert told == [f"another build is writing {site}: waiting for it to finish"]
     second.join(60)
     assert done.is_set()
     assert 'lang="en"' in (site / "index.html").read_text(encoding="utf-8")
     assert broken_links(site) == []
+    assert (site / "CNAME").read_text() == "bench.example.org\n"
 
 
 def _build_en(store: Warehouse, site: Path, told: list[str]) -> None:
