@@ -29,7 +29,7 @@ from oabench_pipeline_tests.core.synthetic_results import (
     rebuild_tables,
     stored_suites,
 )
-from oabench_pipeline_tests.pipeline_env import PipelineEnv, make_env
+from oabench_pipeline_tests.pipeline_env import PipelineEnv, make_env, write_models_file
 from oabench_pipeline_tests.site_pages import broken_links, tables
 
 SECRET = "SUPERSECRET123"
@@ -150,6 +150,44 @@ def test_downloads_carry_no_secret_and_no_internal_host(store: Warehouse, tmp_pa
         assert frame["base_url"].null_count() == frame.height, kind
     # The warehouse keeps the registry's spelling for the user's own queries (`oabench sql`).
     assert LOOPBACK_URL in store.read("models")["base_url"].to_list()
+
+
+def test_a_key_pasted_into_base_url_never_reaches_the_warehouse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The `models` step writes the registry's `base_url` with the model's environment secrets redacted
+    (the key the client sends, also pasted into the URL): the warehouse never holds a key."""
+    from dagster import materialize
+
+    from oabench_pipeline.inference.registry_assets import models
+    from oabench_pipeline.inference.resources import ModelsRegistryResource
+    from oabench_pipeline.resources import WarehouseResource
+
+    key = "sk-acme-0123456789abcdef"
+    monkeypatch.setenv("ACME_TEST_KEY", key)
+    registry = write_models_file(
+        tmp_path / "models.toml",
+        [
+            {
+                "id": "acme/m",
+                "base_url": f"https://api.example.com/v1?key={key}&region=eu",
+                "api_key_env": "ACME_TEST_KEY",
+            },
+            {"id": "acme/local", "base_url": LOOPBACK_URL, "api_key_env": ""},
+        ],
+    )
+    db_path = tmp_path / "warehouse" / "oabench.duckdb"
+    result = materialize(
+        [models],
+        resources={
+            "models_registry": ModelsRegistryResource(path=str(registry)),
+            "warehouse": WarehouseResource(path=str(db_path), raw_dir=str(tmp_path / "raw")),
+        },
+    )
+    assert result.success
+    stored = dict(Warehouse(db_path).read("models").select("model_key", "base_url").iter_rows())
+    assert stored["acme/m"] == "https://api.example.com/v1?key=***&region=eu"
+    assert stored["acme/local"] == LOOPBACK_URL  # no secret of the environment in it: as written
 
 
 # --- item 6: two builds into one folder ---------------------------------------------------------------------

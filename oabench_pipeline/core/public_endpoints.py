@@ -11,9 +11,10 @@ NULL is also what an offline baseline has: the `kind` column tells the two apart
 
 The rule reads the URL only (no DNS lookup): a public-looking name that resolves to a private address
 is published as its name, which is what the user wrote and what anyone resolving it would see.
-The warehouse keeps `base_url` as `models.toml` spells it, for the user's own use (`oabench sql`): it never
-holds an API key or a secret header value, which come from the environment (`api_key_env`, `{ env = ... }`),
-and a `base_url` with userinfo is refused when the registry is read.
+The warehouse keeps `base_url` as `models.toml` spells it, for the user's own use (`oabench sql`), less the
+model's API key and secret header values (read from the environment, `api_key_env`, `{ env = ... }`): a
+key pasted into the URL as well is redacted there (`registry_assets.model_row`); a `base_url` with
+userinfo is refused when the registry is read.
 """
 
 from __future__ import annotations
