@@ -14,6 +14,7 @@ from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.resources import WarehouseResource
 from oabench_pipeline.scoring.inputs import CELL_TABLES, analysis_inputs
 from oabench_pipeline.tables import ANALYSIS_TABLES
+from oabench_pipeline.warehouse import Warehouse
 
 SITE_FOLDER = "site"  # under the warehouse folder: warehouse/site/
 
@@ -32,6 +33,14 @@ class SiteConfig(Config):
 
 def site_folder(warehouse_root: Path, out_dir: str | None) -> Path:
     return Path(out_dir).resolve() if out_dir else warehouse_root / SITE_FOLDER
+
+
+def counted_cells(store: Warehouse) -> set[str]:
+    """The cells (partition keys) the stored leaderboard counts: its per-edition rows."""
+    if not store.has_table("leaderboard_by_edition"):
+        return set()
+    rows = store.read("leaderboard_by_edition").select("model_key", "edition").iter_rows()
+    return {cell_name(key, edition) for key, edition in rows}
 
 
 @asset(
@@ -66,10 +75,7 @@ def leaderboard_site(
     folder = site_folder(store.root, config.out_dir)
     started = time.perf_counter()
     inputs = analysis_inputs(store)
-    counted = {
-        cell_name(key, edition)
-        for key, edition in store.read("leaderboard_by_edition").select("model_key", "edition").iter_rows()
-    }
+    counted = counted_cells(store)
     refused = [f"cell {key}: {why}" for key, why in inputs.unreadable.items() if key in counted]
     if refused:
         # Its counts are on the leaderboard but its answers, misses and latencies cannot be read: pages
