@@ -11,6 +11,7 @@ import polars as pl
 from oabench_pipeline.cli.common import choose_suite, load_registry_suites, suite_option, table_format_option
 from oabench_pipeline.cli.group import main
 from oabench_pipeline.cli.output import format_table, leaderboard_summary
+from oabench_pipeline.core.public_endpoints import public_frame
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import Warehouse
 
@@ -108,7 +109,7 @@ def leaderboard_cmd(
                 )
             columns = {c: h for c, h in TERMINAL_COLUMNS[by].items() if c in frame.columns}
             frame = frame.select(list(columns)).rename(columns)
-    click.echo(format_table(frame, fmt))
+    click.echo(format_table(public_frame(frame), fmt))  # an endpoint column, if one is ever added
     if note:
         click.echo(note)
     if heading and fmt in ("table", "markdown"):  # which suite is ranked, and what it covers

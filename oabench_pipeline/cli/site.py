@@ -58,6 +58,8 @@ def site_cmd(out_dir: Path | None, lang: str, suite: str | None) -> None:
         raise click.ClickException("site: built, but its materialization is not in the instance")
     meta = {key: value.value for key, value in materialization.metadata.items()}
     folder = Path(str(meta["folder"]))
+    for line in str(meta.get("left_out") or "").splitlines():  # an unreadable cell the leaderboard omits
+        click.echo(f"warning: {line}", err=True)
     click.echo(
         f"site: {meta['pages']} pages, {meta['files']} files ({meta['written']} written, {meta['unchanged']} "
         f"unchanged, {meta['removed']} removed), {float(str(meta['bytes'])) / 1e6:.1f} MB in {meta['build_seconds']} s"

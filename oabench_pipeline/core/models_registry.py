@@ -189,7 +189,7 @@ def host_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | N
         return None
 
 
-def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     """The IPv4 address an IPv6 one stands for: IPv4-mapped (`::ffff:a.b.c.d`), IPv4-compatible
     (`::a.b.c.d`), 6to4 (`2002:AABB:CCDD::`) and NAT64 (`64:ff9b::a.b.c.d`) reach it."""
     if address.ipv4_mapped is not None:
@@ -212,7 +212,7 @@ def link_local_problem(host: str) -> str | None:
     if address is None:
         return None
     candidates: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = [address]
-    if isinstance(address, ipaddress.IPv6Address) and (embedded := _embedded_ipv4(address)) is not None:
+    if isinstance(address, ipaddress.IPv6Address) and (embedded := embedded_ipv4(address)) is not None:
         candidates.append(embedded)
     for candidate in candidates:
         shown = f"{address} (that is {candidate})" if candidate != address else str(address)

@@ -23,6 +23,7 @@ from oabench_pipeline.core.files import write_atomically
 from oabench_pipeline.core.leaderboard import suite_view
 from oabench_pipeline.core.markdown import markdown_table
 from oabench_pipeline.core.numbers import grouped, short_decimal
+from oabench_pipeline.core.public_endpoints import public_frame
 from oabench_pipeline.core.rendering import render
 from oabench_pipeline.tables import csv_ready
 
@@ -302,6 +303,8 @@ def _html_page(
 
 
 def frame_bytes(frame: pl.DataFrame, kind: str) -> bytes:
+    """A published file's bytes (the report's exports, the site's downloads): endpoints public only."""
+    frame = public_frame(frame)
     buffer = io.BytesIO()
     if kind == "csv":
         csv_ready(frame).write_csv(buffer)

@@ -1,6 +1,7 @@
 """Assets describing the models: the registry as a table, and dated price snapshots."""
 
 import datetime as dt
+import os
 
 import polars as pl
 from dagster import AssetExecutionContext, DataVersion, MaterializeResult, MetadataValue, asset
@@ -11,6 +12,7 @@ from oabench_pipeline.core.versions import frame_version
 from oabench_pipeline.inference.catalogue_snapshots import stored_snapshots
 from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.pricing import PricingFetchError, fetch_model_prices
+from oabench_pipeline.inference.redaction import redact
 from oabench_pipeline.inference.resources import ModelCatalogueResource, ModelsRegistryResource, api_key_for
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.resources import WarehouseResource
@@ -18,6 +20,7 @@ from oabench_pipeline.warehouse import Warehouse
 
 
 def model_row(model: ModelConfig, in_registry: bool = True) -> dict:
+    """The model's `models` row; its `base_url` with any secret of the environment it uses redacted."""
     return {
         "model_key": model.key,
         "model": model.id,
@@ -26,13 +29,20 @@ def model_row(model: ModelConfig, in_registry: bool = True) -> dict:
         "protocol": model.protocol,
         "reasoning_effort": model.reasoning_effort,
         "web_search": model.web_search,
-        "base_url": model.base_url,
+        "base_url": redact(model.base_url, environment_secrets(model)) if model.base_url else None,
         "kind": model.kind,
         "concurrency": model.concurrency,
         "max_cost_usd": model.max_cost_usd,
         "knowledge_cutoff": model.knowledge_cutoff,
         "in_registry": in_registry,
     }
+
+
+def environment_secrets(model: ModelConfig) -> list[str]:
+    """The API key and secret header values the model reads from the environment, those that are set: a
+    key pasted into `base_url` too (`?key=...`) is then kept out of the warehouse as out of every log."""
+    names = [model.api_key_env, *(v.env for v in model.extra_headers.values() if not isinstance(v, str))]
+    return [value for name in names if name and (value := os.environ.get(name))]
 
 
 @asset(group_name="inference", metadata={"dagster/column_schema": table_schema("models").value})

@@ -54,6 +54,8 @@ class AnalysisInputs:
     left_out: dict[str, str] = field(default_factory=dict)
     orphan_scores: list[str] = field(default_factory=list)
     """`scores` partitions whose cell has no `inferences` partition: read by nothing."""
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """The cells of `left_out` that are so because a file is unreadable (key → line), whatever else."""
 
     @property
     def leave_out(self) -> dict[str, list[str]]:
@@ -76,9 +78,9 @@ def analysis_inputs(store: Warehouse) -> AnalysisInputs:
         for path in store.damaged_partitions(table, thorough=False):
             key = partition_key_of(path)
             if key in answered:
-                inputs.left_out.setdefault(
-                    key, f"table {table}: {path} is unreadable; {repair_hint(table, key)}"
-                )
+                line = f"table {table}: {path} is unreadable; {repair_hint(table, key)}"
+                inputs.left_out.setdefault(key, line)
+                inputs.unreadable.setdefault(key, line)
     _leave_out_uncovered(store, inputs)
     inputs.healthy = sorted(answered - set(inputs.left_out))
     return inputs
@@ -95,7 +97,7 @@ def _leave_out_uncovered(store: Warehouse, inputs: AnalysisInputs) -> None:
         except DamagedPartitionError as error:
             if error.table not in CELL_TABLES or error.partition_key in inputs.left_out:
                 raise
-            inputs.left_out[error.partition_key] = str(error)
+            inputs.left_out[error.partition_key] = inputs.unreadable[error.partition_key] = str(error)
     for model_key, edition, run_id, answers, scored, answer_errors, scored_errors in uncovered:
         key = cell_name(model_key, edition)
         if key in inputs.left_out:

@@ -9,10 +9,12 @@ from oabench_pipeline.automation.downstream import SITE_CONDITION
 from oabench_pipeline.core.site import SITE_VERSION, SiteOptions, build_site
 from oabench_pipeline.core.site.labels import LANGS
 from oabench_pipeline.core.site.paths import INDEX
+from oabench_pipeline.inference.cell import cell_name
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.resources import WarehouseResource
-from oabench_pipeline.scoring.inputs import healthy_reader
+from oabench_pipeline.scoring.inputs import CELL_TABLES, analysis_inputs
 from oabench_pipeline.tables import ANALYSIS_TABLES
+from oabench_pipeline.warehouse import Warehouse
 
 SITE_FOLDER = "site"  # under the warehouse folder: warehouse/site/
 
@@ -33,6 +35,14 @@ def site_folder(warehouse_root: Path, out_dir: str | None) -> Path:
     return Path(out_dir).resolve() if out_dir else warehouse_root / SITE_FOLDER
 
 
+def counted_cells(store: Warehouse) -> set[str]:
+    """The cells (partition keys) the stored leaderboard counts: its per-edition rows."""
+    if not store.has_table("leaderboard_by_edition"):
+        return set()
+    rows = store.read("leaderboard_by_edition").select("model_key", "edition").iter_rows()
+    return {cell_name(key, edition) for key, edition in rows}
+
+
 @asset(
     group_name="reports",
     deps=list(ANALYSIS_TABLES),
@@ -51,8 +61,11 @@ def leaderboard_site(
     frontier), one page per model key, per edition and per question (every model's answer, escaped),
     Metodologia, and Dados (every warehouse table as CSV and Parquet, and the SQL behind each figure).
     A file is rewritten only when its bytes change, so a rebuild after one new cell touches only the
-    pages that cell changes; `written` and `unchanged` say how many. It reads the cells the analysis
-    tables are built from (`scoring/inputs.py`): a damaged cell is left out of the pages as of the tables.
+    pages that cell changes; `written` and `unchanged` say how many. Every count on a page comes from the
+    stored analysis tables, so the site reads every readable cell file: a cell with an unreadable file
+    that those tables count is refused (nothing written, the folder left as it was; the failure names the
+    file and the command that rebuilds it), one they do not count is left out, and `left_out` says so
+    (`oabench site` prints it). Two builds into one folder take turns (`core/site/writer.py`).
     """
     if config.lang not in LANGS:
         raise Failure(description=f"lang {config.lang!r}: expected one of {', '.join(LANGS)}")
@@ -61,12 +74,26 @@ def leaderboard_site(
         raise Failure(description="the leaderboard is empty: run `oabench run` or `oabench import` first")
     folder = site_folder(store.root, config.out_dir)
     started = time.perf_counter()
-    with healthy_reader(store) as (con, inputs):
-        for line in inputs.lines():
-            context.log.warning(line)
+    inputs = analysis_inputs(store)
+    counted = counted_cells(store)
+    refused = [f"cell {key}: {why}" for key, why in inputs.unreadable.items() if key in counted]
+    if refused:
+        # Its counts are on the leaderboard but its answers, misses and latencies cannot be read: pages
+        # built now would contradict one another. The folder keeps the last consistent site.
+        raise Failure(
+            description=f"site not built ({folder} left as it was): the leaderboard counts "
+            f"{len(refused)} cell(s) with an unreadable file: " + " | ".join(refused)
+        )
+    left_out = [
+        f"cell {key}: left out of the site (the leaderboard does not count it): {why}"
+        for key, why in inputs.unreadable.items()
+    ]
+    for line in left_out:
+        context.log.warning(line)
+    with store.reader(leave_out={table: sorted(inputs.unreadable) for table in CELL_TABLES}) as con:
         options = SiteOptions(lang="en" if config.lang == "en" else "pt", suite=config.suite)
         try:
-            result = build_site(con, folder, store.tables(), options)
+            result = build_site(con, folder, store.tables(), options, waiting=context.log.info)
         except ValueError as error:  # an unknown suite: nothing written
             raise Failure(description=str(error)) from error
     seconds = time.perf_counter() - started
@@ -83,5 +110,6 @@ def leaderboard_site(
             "build_seconds": round(seconds, 2),
             "lang": config.lang,
             "suite": config.suite or "default",
+            "left_out": MetadataValue.text("\n".join(left_out)),
         }
     )

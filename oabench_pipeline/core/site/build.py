@@ -31,7 +31,7 @@ from oabench_pipeline.core.site import paths
 from oabench_pipeline.core.site.data import SiteData, SuiteBoard, load_site_data
 from oabench_pipeline.core.site.labels import SUITE_DESCRIPTIONS_PT, Lang, Words, moment
 from oabench_pipeline.core.site.recompute import RECIPES
-from oabench_pipeline.core.site.writer import SiteWriter
+from oabench_pipeline.core.site.writer import SiteWriter, folder_lock
 from oabench_pipeline.core.versions import (
     ANALYSIS_VERSION,
     ANSWER_KEY_PARSER_VERSION,
@@ -71,12 +71,26 @@ class SiteResult:
 
 
 def build_site(
-    con: duckdb.DuckDBPyConnection, out_dir: Path, tables: list[str], options: SiteOptions = SiteOptions()
+    con: duckdb.DuckDBPyConnection,
+    out_dir: Path,
+    tables: list[str],
+    options: SiteOptions = SiteOptions(),
+    waiting: Callable[[str], None] | None = None,
 ) -> SiteResult:
-    """Write the site for the warehouse behind `con` into `out_dir`; `tables`: the tables offered as downloads."""
+    """Write the site for the warehouse behind `con` into `out_dir`; `tables`: the tables offered as downloads.
+
+    Another build writing `out_dir` is waited for (`waiting` is told): builds of one folder take turns.
+    """
     data = load_site_data(con)
     data.board(options.suite)  # an unknown suite fails before anything is written
-    writer = SiteWriter(Path(out_dir))
+    with folder_lock(Path(out_dir), waiting):
+        return _write_site(con, data, Path(out_dir), tables, options)
+
+
+def _write_site(
+    con: duckdb.DuckDBPyConnection, data: SiteData, out_dir: Path, tables: list[str], options: SiteOptions
+) -> SiteResult:
+    writer = SiteWriter(out_dir)
     downloads = []
     for table in tables:
         frame = con.sql(f'SELECT * FROM "{table}"').pl().drop(LOCAL_COLUMNS.get(table, ()), strict=False)

@@ -6,18 +6,44 @@ reader never sees half a page). A manifest of what the last build wrote lets the
 files it no longer produces (a model key gone from the warehouse) without touching anything else a
 person put in the folder. It also keeps, for a file that is slow to make (a chart), a digest of what it
 was made from: the same inputs next time, and the file on disk is kept without being made again.
+
+One build at a time per folder (`folder_lock`): two builds into one folder (another `--suite` or
+`--lang`, a sensor's and a person's) would interleave their pages and each remove files by its own view
+of the manifest, leaving links to pages of the other build or to files it removed. The second waits for
+the first and then builds from the start, so the folder ends as one whole build.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from oabench_pipeline.core.files import write_atomically
 
 MANIFEST = ".oabench-site.json"
+LOCK = ".oabench-site.lock"  # held (flock) by the build writing the folder; the kernel frees it if it dies
+
+
+@contextmanager
+def folder_lock(root: Path, waiting: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Hold `root` for one build; while another build holds it, say so through `waiting` and wait."""
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting is not None:
+                waiting(f"another build is writing {root}: waiting for it to finish")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the only descriptor releases the lock
 
 
 @dataclass
