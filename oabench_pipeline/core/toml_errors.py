@@ -53,9 +53,17 @@ def syntax_error(
     """A TOML syntax error at the line TOML reports, naming the key set on that line if any."""
     found = _TOML_POSITION.search(str(error))
     line = int(found.group(1)) if found else len(lines)
+    if line == 1 and lines and lines[0].startswith(BYTE_ORDER_MARK):  # editors on Windows add one
+        return error_type(path, 1, None, BOM_PROBLEM)
     key = _KEY_ON_LINE.match(lines[line - 1]) if 0 < line <= len(lines) else None
     return error_type(path, line, key.group(1) if key else None, f"TOML syntax error: {error}")
 
+
+BYTE_ORDER_MARK = "\ufeff"
+BOM_PROBLEM = (
+    "the file starts with a UTF-8 byte-order mark (BOM), which TOML does not allow: "
+    "save it as UTF-8 without BOM"
+)
 
 NESTING_SHOWN = 100  # deeper than any file of ours; Python's TOML parser gives up at a few hundred levels
 

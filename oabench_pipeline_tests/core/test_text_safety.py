@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 import pytest
 
@@ -70,3 +72,17 @@ def test_catalogue_names_and_registry_labels_are_cleaned_where_they_enter() -> N
 def test_max_cost_usd_must_be_finite() -> None:
     with pytest.raises(ValueError, match="finite"):
         ModelConfig.model_validate({"id": "acme/m-1", "max_cost_usd": float("inf")})
+
+
+@pytest.mark.parametrize("name", ["models.toml", "watch.toml"])
+def test_a_byte_order_mark_is_named_not_reported_as_invalid_statement(tmp_path: Path, name: str) -> None:
+    """Windows editors save UTF-8 with a BOM; TOML refuses it as "Invalid statement (line 1, column 1)"."""
+    from oabench_pipeline.core.models_registry import load_models_registry
+    from oabench_pipeline.core.watch_policy import load_watch_policy
+
+    body = '[[models]]\nid = "acme/m"\n' if name == "models.toml" else "[watch]\nenabled = false\n"
+    path = tmp_path / name
+    path.write_bytes(b"\xef\xbb\xbf" + body.encode())
+    load = load_models_registry if name == "models.toml" else load_watch_policy
+    with pytest.raises(ValueError, match=r":1: the file starts with a UTF-8 byte-order mark \(BOM\)"):
+        load(path)
