@@ -171,6 +171,8 @@ def answer_cells(
                 f"cell(s) run; {leaderboard_outputs(warehouse)}"
             )
         else:
+            from oabench_pipeline.runner import one_line
+
             click.echo(f"leaderboard not rebuilt: {one_line(board.errors)}", err=True)
         incomplete = _report_incomplete(warehouse, cells, replicates, failures)
         # A signal during the leaderboard: it finished anyway.
@@ -231,12 +233,6 @@ def _report_incomplete(
     for line in incomplete:
         click.echo(line, err=True)
     return 1
-
-
-def one_line(messages: list[str], limit: int = 400) -> str:
-    """Failure messages as one line: whitespace collapsed, `; `-joined, cut at `limit` characters."""
-    text = "; ".join(" ".join(message.split()) for message in messages) or "failed"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _why_incomplete(warehouse: Warehouse, model: ModelConfig, edition: str) -> str:
@@ -413,6 +409,7 @@ def _run_cells(
     editions, and each run's Dagster bookkeeping overlaps other cells' model calls. Returns cell → why,
     in one line, for each cell whose run failed."""
     from oabench_pipeline.partitions import cell_partition_key
+    from oabench_pipeline.runner import cell_failure_line
 
     def one_cell(model: ModelConfig, edition: str) -> tuple[RunOutcome, str] | None:
         if interrupts.requested():
@@ -457,13 +454,13 @@ def _run_cells(
             if result is None:
                 continue  # not started: a Ctrl-C came first
             outcome, quiet = result
-            bar.finish_cell(f"{model.key} × {edition}", outcome.success, quiet)
+            bar.finish_cell(f"{model.key} × {edition}", outcome.success, quiet, outcome.interrupted)
             for check in outcome.failed_checks:
                 bar.console.print(f"[yellow]{model.key} × {edition}: check failed: {check}[/yellow]")
             if not outcome.success:  # why: in the last lines (`_report_incomplete`), once
-                named = (f"{model.key} × edition {edition}: ", f"{model.key} × {edition}: ")
-                why = [next((m[len(n) :] for n in named if m.startswith(n)), m) for m in outcome.errors]
-                failures[cell_name(model.key, edition)] = one_line(why)
+                failures[cell_name(model.key, edition)] = cell_failure_line(
+                    model.key, edition, outcome.errors
+                )
     return failures
 
 
