@@ -519,7 +519,7 @@ def collect_status(
 ) -> StatusReport:
     """The status of every cell; `instance` adds the last run's outcome (failed / running)."""
     store = Warehouse(settings.warehouse_path)
-    registry = {m.key: m for m in known_models(settings.models_file, settings.catalogue_models_file)}
+    registry = {m.key: m for m in known_models(settings.models_files, settings.catalogue_models_file)}
     ingested = set(store.partitions("questions"))
     editions = sorted(set(known_edition_keys(settings)) | ingested, key=int)
     cells = select_cells(editions, registry, history_cells(store), only_editions, only_models)
@@ -552,7 +552,7 @@ def collect_status(
 
 def catalogue_month(settings: Settings, store: Warehouse) -> MonthBudget | str | None:
     """This month's automatic spend against the watch policy's budget, when either exists."""
-    automatic = automatic_models(settings.models_file, settings.catalogue_models_file)
+    automatic = automatic_models(settings.models_files, settings.catalogue_models_file)
     try:
         policy = load_watch_policy(settings.watch_file)
     except WatchPolicyError as error:  # status still reports every cell; the policy's mistake in one line
