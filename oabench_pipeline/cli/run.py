@@ -360,7 +360,11 @@ def _unknown_keys(unknown: list[str], known: list[str], settings: Settings) -> s
             )
         else:
             where = f"{settings.models_file} (OABENCH_MODELS_FILE)"
-        lines += [f"To add {'it' if len(blocks) == 1 else 'them'}, paste into {where}:", ""]
+        lines += [
+            f"To add {'it' if len(blocks) == 1 else 'them'}, `oabench models add ID [--base-url URL "
+            f"--api-key-env VAR]` writes the entry, or paste into {where}:",
+            "",
+        ]
         lines += ["\n\n".join(blocks), ""]
         lines.append(
             f"then `oabench run --models {','.join(k for k in unknown if entry_for_key(k))} --dry-run` shows "
