@@ -343,6 +343,7 @@ def _choose_models(settings: Settings, warehouse: Warehouse, keys: list[str] | N
             )
         else:
             chosen.append(model)
+    _say_overrides(settings, chosen)
     return chosen
 
 
