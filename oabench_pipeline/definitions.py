@@ -76,6 +76,7 @@ def build_resources(settings: Settings) -> dict[str, object]:
         ),
         "models_registry": ModelsRegistryResource(
             path=str(settings.models_file),
+            packaged_path=str(settings.packaged_models_file) if settings.packaged_models_file else None,
             catalogue_file=str(settings.catalogue_models_file),
             watch_file=str(settings.watch_file),
             autorun_max_cost_usd=settings.autorun_max_cost_usd,

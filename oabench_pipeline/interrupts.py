@@ -26,6 +26,9 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# The metadata key a step's `Failure` carries when a signal stopped it: `oabench run`'s live line and
+# `oabench status` then say "interrupted" (a cell to resume), not "failed" (runner.was_interrupted).
+INTERRUPTED_METADATA = "oabench/interrupted"
 _received: list[int] = []
 
 

@@ -11,13 +11,14 @@ import socket
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from dagster import (
     AssetSelection,
+    DagsterEvent,
     DagsterInstance,
     Definitions,
     ExecuteInProcessResult,
@@ -27,6 +28,7 @@ from dagster import (
 from dagster._core.storage.defs_state.base import set_defs_state_storage
 
 from oabench_pipeline.event_log_connections import keep_event_log_connections
+from oabench_pipeline.interrupts import INTERRUPTED_METADATA
 from oabench_pipeline.schema_probes import remember_schema_probes
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import views_refreshed_once
@@ -295,6 +297,8 @@ class RunOutcome:
     run_id: str
     errors: list[str]
     failed_checks: list[str]
+    interrupted: bool = False
+    """A signal stopped it (Ctrl-C): a cell to resume, not a failure."""
 
 
 def run_assets(
@@ -321,6 +325,7 @@ def run_assets(
         result.run_id,
         failure_messages(result),
         failed_checks(result),
+        interruption(result.all_events) is not None,
     )
 
 
@@ -377,8 +382,14 @@ def _resolve_selection_job(defs: Definitions, selection: tuple[str, ...]) -> Job
 
 
 def failure_messages(result: ExecuteInProcessResult) -> list[str]:
+    return step_failure_messages(result.all_events)
+
+
+def step_failure_messages(events: Iterable[DagsterEvent]) -> list[str]:
+    """One message per failed step: the user's `Failure` description, else the root exception's message
+    (`oabench status` reads the same from the instance's event log)."""
     messages = []
-    for event in result.all_events:
+    for event in events:
         if not event.is_step_failure:
             continue
         data = event.step_failure_data
@@ -394,6 +405,31 @@ def failure_messages(result: ExecuteInProcessResult) -> list[str]:
             error = error.cause
         messages.append(f"{event.step_key}: {error.message.strip()}")
     return messages
+
+
+def one_line(messages: list[str], limit: int = 400) -> str:
+    """Failure messages as one line: whitespace collapsed, `; `-joined, cut at `limit` characters."""
+    text = "; ".join(" ".join(message.split()) for message in messages) or "failed"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def cell_failure_line(model_key: str, edition: str, messages: list[str]) -> str:
+    """Why a cell's run failed, in one line, without the cell's name (the line it goes on names it):
+    what `oabench run` prints in its last lines and `oabench status` shows in the cell's row."""
+    named = (f"{model_key} × edition {edition}: ", f"{model_key} × {edition}: ")
+    return one_line([next((m[len(n) :] for n in named if m.startswith(n)), m) for m in messages])
+
+
+def interruption(events: Iterable[DagsterEvent]) -> str | None:
+    """ "interrupted (SIGINT)" when a step failed because a signal stopped it
+    (`interrupts.INTERRUPTED_METADATA`), else None."""
+    for event in events:
+        if event.is_step_failure:
+            user = event.step_failure_data.user_failure_data
+            value = (user.metadata or {}).get(INTERRUPTED_METADATA) if user is not None else None
+            if value is not None:
+                return str(getattr(value, "value", value))
+    return None
 
 
 def failed_checks(result: ExecuteInProcessResult) -> list[str]:

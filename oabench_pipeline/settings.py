@@ -6,7 +6,8 @@
 | OABENCH_RAW_DIR          | <warehouse folder>/raw                    | content-addressed store of PDFs        |
 | OABENCH_SOURCE_BASE_URL  | (unset: the official hosts)               | mirror replacing scheme+host of URLs   |
 | OABENCH_EDITIONS_FILE    | the packaged registry/editions.toml       | editions registry                      |
-| OABENCH_MODELS_FILE      | the packaged registry/models.toml         | models registry                        |
+| OABENCH_MODELS_FILE      | (unset: the packaged models alone)        | your models, added to the packaged ones |
+| OABENCH_PACKAGED_MODELS  | on                                        | `off`: OABENCH_MODELS_FILE alone is the registry |
 | OABENCH_PORTAL_URL       | https://examedeordem.oab.org.br           | the OAB portal the edition sensor reads |
 | OABENCH_CATALOGUE_URL    | https://openrouter.ai/api/v1/models       | the model catalogue (`model_catalogue`) |
 | OABENCH_CATALOGUE_TIMEOUT_S | 30                                     | overall deadline of one catalogue fetch |
@@ -58,6 +59,7 @@ class _Environment(BaseSettings):
     source_base_url: str | None = Field(None, validation_alias="OABENCH_SOURCE_BASE_URL")
     editions_file: Path = Field(DEFAULT_EDITIONS_FILE, validation_alias="OABENCH_EDITIONS_FILE")
     models_file: Path = Field(DEFAULT_MODELS_FILE, validation_alias="OABENCH_MODELS_FILE")
+    packaged_models: str = Field("on", validation_alias="OABENCH_PACKAGED_MODELS")
     portal_url: str = Field(DEFAULT_PORTAL_URL, validation_alias=PORTAL_URL_ENV)
     catalogue_url: str = Field(DEFAULT_CATALOGUE_URL, validation_alias="OABENCH_CATALOGUE_URL")
     catalogue_timeout_s: float = Field(
@@ -111,6 +113,21 @@ class Settings:
     # The opt-in to automatic runs of new registry models (None: off): each new API model's ceiling in USD
     # on the default suite (`models_registry_sensor`).
     autorun_max_cost_usd: float | None = None
+    # False (`OABENCH_PACKAGED_MODELS=off`): `models_file` alone is the registry, the packaged one left out.
+    packaged_models: bool = True
+
+    @property
+    def packaged_models_file(self) -> Path | None:
+        """The packaged registry that `models_file` (OABENCH_MODELS_FILE) adds its entries to; None when
+        `models_file` is that registry itself, or `OABENCH_PACKAGED_MODELS=off` leaves it out."""
+        packaged = DEFAULT_MODELS_FILE.resolve()
+        return packaged if self.packaged_models and self.models_file != packaged else None
+
+    @property
+    def models_files(self) -> tuple[Path, ...]:
+        """The hand-written registry files, in the order they are read: an entry of a later one replaces
+        an entry of an earlier one with the same key (`known_models`)."""
+        return (*filter(None, [self.packaged_models_file]), self.models_file)
 
     @property
     def catalogue_models_file(self) -> Path:
@@ -152,7 +169,8 @@ class Settings:
             raw_dir=(env.raw_dir or warehouse.parent / "raw").resolve(),
             source_base_url=env.source_base_url,
             editions_file=env.editions_file.resolve(),
-            models_file=env.models_file.resolve(),
+            models_file=env.models_file.expanduser().resolve(),  # relative: from the working directory
+            packaged_models=env.packaged_models.strip().lower() not in OFF_VALUES,
             portal_url=env.portal_url.strip() or DEFAULT_PORTAL_URL,
             model_timeout_s=env.model_timeout_s,
             download_timeout_s=env.download_timeout_s,

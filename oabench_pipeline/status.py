@@ -11,8 +11,11 @@ Read-only. The state of a cell comes from three places:
   (a failed run leaves the partition's last good rows in place, so the rows alone cannot tell).
 
 States: `complete`; `missing` (no rows yet, only an incomplete imported run, or the edition is not ingested);
-`failed` (last run failed, or error or unanswered rows); `stale` (complete, but built before its inputs changed, or its response log
-has damaged lines, each named `file:line: why`); `running`.
+`failed` (last run failed, with its one-line reason from the instance's event log, or error or unanswered
+rows); `interrupted` (a signal stopped its last run: the answers its response log keeps, and the command that
+resumes it); `stale` (complete, but built before its inputs changed, or its response log has damaged lines,
+each named `file:line: why`); `queued` (a run waits in the instance's run queue, no process holds the cell:
+the daemon of `oabench ui` starts it); `running` (a live process holds the cell).
 Cells are the registry's models × the editions of the registry (plus discovered ones), and the existing
 cells of keys no longer in the registry (their history; they cannot be run again, so only cells that
 exist are listed).
@@ -27,7 +30,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 import polars as pl
-from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter, partition_loading_context
+from dagster import (
+    AssetKey,
+    DagsterEventType,
+    DagsterInstance,
+    DagsterRunStatus,
+    RunsFilter,
+    partition_loading_context,
+)
 from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 
 from oabench_pipeline.automation.catalogue_watch import MonthBudget, month_budget
@@ -46,13 +56,22 @@ from oabench_pipeline.inference.cell import ANSWERED, REPLIED, CellPlan
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
 from oabench_pipeline.inference.cost import PRICING_HINT, UNKNOWN_PRICE, estimated_prompt_cost
 from oabench_pipeline.partitions import cell_partition_key, model_edition_partitions
-from oabench_pipeline.runner import HOST_TAG, PID_TAG
+from oabench_pipeline.runner import (
+    HOST_TAG,
+    PID_TAG,
+    cell_failure_line,
+    interruption,
+    step_failure_messages,
+)
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import DamagedPartitionError, Warehouse
 
 PARTITION_TAG = "dagster/partition"
-CellState = Literal["complete", "missing", "failed", "stale", "running"]
-STATES: tuple[CellState, ...] = ("complete", "missing", "failed", "stale", "running")
+CellState = Literal["complete", "missing", "failed", "interrupted", "stale", "queued", "running"]
+STATES: tuple[CellState, ...] = ("complete", "missing", "failed", "interrupted", "stale", "queued", "running")
+# Runs the instance counts as in progress that no process executes yet: the run queue's.
+WAITING_RUN_STATUSES = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED]
+STARTED_RUN_STATUSES = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
 UNKNOWN_COST = UNKNOWN_PRICE
 
 
@@ -235,8 +254,10 @@ def live_run_state(
     """The run state corrected by the cell's lock: "running" only while a live process answers the cell.
 
     A process holding the cell's lock is running it, whatever the instance says. The instance's "in
-    progress" without a lock holder is "dead" when the process is known to be gone: it died holding the
-    lock (its record is left behind) or it was an `oabench` run of this host whose PID no longer exists.
+    progress" without a lock holder is "queued" when no run of the cell has started (its runs wait in the
+    run queue, e.g. left there by an `oabench ui` that stopped), and "dead" when the process is known to be
+    gone: it died holding the lock (its record is left behind) or it was an `oabench` run of this host whose
+    PID no longer exists.
     """
     key = str(cell_partition_key(model_key, edition))
     lock = cell_lock_path(store.root, model_key, edition)
@@ -246,11 +267,35 @@ def live_run_state(
     if state != "running" or instance is None:
         return state
     in_progress = instance.get_runs(
-        RunsFilter(statuses=[DagsterRunStatus.STARTED], tags={PARTITION_TAG: key}), limit=10
+        RunsFilter(statuses=STARTED_RUN_STATUSES, tags={PARTITION_TAG: key}), limit=10
     )
+    if not in_progress:
+        waiting = instance.get_runs(
+            RunsFilter(statuses=WAITING_RUN_STATUSES, tags={PARTITION_TAG: key}), limit=1
+        )
+        return "queued" if waiting else state
     stale = read_holder(lock)
     dead = [r for r in in_progress if (stale and stale.run_id == r.run_id) or process_gone(r.tags)]
     return "dead" if in_progress and len(dead) == len(in_progress) else state
+
+
+def last_failure(
+    instance: DagsterInstance | None, model_key: str, edition: str
+) -> tuple[str, str | None] | None:
+    """(why the cell's newest failed run failed, in one line, as `oabench run` printed it; "interrupted
+    (SIGINT)" when a signal stopped it, else None), read from the instance's event log. None: no failed
+    run is recorded."""
+    if instance is None:
+        return None
+    key = str(cell_partition_key(model_key, edition))
+    runs = instance.get_runs(
+        RunsFilter(statuses=[DagsterRunStatus.FAILURE], tags={PARTITION_TAG: key}), limit=1
+    )
+    if not runs:
+        return None
+    records = instance.all_logs(runs[0].run_id, of_type=DagsterEventType.STEP_FAILURE)
+    events = [record.dagster_event for record in records if record.dagster_event is not None]
+    return cell_failure_line(model_key, edition, step_failure_messages(events)), interruption(events)
 
 
 def process_gone(tags: Mapping[str, str]) -> bool:
@@ -340,8 +385,11 @@ def cell_status(
     model: ModelConfig | None,
     questions: pl.DataFrame,
     run_state: str | None,
+    failure: str | None = None,
 ) -> tuple[CellStatus, bool]:
-    """The status of one cell of an ingested edition, and whether its cost is unknown for want of a price."""
+    """The status of one cell of an ingested edition, and whether its cost is unknown for want of a price.
+
+    `failure`: why its last run failed, in one line ("interrupted (SIGINT)" when a signal stopped it)."""
     cell_key = str(cell_partition_key(model_key, edition))
     # While a run appends to the log, its last line may be half-written for an instant: not damage.
     damaged_log = None if run_state == "running" else _damaged_log_note(store, model_key, edition)
@@ -358,8 +406,17 @@ def cell_status(
     )
     current = _current_run_rows(store, edition, questions, rows, model, plans)
     answered, errors, missing = _counts(questions, current)
+    kept = 0
+    if run_state in ("failed", "interrupted") and plans:
+        # A stopped run wrote no partition: the answers it received are in the response log only.
+        kept = len(plans[0].requests) - len(plans[0].pending)
+        if kept > answered:
+            answered, errors = kept, min(errors, len(plans[0].requests) - kept)
+            missing = len(plans[0].requests) - answered - errors
     to_send, cost, unpriced = _to_complete(store, model, plans)
-    state, reason = _state(store, edition, cell_key, rows, model, questions, run_state, errors, missing)
+    state, reason = _state(
+        store, edition, cell_key, rows, model, questions, run_state, errors, missing, failure, kept
+    )
     if damaged_log:
         state = "stale" if state == "complete" else state
         reason = "; ".join(filter(None, [reason, damaged_log]))
@@ -407,8 +464,11 @@ def _state(
     run_state: str | None,
     errors: int,
     missing: int,
+    failure: str | None = None,
+    kept: int = 0,
 ) -> tuple[CellState, str]:
     model_key = cell_key.partition("|")[2]
+    logged = f"; {kept} answer(s) kept in its response log" if kept else ""
 
     def then(action: str) -> str:
         """The command that acts on the cell; none for a key that left the registry (it cannot run)."""
@@ -416,16 +476,29 @@ def _state(
 
     if run_state == "running":
         return "running", "a run is materializing it"
+    if run_state == "queued":
+        return "queued", (
+            "a run of it waits in the Dagster run queue and no process answers it yet: the daemon of "
+            "`oabench ui` starts it" + then("answers it now instead")
+        )
+    if run_state == "interrupted":
+        return "interrupted", f"last run {failure or 'interrupted'}{logged}" + then(
+            "resumes it (nothing kept is asked again)"
+        )
     if run_state == "dead":
         return "failed", "its last run died without finishing (process killed?)" + then("resumes it")
     if rows.is_empty():
         if run_state == "failed":
-            return "failed", "last run failed before writing any row" + then("runs it again")
+            why = f": {failure}" if failure else ""
+            return "failed", f"last run failed before writing any row{why}{logged}" + then("runs it again")
         return "missing", "never run"
     if run_state is None and (incomplete := _incomplete_import(questions, rows)):
         return "missing", incomplete + then("answers it")
     if run_state == "failed":
-        return "failed", "last run failed (the partition keeps its previous rows)" + then("runs it again")
+        why = f": {failure}" if failure else ""
+        return "failed", f"last run failed (the partition keeps its previous rows){why}{logged}" + then(
+            "runs it again"
+        )
     if errors or missing:
         return "failed", f"{errors} error row(s), {missing} unanswered question(s)" + then("asks them again")
     reasons = stale_reasons(store, edition, cell_key, rows, model, questions)
@@ -449,7 +522,7 @@ def collect_status(
 ) -> StatusReport:
     """The status of every cell; `instance` adds the last run's outcome (failed / running)."""
     store = Warehouse(settings.warehouse_path)
-    registry = {m.key: m for m in known_models(settings.models_file, settings.catalogue_models_file)}
+    registry = {m.key: m for m in known_models(settings.models_files, settings.catalogue_models_file)}
     ingested = set(store.partitions("questions"))
     editions = sorted(set(known_edition_keys(settings)) | ingested, key=int)
     cells = select_cells(editions, registry, history_cells(store), only_editions, only_models)
@@ -462,8 +535,17 @@ def collect_status(
             statuses.append(CellStatus(edition, model_key, "missing", None, None, None, None, None, reason))
             continue
         run_state = live_run_state(instance, store, model_key, edition, runs)
+        failure = last_failure(instance, model_key, edition) if run_state == "failed" else None
+        if failure is not None and failure[1] is not None:
+            run_state = "interrupted"
         status, no_price = cell_status(
-            store, edition, model_key, registry.get(model_key), questions_by_edition[edition], run_state
+            store,
+            edition,
+            model_key,
+            registry.get(model_key),
+            questions_by_edition[edition],
+            run_state,
+            failure[1] or failure[0] if failure is not None else None,
         )
         statuses.append(status)
         if no_price:
@@ -473,7 +555,7 @@ def collect_status(
 
 def catalogue_month(settings: Settings, store: Warehouse) -> MonthBudget | str | None:
     """This month's automatic spend against the watch policy's budget, when either exists."""
-    automatic = automatic_models(settings.models_file, settings.catalogue_models_file)
+    automatic = automatic_models(settings.models_files, settings.catalogue_models_file)
     try:
         policy = load_watch_policy(settings.watch_file)
     except WatchPolicyError as error:  # status still reports every cell; the policy's mistake in one line

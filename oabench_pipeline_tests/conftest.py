@@ -68,6 +68,15 @@ RAM_NEEDED = 2 * 1024**3  # bytes free; a container's default /dev/shm (64 MB) i
 def pytest_configure(config: pytest.Config) -> None:
     _interruptible_children()
     _scratch_in_ram(config)
+    _registries_of_their_own()
+
+
+def _registries_of_their_own() -> None:
+    """A test that sets OABENCH_MODELS_FILE means that file to be the whole registry: the packaged models
+    (the study's and the baselines) are left out, as `OABENCH_PACKAGED_MODELS=off` does for users. Set
+    once for the session (each worker and every child process inherits it, fixtures of any scope see it);
+    the tests of the packaged models added to a user's file unset it."""
+    os.environ.setdefault("OABENCH_PACKAGED_MODELS", "off")
 
 
 def _interruptible_children() -> None:

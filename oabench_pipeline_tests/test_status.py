@@ -8,18 +8,24 @@ lists a price and answers every question; the cells are run with `oabench run` l
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from click.testing import Result
+from dagster import DagsterRunStatus, RunsFilter
 
 from oabench_pipeline.core.models_registry import load_models_registry
 from oabench_pipeline.definitions import build_definitions
 from oabench_pipeline.inference.cell import build_requests
 from oabench_pipeline.inference.cost import estimated_prompt_tokens
-from oabench_pipeline.runner import instance_for, run_assets
+from oabench_pipeline.partitions import cell_partition_key
+from oabench_pipeline.runner import ensure_partitions, instance_for, instance_home, run_assets
 from oabench_pipeline.status import select_cells
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
 from oabench_pipeline_tests.saved_envs import SavedEnv, building_env, save_env
@@ -167,6 +173,67 @@ def test_a_failed_run_and_a_key_that_left_the_registry(status_env: StatusEnv) ->
     history = cells[("43", BASELINE)]
     assert history["state"] == "complete" and "not in the models registry" in history["reason"]
     assert history["to_send"] is None and ("44", BASELINE) not in cells
+
+
+def test_a_failed_cell_keeps_the_one_line_reason_its_run_printed(status_env: StatusEnv) -> None:
+    """`oabench run` says why a cell failed; `oabench status` says the same afterwards, from the instance."""
+    env = status_env.env
+    with socket.socket() as probe:  # a loopback port nothing listens on: every connection is refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    status_env.registry(with_baseline=False, base_url=f"http://127.0.0.1:{port}/v1")
+    run = env.cli("run", "--editions", "44")
+    assert run.exit_code == 1
+    printed = f"connection refused by 127.0.0.1:{port} 4 times; is the server running and base_url right?"
+    assert printed in run.output
+    _, cells = status_env.status("--editions", "44")
+    failed = cells[("44", API_MODEL)]
+    assert failed["state"] == "failed"
+    assert failed["reason"].startswith("last run failed before writing any row: ")
+    assert printed in failed["reason"]
+    assert failed["reason"].endswith(f"`oabench run --models {API_MODEL} --editions 44` runs it again")
+
+
+@pytest.mark.slow  # `dagster job launch`, a process loading the definitions
+def test_a_run_left_in_the_run_queue_is_queued_not_running(status_env: StatusEnv) -> None:
+    """What an `oabench ui` that stopped leaves behind: a cell run submitted to the run queue that no daemon
+    started. Only a live process holding the cell makes it `running` (docs/reliability.md)."""
+    env = status_env.env
+    settings = env.settings
+    key = str(cell_partition_key(API_MODEL, "44"))
+    with instance_for(settings) as instance:
+        ensure_partitions(instance, "editions", ["44"])
+    tags = {"dagster/partition": key, "dagster/partition/edition": "44", "dagster/partition/model": API_MODEL}
+    dagster = str(Path(sys.executable).with_name("dagster"))
+    launched = subprocess.run(  # the instance's run coordinator queues it; no daemon runs here
+        [
+            dagster,
+            "job",
+            "launch",
+            "-m",
+            "oabench_pipeline",
+            "-j",
+            "run_inference_cell",
+            "--tags",
+            json.dumps(tags),
+        ],
+        env={**os.environ, "DAGSTER_HOME": str(instance_home(settings)[0])},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert launched.returncode == 0, launched.stderr
+    with instance_for(settings) as instance:
+        [run] = instance.get_runs(RunsFilter(tags={"dagster/partition": key}))
+        assert run.status == DagsterRunStatus.QUEUED
+    result, cells = status_env.status("--editions", "44", "--models", API_MODEL)
+    queued = cells[("44", API_MODEL)]
+    assert queued["state"] == "queued", queued
+    assert "waits in the Dagster run queue" in queued["reason"]
+    assert queued["reason"].endswith(
+        f"`oabench run --models {API_MODEL} --editions 44` answers it now instead"
+    )
+    assert json.loads(result.output)["counts"]["queued"] == 1
 
 
 def test_a_bad_registry_is_the_registry_s_one_line(status_env: StatusEnv) -> None:

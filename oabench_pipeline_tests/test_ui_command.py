@@ -8,6 +8,7 @@ DAGSTER_HOME" nor a SupersessionWarning (`dagster dev` prints both): checked by 
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -60,13 +61,20 @@ def test_ui_is_dg_dev_on_the_warehouse_instance_with_absolute_settings(
     assert output.startswith("Dagster UI on http://127.0.0.1:3111 (instance ")
 
 
+def free_port() -> int:
+    """A loopback port nothing listens on (the default 3000 may be taken on a shared machine)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def test_ui_keeps_an_exported_dagster_home_and_a_remote_mirror(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("OABENCH_WAREHOUSE", str(tmp_path / "warehouse" / "oabench.duckdb"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "elsewhere"))
     monkeypatch.setenv("OABENCH_SOURCE_BASE_URL", "http://127.0.0.1:8000")
-    _, _, env, cwd = start_ui(monkeypatch)
+    _, _, env, cwd = start_ui(monkeypatch, "--port", str(free_port()))
     assert env["DAGSTER_HOME"] == cwd == str(tmp_path / "elsewhere")
     assert env["OABENCH_SOURCE_BASE_URL"] == "http://127.0.0.1:8000"
 
@@ -76,3 +84,22 @@ def test_ui_with_an_unusable_home_is_one_line(monkeypatch: pytest.MonkeyPatch, t
     result = CliRunner().invoke(main, ["ui"])
     assert result.exit_code == 1
     assert result.output.strip() == "Error: DAGSTER_HOME 'relative/home' must be an absolute path"
+
+
+def test_ui_on_a_port_in_use_exits_with_one_line_before_anything_starts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`dg dev` would start its daemon (and launch runs) while its webserver only logged the clash."""
+    monkeypatch.setenv("OABENCH_WAREHOUSE", str(tmp_path / "warehouse" / "oabench.duckdb"))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.setattr(os, "execve", lambda *_: pytest.fail("dg dev was started on a port in use"))
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = CliRunner().invoke(main, ["ui", "--port", str(port)])
+    assert result.exit_code == 1, result.output
+    assert result.output.splitlines() == [
+        f"Error: port {port} on 127.0.0.1 is already in use (another `oabench ui`?): stop what holds it or "
+        "pick another with --port; nothing was started"
+    ]

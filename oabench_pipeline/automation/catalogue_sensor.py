@@ -67,6 +67,7 @@ def watch_setup(
         timeout_s=catalogue.timeout_s,
         editions_file=Path(exam_sources.editions_file),
         discovered_editions_file=Path(exam_sources.discovered_file) if exam_sources.discovered_file else None,
+        packaged_models_file=Path(models_registry.packaged_path) if models_registry.packaged_path else None,
     )
 
 

@@ -200,6 +200,12 @@ class WatchSetup:
     timeout_s: float
     editions_file: Path
     discovered_editions_file: Path | None
+    packaged_models_file: Path | None = None
+    """The packaged registry `models_file` adds to (None: `models_file` is the whole registry)."""
+
+    @property
+    def models_files(self) -> list[Path]:
+        return [p for p in (self.packaged_models_file, self.models_file) if p is not None]
 
     @classmethod
     def from_settings(cls, settings: Settings) -> WatchSetup:
@@ -213,6 +219,7 @@ class WatchSetup:
             timeout_s=settings.catalogue_timeout_s,
             editions_file=settings.editions_file,
             discovered_editions_file=settings.discovered_editions_file,
+            packaged_models_file=settings.packaged_models_file,
         )
 
 
@@ -273,7 +280,7 @@ def _tick(setup: WatchSetup, now: dt.datetime, write: bool, stored: bool = False
         suites = load_suites(setup.editions_file, setup.discovered_editions_file)
         policy = load_watch_policy(setup.watch_file, suites)
         suite = resolve_suite(policy.suite if policy else None, suites)
-        registry = known_models(setup.models_file, setup.catalogue_file)
+        registry = known_models(setup.models_files, setup.catalogue_file)
     except ValueError as error:  # WatchPolicyError, ModelsRegistryError, an unknown suite: file:line
         return TickOutcome(problem=f"nothing changed: {error}")
     if write and policy is None:
@@ -306,7 +313,7 @@ def _tick(setup: WatchSetup, now: dt.datetime, write: bool, stored: bool = False
         )
     ingested = set(store.partitions("questions"))
     editions = [str(e) for e in suite.editions if str(e) in ingested]
-    automatic = automatic_models(setup.models_file, setup.catalogue_file)
+    automatic = automatic_models(setup.models_files, setup.catalogue_file)
     budget = month_budget(store, automatic, policy, catalogue_prices(store), now)
     outcome = TickOutcome(
         snapshot=snapshot,
@@ -417,7 +424,7 @@ def pending_automatic_cells(setup: WatchSetup) -> list[tuple[ModelConfig, str]]:
     """The cells the policy registered (this tick or an earlier one) that are not answered and scored yet,
     on the editions their decision recorded; retired models and hand-written overrides left out."""
     store = setup.store
-    automatic = {m.key: m for m in automatic_models(setup.models_file, setup.catalogue_file)}
+    automatic = {m.key: m for m in automatic_models(setup.models_files, setup.catalogue_file)}
     decisions = store.read("catalogue_decisions")
     if decisions.is_empty() or not automatic:
         return []

@@ -92,10 +92,9 @@ def _registry_tick(
     exam_sources: ExamSourcesResource,
     warehouse: WarehouseResource,
 ) -> SensorResult:
-    path = Path(models_registry.path)
     try:
         models = models_registry.models()  # validates: a broken file is reported, not half-applied
-        sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
+        sha256 = hashlib.sha256(b"".join(path.read_bytes() for path in models_registry.files())).hexdigest()
     except (OSError, ValueError) as error:
         return SensorResult(
             skip_reason=f"models registry unusable, nothing changed: {error}", cursor=context.cursor

@@ -22,7 +22,7 @@ class EndpointTaggingRunCoordinator(QueuedRunCoordinator):
         run = context.dagster_run
         try:
             settings = Settings.from_env()
-            registry = known_models(settings.models_file, settings.catalogue_models_file)
+            registry = known_models(settings.models_files, settings.catalogue_models_file)
         except (ModelsRegistryError, SettingsError, OSError) as error:
             # Queue it untagged rather than not at all: the request limits still hold in the step.
             self._logger.warning(f"run {run.run_id}: no oabench/endpoint tag ({error})")

@@ -45,7 +45,7 @@ from oabench_pipeline.cli.run import answer_cells
 from oabench_pipeline.core.catalogue import takes_and_gives_text
 from oabench_pipeline.core.catalogue_decisions import Decision
 from oabench_pipeline.core.editions import format_editions, load_suites, resolve_suite
-from oabench_pipeline.core.models_registry import load_models_registry
+from oabench_pipeline.core.models_registry import load_registries
 from oabench_pipeline.core.prompts import PROTOCOLS, Protocol
 from oabench_pipeline.core.watch_policy import load_watch_policy
 from oabench_pipeline.inference.catalogue_snapshots import snapshot_changes, stored_snapshots
@@ -286,7 +286,7 @@ def add(model_id: str, protocol_name: str) -> None:
         suites = load_suites(settings.editions_file, settings.discovered_editions_file)
         policy = load_watch_policy(settings.watch_file, suites)
         [entry] = entries_for(row, [protocol], policy)
-        registry = {m.key for m in load_models_registry(settings.models_file)}
+        registry = {m.key for m in load_registries(settings.models_files)}
     except ValueError as error:
         raise click.ClickException(str(error)) from None
     if entry.key in registry:

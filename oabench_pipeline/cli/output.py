@@ -114,8 +114,11 @@ class ProgressBar:
     def _totals(self) -> Totals:
         return totals(list(self._cells.values()), list(self._finished.values()), self._first_answer)
 
-    def finish_cell(self, name: str, success: bool, quiet_note: str = "no model call") -> None:
-        """Print the cell's line; `quiet_note` says what it did when it sent no model call at all."""
+    def finish_cell(
+        self, name: str, success: bool, quiet_note: str = "no model call", interrupted: bool = False
+    ) -> None:
+        """Print the cell's line; `quiet_note` says what it did when it sent no model call at all;
+        `interrupted`: a signal stopped it (a cell to resume, not a failure)."""
         with self._lock:
             task = self._tasks.pop(name, None)
             if task is not None:
@@ -131,7 +134,9 @@ class ProgressBar:
             else:
                 self._finished[name] = CellProgress(cell=name, total=0, already_done=0)
                 what = quiet_note if success else "no model call"
-            status = "" if success else " [red]FAILED[/red]"
+            status = (
+                "" if success else " [yellow]interrupted[/yellow]" if interrupted else " [red]FAILED[/red]"
+            )
             self.console.print(f"{escape(name)}: {what}{status} [{elapsed:.1f}s]", highlight=False)
             self._refresh_total()
 

@@ -29,7 +29,13 @@ from oabench_pipeline.cli.common import (
 from oabench_pipeline.cli.group import main
 from oabench_pipeline.cli.output import ProgressBar
 from oabench_pipeline.core.editions import Suite, default_suite, format_editions
-from oabench_pipeline.core.models_registry import ModelConfig, automatic_models, known_models
+from oabench_pipeline.core.models_registry import (
+    ModelConfig,
+    automatic_models,
+    entry_for_key,
+    known_models,
+    overridden_keys,
+)
 from oabench_pipeline.core.runs import with_logical_run_ids
 from oabench_pipeline.core.watch_policy import load_watch_policy
 from oabench_pipeline.freshness import (
@@ -45,7 +51,7 @@ from oabench_pipeline.inference.cost import PRICING_HINT, UNKNOWN_PRICE, cell_es
 from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.response_log import cell_log_path
-from oabench_pipeline.settings import Settings
+from oabench_pipeline.settings import DEFAULT_MODELS_FILE, Settings
 from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse
 
 if TYPE_CHECKING:
@@ -178,7 +184,7 @@ def answer_cells(
         return
     defs, instance = _dagster(settings)
     interrupts.reset()
-    models_files = (settings.models_file, settings.catalogue_models_file)
+    models_files = (*settings.models_files, settings.catalogue_models_file)
 
     def work() -> int:
         """The Dagster part, on a worker thread: Ctrl-C stays ours (`interrupts.py`)."""
@@ -198,6 +204,8 @@ def answer_cells(
                 f"cell(s) run; {leaderboard_outputs(warehouse)}"
             )
         else:
+            from oabench_pipeline.runner import one_line
+
             click.echo(f"leaderboard not rebuilt: {one_line(board.errors)}", err=True)
         incomplete = _report_incomplete(warehouse, cells, replicates, failures)
         # A signal during the leaderboard: it finished anyway.
@@ -258,12 +266,6 @@ def _report_incomplete(
     for line in incomplete:
         click.echo(line, err=True)
     return 1
-
-
-def one_line(messages: list[str], limit: int = 400) -> str:
-    """Failure messages as one line: whitespace collapsed, `; `-joined, cut at `limit` characters."""
-    text = "; ".join(" ".join(message.split()) for message in messages) or "failed"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _why_incomplete(warehouse: Warehouse, model: ModelConfig, edition: str) -> str:
@@ -330,8 +332,8 @@ def _choose_models(settings: Settings, warehouse: Warehouse, keys: list[str] | N
     hand-written model that can run: the catalogue's entries run on the policy's suite, by
     `oabench catalogue sync --run` or the sensor, or here when named in --models."""
     try:
-        registry = {m.key: m for m in known_models(settings.models_file, settings.catalogue_models_file)}
-        automatic = {m.key for m in automatic_models(settings.models_file, settings.catalogue_models_file)}
+        registry = {m.key: m for m in known_models(settings.models_files, settings.catalogue_models_file)}
+        automatic = {m.key for m in automatic_models(settings.models_files, settings.catalogue_models_file)}
         policy = load_watch_policy(settings.watch_file) if automatic else None
     except ValueError as error:  # ModelsRegistryError, WatchPolicyError
         # A user's typo, not a bug: the message (file:line: field) is the whole story, no traceback.
@@ -348,10 +350,9 @@ def _choose_models(settings: Settings, warehouse: Warehouse, keys: list[str] | N
     if keys:
         unknown = [k for k in keys if k not in registry]
         if unknown:
-            raise click.UsageError(
-                f"unknown model key(s) {', '.join(unknown)} (registry {settings.models_file}); known: {', '.join(registry)}"
-            )
+            raise click.UsageError(_unknown_keys(unknown, list(registry), settings))
         chosen = [registry[k] for k in keys]
+        _say_overrides(settings, chosen)
         missing = [f"{m.key} ({problem})" for m in chosen if (problem := credentials_problem(m))]
         if missing:
             raise click.UsageError(f"no credentials for {', '.join(missing)}")
@@ -370,7 +371,52 @@ def _choose_models(settings: Settings, warehouse: Warehouse, keys: list[str] | N
             )
         else:
             chosen.append(model)
+    _say_overrides(settings, chosen)
     return chosen
+
+
+def _unknown_keys(unknown: list[str], known: list[str], settings: Settings) -> str:
+    """Which keys are unknown, and how to add each: the block to paste, and where."""
+    files = " + ".join(str(path) for path in settings.models_files)
+    lines = [f"unknown model key(s) {', '.join(unknown)}: not in the models registry ({files})."]
+    blocks = [block for key in unknown if (block := entry_for_key(key))]
+    if blocks:
+        if settings.models_file == DEFAULT_MODELS_FILE.resolve():
+            where = (
+                "a file of your own (e.g. models.toml) and `export OABENCH_MODELS_FILE=models.toml` (read from the "
+                "working directory; its models are added to the packaged ones, and its entry of a packaged key "
+                "replaces that one)"
+            )
+        else:
+            where = f"{settings.models_file} (OABENCH_MODELS_FILE)"
+        lines += [
+            f"To add {'it' if len(blocks) == 1 else 'them'}, `oabench models add ID [--base-url URL "
+            f"--api-key-env VAR]` writes the entry, or paste into {where}:",
+            "",
+        ]
+        lines += ["\n\n".join(blocks), ""]
+        lines.append(
+            f"then `oabench run --models {','.join(k for k in unknown if entry_for_key(k))} --dry-run` shows "
+            "the calls and their cost "
+            "(docs/registry.md)."
+        )
+    bad = [key for key in unknown if entry_for_key(key) is None]
+    if bad:
+        lines.append(f"Not a usable key: {', '.join(bad)} (letters, digits and / : . _ - only).")
+    lines.append(f"Known: {', '.join(known)}")
+    return "\n".join(lines)
+
+
+def _say_overrides(settings: Settings, chosen: list[ModelConfig]) -> None:
+    """One line per chosen key whose entry in the user's file replaces the packaged one of that key."""
+    if settings.packaged_models_file is None:
+        return
+    overrides = overridden_keys(settings.models_files)
+    for model in chosen:
+        if model.key in overrides:
+            click.echo(
+                f"{model.key}: the entry in {overrides[model.key]} replaces the packaged one", err=True
+            )
 
 
 def _choose_editions(warehouse: Warehouse, wanted: list[str] | None, suite: Suite | None = None) -> list[str]:
@@ -495,6 +541,7 @@ def _run_cells(
     editions, and each run's Dagster bookkeeping overlaps other cells' model calls. Returns cell → why,
     in one line, for each cell whose run failed."""
     from oabench_pipeline.partitions import cell_partition_key
+    from oabench_pipeline.runner import cell_failure_line
 
     def one_cell(model: ModelConfig, edition: str) -> tuple[RunOutcome, str] | None:
         if interrupts.requested():
@@ -541,13 +588,13 @@ def _run_cells(
             if result is None:
                 continue  # not started: a Ctrl-C came first
             outcome, quiet = result
-            bar.finish_cell(f"{model.key} × {edition}", outcome.success, quiet)
+            bar.finish_cell(f"{model.key} × {edition}", outcome.success, quiet, outcome.interrupted)
             for check in outcome.failed_checks:
                 bar.console.print(f"[yellow]{model.key} × {edition}: check failed: {check}[/yellow]")
             if not outcome.success:  # why: in the last lines (`_report_incomplete`), once
-                named = (f"{model.key} × edition {edition}: ", f"{model.key} × {edition}: ")
-                why = [next((m[len(n) :] for n in named if m.startswith(n)), m) for m in outcome.errors]
-                failures[cell_name(model.key, edition)] = one_line(why)
+                failures[cell_name(model.key, edition)] = cell_failure_line(
+                    model.key, edition, outcome.errors
+                )
     return failures
 
 

@@ -27,7 +27,8 @@ from oabench_pipeline.settings import Settings
 @suite_option("Only the editions of this suite, and which model keys are complete on all of them.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def status_cmd(models_opt: str | None, editions_opt: str | None, suite: str | None, fmt: str) -> None:
-    """Each cell (edition × model key): complete, missing, failed, stale or running, and what completing costs.
+    """Each cell (edition × model key): complete, missing, failed, interrupted, stale, queued or running, and
+    what completing costs.
 
     Exit code 0 only when every listed cell is complete.
     """

@@ -11,7 +11,9 @@ command line, wherever it was started.
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -51,6 +53,32 @@ def dg_command(port: int, host: str) -> list[str]:
     return [str(dg), "dev", "-m", DEFINITIONS_MODULE, "--port", str(port), "--host", host]
 
 
+def listen_problem(host: str, port: int) -> str | None:
+    """Why the webserver could not listen on host:port (None: it can), found before anything starts.
+
+    `dg dev` starts its daemon first and only logs the webserver's `address already in use`: the UI was
+    then not there, yet the daemon launched runs. Bound here with SO_REUSEADDR, as the webserver binds, so
+    a port left in TIME_WAIT by a UI just stopped is free, and a port something listens on is not.
+    """
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as error:
+        return f"cannot listen on {host}:{port}: {error.strerror} (--host)"
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as error:
+                if error.errno == errno.EADDRINUSE:
+                    return (
+                        f"port {port} on {host} is already in use (another `oabench ui`?): stop what holds "
+                        f"it or pick another with --port; nothing was started"
+                    )
+                return f"cannot listen on {host}:{port}: {error.strerror}; nothing was started"
+    return None
+
+
 @main.command(name="ui")
 @click.option("--port", "-p", type=click.IntRange(1, 65535), default=3000, show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address the webserver listens on.")
@@ -67,6 +95,8 @@ def ui_cmd(port: int, host: str) -> None:
         home, _ = instance_home(settings)
     except InstanceHomeError as error:
         raise click.ClickException(str(error)) from None
+    if problem := listen_problem(host, port):
+        raise click.ClickException(problem)
     command = dg_command(port, host)
     if not Path(command[0]).is_file():
         raise click.ClickException(f"{command[0]} not found: install the project (`pip install -e .`) first")

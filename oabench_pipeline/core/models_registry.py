@@ -11,7 +11,7 @@ import ipaddress
 import re
 import socket
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any, Literal
@@ -90,6 +90,35 @@ def derive_model_key(
     if protocol == "deliberativo":
         key += ":deliberativo"
     return key
+
+
+def entry_for_key(key: str) -> str | None:
+    """The `[[models]]` block whose derived key is `key`, to paste into a registry file (None: `key` cannot
+    be a key). Trailing suffixes of `derive_model_key` become fields; anything else is the model id (an
+    Ollama tag such as `qwen3:8b` stays in the id)."""
+    model_id, effort, web, protocol = key, None, False, "direto"
+    if model_id.endswith(":deliberativo"):
+        model_id, protocol = model_id.removesuffix(":deliberativo"), "deliberativo"
+    if model_id.endswith(":web"):
+        model_id, web = model_id.removesuffix(":web"), True
+    if match := re.fullmatch(r"(.+):reasoning-(low|medium|high)", model_id):
+        model_id, effort = match.group(1), match.group(2)
+    if (
+        key_problem(key)
+        or safe_name_problem(model_id)
+        or derive_model_key(model_id, effort, web, protocol) != key
+    ):
+        return None
+    lines = ["[[models]]", f'id = "{model_id}"']
+    lines += [f'reasoning_effort = "{effort}"'] if effort else []
+    lines += ["web_search = true"] if web else []
+    lines += ['protocol = "deliberativo"'] if protocol == "deliberativo" else []
+    lines += [
+        "# OpenRouter by default (its key in OPENROUTER_API_KEY); another OpenAI-compatible endpoint:",
+        '# base_url = "http://127.0.0.1:11434/v1"',
+        '# api_key_env = ""  # the variable holding its key; "" sends none',
+    ]
+    return "\n".join(lines)
 
 
 # Model ids and keys become file names (response logs, partition files) and partition keys, so they are
@@ -461,22 +490,52 @@ def load_models_registry(path: Path) -> list[ModelConfig]:
     return parse_models_registry(text, path)
 
 
-def known_models(models_file: Path, catalogue_file: Path | None = None) -> list[ModelConfig]:
-    """The models registry, plus the entries the catalogue sensor registered (a hand-written key wins).
+RegistryFiles = Path | Sequence[Path]
+"""One registry file, or several read in order (the packaged one, then the user's `OABENCH_MODELS_FILE`)."""
 
-    Both files are validated: a mistake in either names its file, line and field.
+
+def _as_files(files: RegistryFiles) -> list[Path]:
+    return [files] if isinstance(files, Path) else list(files)
+
+
+def load_registries(files: RegistryFiles) -> list[ModelConfig]:
+    """The hand-written registries as one: every file's entries, where an entry replaces the entry of an
+    earlier file with the same key, in its place (the user's file overrides a packaged model)."""
+    merged: dict[str, ModelConfig] = {}
+    for path in _as_files(files):
+        for model in load_models_registry(path):
+            merged[model.key] = model  # a dict keeps the first file's position of a replaced key
+    return list(merged.values())
+
+
+def overridden_keys(files: RegistryFiles) -> dict[str, Path]:
+    """Key → the later file whose entry replaces an earlier file's entry of the same key."""
+    seen: set[str] = set()
+    overrides: dict[str, Path] = {}
+    for path in _as_files(files):
+        keys = {m.key for m in load_models_registry(path)}
+        overrides.update((key, path) for key in keys & seen)
+        seen |= keys
+    return overrides
+
+
+def known_models(models_files: RegistryFiles, catalogue_file: Path | None = None) -> list[ModelConfig]:
+    """The models registry (`load_registries`), plus the entries the catalogue sensor registered (a
+    hand-written key wins).
+
+    Every file is validated: a mistake in any names its file, line and field.
     """
-    models = load_models_registry(models_file)
+    models = load_registries(models_files)
     if catalogue_file is None or not catalogue_file.is_file():
         return models
     hand_written = {m.key for m in models}
     return models + [m for m in load_models_registry(catalogue_file) if m.key not in hand_written]
 
 
-def automatic_models(models_file: Path, catalogue_file: Path | None) -> list[ModelConfig]:
+def automatic_models(models_files: RegistryFiles, catalogue_file: Path | None) -> list[ModelConfig]:
     """The catalogue sensor's entries whose key no hand-written entry takes: the runs the watch policy
     pays for (and holds to its budgets)."""
     if catalogue_file is None or not catalogue_file.is_file():
         return []
-    hand_written = {m.key for m in load_models_registry(models_file)}
+    hand_written = {m.key for m in load_registries(models_files)}
     return [m for m in load_models_registry(catalogue_file) if m.key not in hand_written]

@@ -193,12 +193,14 @@ def _cell_lock(
         context.log.info(f"{cell}: being answered by {who}; waiting for it")
 
     if reason := interrupts.requested():  # cells started after a Ctrl-C (e.g. queued in a pool) send nothing
-        raise Failure(description=f"{cell}: {reason} before it started; nothing was sent")
+        raise _interrupted(f"{cell}: {reason} before it started; nothing was sent", reason)
     lock = CellLock(cell_lock_path(store.root, model_key, edition), run_id=context.run_id)
     try:
         stale = lock.acquire(on_wait, interrupts.requested)
     except LockWaitStopped as stopped:
-        raise Failure(description=f"{cell}: {stopped} while waiting for its lock; nothing was sent") from None
+        raise _interrupted(
+            f"{cell}: {stopped} while waiting for its lock; nothing was sent", str(stopped)
+        ) from None
     try:
         if stale is not None:
             context.log.warning(f"{cell}: took over the lock of {stale.describe()}, which died holding it")
@@ -385,10 +387,18 @@ def _call_model(
         + f" — {stats.sent_requests} HTTP requests, retries {dict(stats.retries_by_cause) or 0}"
     )
     if stats.stop_reason:
-        raise Failure(
-            description=f"{model.key} × edition {edition}: stopped, {stats.stop_reason}; "
+        line = (
+            f"{model.key} × edition {edition}: stopped, {stats.stop_reason}; "
             f"{progress.answered} answers kept in {log_path}"
         )
+        if stats.stop_reason == interrupts.requested():
+            raise _interrupted(line, stats.stop_reason)
+        raise Failure(description=line)
+
+
+def _interrupted(line: str, reason: str) -> Failure:
+    """The failure of a step a signal stopped, marked so that it reads "interrupted", not "failed"."""
+    return Failure(description=line, metadata={interrupts.INTERRUPTED_METADATA: reason})
 
 
 def _log_failure_line(model: ModelConfig, edition: str, log: ResponseLog) -> str:

@@ -11,7 +11,7 @@ from oabench_pipeline.core.models_registry import (
     ModelConfig,
     automatic_models,
     known_models,
-    load_models_registry,
+    load_registries,
 )
 from oabench_pipeline.core.watch_policy import WatchPolicy, load_watch_policy
 from oabench_pipeline.inference.types import EndpointConfig
@@ -27,7 +27,7 @@ class MissingApiKeyError(RuntimeError):
 
 
 class ModelsRegistryResource(ConfigurableResource):
-    """The models registry users edit (`registry/models.toml`, or `OABENCH_MODELS_FILE`), plus the entries
+    """The models registry users edit (`registry/models.toml`, plus `OABENCH_MODELS_FILE`), plus the entries
     the catalogue sensor generated (`catalogue_file`; a hand-written key wins) and the watch policy their
     runs are held to (`watch_file`, absent: none). `autorun_max_cost_usd` (`OABENCH_AUTORUN_MAX_COST_USD`)
     is the opt-in to automatic runs of new hand-written API models: None, the default, runs none."""
@@ -36,17 +36,23 @@ class ModelsRegistryResource(ConfigurableResource):
     catalogue_file: str | None = None
     watch_file: str | None = None
     autorun_max_cost_usd: float | None = None
+    packaged_path: str | None = None
+    """The packaged registry `path` adds its entries to (None: `path` is the whole registry)."""
+
+    def files(self) -> list[Path]:
+        """The hand-written registry files, in the order they are read (a later entry wins)."""
+        return [Path(p) for p in (self.packaged_path, self.path) if p]
 
     def models(self) -> dict[str, ModelConfig]:
-        return {m.key: m for m in known_models(Path(self.path), self._catalogue_path())}
+        return {m.key: m for m in known_models(self.files(), self._catalogue_path())}
 
     def hand_written(self) -> dict[str, ModelConfig]:
-        """The registry file alone: what a person wrote (the registry sensor runs these)."""
-        return {m.key: m for m in load_models_registry(Path(self.path))}
+        """The registry files alone: what a person wrote (the registry sensor runs these)."""
+        return {m.key: m for m in load_registries(self.files())}
 
     def automatic(self) -> dict[str, ModelConfig]:
         """The generated entries no hand-written entry overrides: runs the watch policy pays for."""
-        return {m.key: m for m in automatic_models(Path(self.path), self._catalogue_path())}
+        return {m.key: m for m in automatic_models(self.files(), self._catalogue_path())}
 
     def watch_policy(self) -> WatchPolicy | None:
         """The watch policy (None: no file); raises `WatchPolicyError` (file:line) when it is bad."""

@@ -14,7 +14,11 @@ from oabench_pipeline.core.models_registry import (
     EnvHeaderValue,
     ModelsRegistryError,
     derive_model_key,
+    entry_for_key,
+    known_models,
     load_models_registry,
+    overridden_keys,
+    parse_models_registry,
     safe_name_problem,
 )
 from oabench_pipeline.settings import DEFAULT_MODELS_FILE
@@ -255,3 +259,36 @@ def test_link_local_and_metadata_base_urls_are_refused_unless_allowed(tmp_path: 
 def test_loopback_and_lan_endpoints_stay_allowed(tmp_path: Path, url: str) -> None:
     path = _registry(tmp_path, f'[[models]]\nid = "a/b"\nbase_url = "{url}"\napi_key_env = ""\n')
     assert load_models_registry(path)[0].base_url == url
+
+
+def test_a_user_file_adds_to_the_packaged_registry_and_its_entry_of_a_packaged_key_wins(
+    tmp_path: Path,
+) -> None:
+    mine = tmp_path / "models.toml"
+    mine.write_text(
+        '[[models]]\nid = "acme/new"\n\n'
+        '[[models]]\nid = "deepseek/deepseek-v3.2"\nbase_url = "http://127.0.0.1:8000/v1"\napi_key_env = ""\n'
+    )
+    packaged = load_models_registry(DEFAULT_MODELS_FILE)
+    models = known_models([DEFAULT_MODELS_FILE, mine])
+    # The packaged order, the replaced entry in its place, then the user's new models.
+    assert [m.key for m in models] == [m.key for m in packaged] + ["acme/new"]
+    [deepseek] = [m for m in models if m.key == "deepseek/deepseek-v3.2"]
+    assert deepseek.base_url == "http://127.0.0.1:8000/v1" and deepseek.api_key_env is None
+    assert overridden_keys([DEFAULT_MODELS_FILE, mine]) == {"deepseek/deepseek-v3.2": mine}
+    assert [m.key for m in known_models(mine)] == ["acme/new", "deepseek/deepseek-v3.2"]  # one file: itself
+
+
+@pytest.mark.parametrize(
+    "key", ["some/new-model", "qwen3:8b", "x/y:reasoning-high:web:deliberativo", "m:web", "a/b:reasoning-low"]
+)
+def test_the_block_an_unknown_key_suggests_is_an_entry_of_that_key(key: str, tmp_path: Path) -> None:
+    block = entry_for_key(key)
+    assert block is not None
+    [model] = parse_models_registry(block, tmp_path / "models.toml")
+    assert model.key == key
+
+
+def test_no_block_for_a_key_that_cannot_be_one() -> None:
+    assert entry_for_key("a b") is None
+    assert entry_for_key("../etc") is None

@@ -10,6 +10,7 @@ import datetime as dt
 import io
 import json
 import socket
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -190,7 +191,9 @@ def test_baselines_run_offline_on_a_suite_and_every_suite_prints_in_every_format
     store = fresh_env.warehouse
     older = store.read("scores", f"45|{BASELINES[0]}")
     store.write_partition("scores", older, f"45|{BASELINES[0]}")
-    store.write_partition("contamination_by_cutoff", store.read("contamination_by_cutoff"), version="analysis-1")
+    store.write_partition(
+        "contamination_by_cutoff", store.read("contamination_by_cutoff"), version="analysis-1"
+    )
     assert store.written_version("leaderboard") is not None
     upgraded = fresh_env.cli("run", "--models", ",".join(BASELINES), "--suite", "late")
     assert "leaderboard rebuilt: 2 model key(s) × 2 edition(s), 1 cell(s) run" in upgraded.output
@@ -357,3 +360,55 @@ def test_dry_run_of_a_suite_costs_each_edition_each_model_and_the_total(fresh_en
         "2",
         "3",
     ]
+
+
+def test_an_unknown_key_says_how_to_add_it_and_a_relative_models_file_adds_to_the_packaged_ones(
+    fresh_env: PipelineEnv, tmp_path: Path
+) -> None:
+    """The first hour of a new model: the error gives the block to paste; that block, in a file named by a
+    relative OABENCH_MODELS_FILE, adds the model to the packaged ones, and an entry of a packaged key
+    replaces that one (and `oabench run` says so)."""
+    monkeypatch = fresh_env.monkeypatch
+    for name in ("OABENCH_MODELS_FILE", "OABENCH_PACKAGED_MODELS"):
+        monkeypatch.delenv(name, raising=False)  # the packaged registry, as a user has it
+    new = "acme/new-model:reasoning-high"
+    refused = fresh_env.cli("run", "--models", new, "--editions", "45")
+    assert refused.exit_code == 2
+    assert f"unknown model key(s) {new}: not in the models registry" in refused.output
+    assert "export OABENCH_MODELS_FILE=models.toml" in refused.output
+    start = refused.output.index("[[models]]")
+    block = refused.output[start : refused.output.index("\n\n", start)]
+    assert block.splitlines()[:3] == ["[[models]]", 'id = "acme/new-model"', 'reasoning_effort = "high"']
+
+    with ReplayServer(models={"acme/new-model": ModelPricing("0", "0")}) as server:
+        user_dir = tmp_path / "mine"
+        user_dir.mkdir()
+        (user_dir / "models.toml").write_text(
+            block.replace(
+                '# base_url = "http://127.0.0.1:11434/v1"', f'base_url = "{server.base_url}"'
+            ).replace('# api_key_env = ""', 'api_key_env = ""')
+            + f'\n\n[[models]]\nid = "deepseek/deepseek-v3.2"\nbase_url = "{server.base_url}"\napi_key_env = ""\n',
+            encoding="utf-8",
+        )
+        monkeypatch.chdir(user_dir)
+        monkeypatch.setenv("OABENCH_MODELS_FILE", "models.toml")  # relative: from the working directory
+        status = fresh_env.cli("status", "--editions", "45", "--format", "json")
+        keys = {cell["model_key"] for cell in json.loads(status.output)["cells"]}
+        assert {new, "deepseek/deepseek-v3.2", "baseline/random", "openai/gpt-5-mini"} <= keys
+
+        dry = fresh_env.cli(
+            "run", "--models", f"{new},deepseek/deepseek-v3.2", "--editions", "45", "--dry-run"
+        )
+        assert dry.exit_code == 0, dry.output
+        assert (
+            f"deepseek/deepseek-v3.2: the entry in {user_dir / 'models.toml'} replaces the packaged one"
+            in (dry.output)
+        )
+        assert server.stats.total_requests == 0
+
+        monkeypatch.setenv("OABENCH_PACKAGED_MODELS", "off")  # the file alone is the registry
+        status = fresh_env.cli("status", "--editions", "45", "--format", "json")
+        assert {cell["model_key"] for cell in json.loads(status.output)["cells"]} == {
+            new,
+            "deepseek/deepseek-v3.2",
+        }

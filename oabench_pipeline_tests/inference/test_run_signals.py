@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -59,6 +60,24 @@ def caught_mid_cell(
     )
 
 
+def assert_status_says_interrupted(env: PipelineEnv, said: str, name: str, logs: list[Path]) -> None:
+    """The live lines and `oabench status` call a stopped cell interrupted (not failed), count the answers
+    its response log keeps, and give the command that resumes it."""
+    assert "FAILED" not in said, said
+    for edition in ("43", "44"):  # the cell's live line (wrapped at 80 columns when not a terminal)
+        assert re.search(rf"{re.escape(MODEL)} × {edition}: \d+/\d+ answered, .* interrupted\s", said), said
+    report = env.cli("status", "--format", "json", "--models", MODEL, "--editions", "43,44")
+    cells = {c["edition"]: c for c in json.loads(report.output)["cells"]}
+    for edition, log in zip(("43", "44"), logs, strict=True):
+        cell = cells[edition]
+        assert cell["state"] == "interrupted", cell
+        assert cell["answered"] == log_line_count(log), cell  # every reply held is an answer
+        assert cell["reason"] == (
+            f"last run interrupted ({name}); {cell['answered']} answer(s) kept in its response log; "
+            f"`oabench run --models {MODEL} --editions {edition}` resumes it (nothing kept is asked again)"
+        )
+
+
 def test_sigint_then_sigterm_stop_sending_keep_what_arrived_and_say_how_to_resume(
     fresh_env: PipelineEnv, shared_oab: Path, stop_children: list
 ) -> None:
@@ -93,6 +112,7 @@ def test_sigint_then_sigterm_stop_sending_keep_what_arrived_and_say_how_to_resum
             assert sum(log_line_count(path) for path in logs) == sent
             assert cell_rows(fresh_env.warehouse, MODEL, "43").is_empty()
             assert cell_rows(fresh_env.warehouse, MODEL, "44").is_empty()
+            assert_status_says_interrupted(fresh_env, said, name, logs)
 
         resumed = fresh_env.cli("run", "--models", MODEL, "--editions", "43,44")
         assert resumed.exit_code == 0, resumed.output
