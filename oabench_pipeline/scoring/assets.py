@@ -217,7 +217,10 @@ def leaderboard(
                 "they keep their previous rows"
             )
         tables = build_leaderboard_tables(con, as_of=as_of, suites=list(suites.values()))
-        row_counts = con.sql("select model_key, edition, run_id, count(*) as n from scores group by all").pl()
+        row_counts = con.sql(
+            "select model_key, edition, run_id, count(*) filter (where status <> 'unresolved') as n "
+            "from scores group by all"
+        ).pl()
         answered_at = con.sql(
             "select model_key, min(created_at) as first_answer from inferences where source = 'live' group by all"
         ).pl()

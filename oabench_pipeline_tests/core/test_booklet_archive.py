@@ -1,4 +1,4 @@
-"""Every archived booklet (1st-25th and 37th editions) through parse_booklet and the blocking checks.
+"""Every archived booklet (1st-26th, 28th and 36th-38th editions) through parse_booklet and the blocking checks.
 
 Marked `archive` (about 10 s of CPU): left out of the default run, run by `.ci/run` after it
 (`pytest -m archive`). One booklet of each layout is in the default run: `test_booklet_layouts.py`.
@@ -27,7 +27,7 @@ from oabench_pipeline_tests.core.test_booklet_layouts import (
 
 pytestmark = pytest.mark.archive
 
-ARCHIVED = [*range(1, 26), 37]
+ARCHIVED = [*range(1, 27), 28, 36, 37, 38]
 
 
 def test_the_archive_holds_every_archived_edition_the_registry_pins(shared_oab: Path) -> None:
@@ -53,6 +53,17 @@ def test_archived_booklet_passes_every_blocking_check(edition: int, shared_oab: 
     assert header_footer_leaks(questions) == []
     assert swallowed_choices(questions) == []
     assert not any(q.requires_image for q in questions)
+
+
+def test_the_36th_cover_is_garbled_and_its_question_pages_are_not(shared_oab: Path) -> None:
+    """The examiners' own file: the cover's text layer maps its glyphs to other code points (`dŝƉŽϭ`), so
+    the edition is read from the question pages' running footer, which is clean."""
+    with pymupdf.open(stream=archive_pdf(36)) as doc:
+        cover = doc[0].get_text()
+    assert "EXAME" not in cover.upper() and "ĚĞ" in cover
+    booklet = archive_booklet(36)
+    assert booklet.edition_in_header == 36
+    assert question(36, 1).stem.startswith("Celso, advogado, foi contratado por Maria")
 
 
 def test_a_sentence_ending_short_of_its_questions_justified_edge_ends_a_paragraph(shared_oab: Path) -> None:

@@ -1,4 +1,4 @@
-"""The packaged editions registry: 29 editions pinned as the shared manifests say, areas covering every question."""
+"""The packaged editions registry: 33 editions pinned as the shared manifests say, areas covering every question."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from oabench_pipeline.core.editions import (
 from oabench_pipeline.core.records import LETTERS
 from oabench_pipeline_tests.conftest import shared_oab_dir
 
-ARCHIVED = (*range(1, 26), 37)
+ARCHIVED = (*range(1, 27), 28, 36, 37, 38)
 STUDY = (43, 44, 45)
 
 
@@ -46,9 +46,9 @@ def manifests() -> dict[int, dict[str, Any]]:
     return by_edition
 
 
-def test_the_registry_has_the_29_editions_with_2380_questions() -> None:
+def test_the_registry_has_the_33_editions_with_2700_questions() -> None:
     assert sorted(registry()) == [*ARCHIVED, *STUDY]
-    assert sum(e.question_count for e in registry().values()) == 2380
+    assert sum(e.question_count for e in registry().values()) == 2700
     assert [n for n, e in registry().items() if e.question_count == 100] == [1, 2, 3]
 
 
@@ -65,6 +65,10 @@ def test_pins_dates_and_key_status_match_the_shared_manifests(shared_oab: Path) 
                 wanted["label"],
             ), (number, kind)
             assert (shared_oab / wanted["file"]).stat().st_size == pinned.bytes  # the mirror holds them
+            # Provenance: the examiners' own address of the same bytes, whose file name opens with their size.
+            assert pinned.official_url == wanted.get("official_url"), (number, kind)
+            if pinned.official_url:
+                assert pinned.official_url.rsplit("/", 1)[1].startswith(f"{pinned.bytes}_"), (number, kind)
         assert edition.exam_date.isoformat() == entry["exam_date"]
         assert edition.exam_name == entry["exam_name"]
         assert edition.question_count == entry["questions"]
@@ -82,6 +86,16 @@ def test_annulments_only_the_registry_knows_have_their_source() -> None:
         assert list(annulled[number]) == expected
         assert "legal-nlp/oab-exams" in (registry()[number].annulled_source or "")
         assert registry()[number].annulled_status_source.startswith("registry: legal-nlp/oab-exams")
+
+
+def test_unresolved_questions_are_the_manifests_with_their_reason() -> None:
+    """The 28th's 37: the preliminary key gives D, public transcriptions of the later key disagree."""
+    unresolved = {n: e.unresolved for n, e in registry().items() if e.unresolved}
+    assert list(unresolved) == [28] and list(unresolved[28]) == [37]
+    for number, questions in unresolved.items():
+        assert {str(n): why for n, why in questions.items()} == manifests()[number][
+            "unresolved_after_preliminary_key"
+        ]
 
 
 def test_the_first_three_exams_keep_their_year_names() -> None:
@@ -115,7 +129,7 @@ def test_area_names_are_the_canonical_ones_of_the_current_scheme() -> None:
 
 def test_fgv_2010s_starts_with_fgvs_first_exam_the_2nd(shared_oab: Path) -> None:
     """FGV set the 2nd (2010.2) in a template of its own; the 1st (2010.1) was CESPE's."""
-    assert load_suites()["fgv-2010s"].editions == tuple(range(2, 26))
+    assert load_suites()["fgv-2010s"].editions == (*range(2, 27), 28)
     with pymupdf.open(shared_oab / manifests()[2]["booklet"]["file"]) as doc:
         assert "A FGV realizará a coleta da impressão digital" in doc[0].get_text()
 
@@ -204,6 +218,12 @@ SCHEME = {"s": [{"first": 1, "last": 2, "area": "Ética Profissional"}]}
         ({"annulled": [3], "annulled_source": "somebody"}, r"annulled questions \[3\] are outside 1-2"),
         ({"exam_label": "2010.2"}, "exam_label '2010.2' does not name edition 46"),
         ({"key_status": "final"}, "key_status"),
+        ({"unresolved": {"3": "disputed"}}, r"unresolved questions \[3\] are outside 1-2"),
+        ({"unresolved": {"2": " "}}, r"unresolved questions \[2\] need their reason"),
+        (
+            {"unresolved": {"2": "disputed"}, "annulled": [2], "annulled_source": "somebody"},
+            r"questions \[2\] are both annulled and unresolved",
+        ),
     ],
 )
 def test_registry_mistakes_name_the_edition_and_field(fields: dict[str, Any], problem: str) -> None:

@@ -58,7 +58,7 @@ ORDER BY q.edition, q.number
 RUN_SCORES_SQL = """
 SELECT model_key, run_id, edition,
        count(*) FILTER (WHERE is_correct_official) AS official_score,
-       count(*) AS questions
+       count(*) FILTER (WHERE status <> 'unresolved') AS questions
 FROM scores GROUP BY ALL ORDER BY model_key, run_id, edition
 """
 
