@@ -453,8 +453,15 @@ def leaderboard_report(
     data_as_of = store.read_around_damage(lambda con: con.sql(newest).pl(), "inferences")["newest"][0]
     generated_at = dt.datetime.now(dt.UTC)
     editions = store.read("editions") if store.has_table("editions") else None
+    answer_keys = store.read("answer_keys") if store.has_table("answer_keys") else None
     files = write_reports(
-        tables, out_dir, data_as_of=data_as_of, generated_at=generated_at, editions=editions, suite=suite
+        tables,
+        out_dir,
+        data_as_of=data_as_of,
+        generated_at=generated_at,
+        editions=editions,
+        suite=suite,
+        answer_keys=answer_keys,
     )
     caption = f"\n\n{files.cost_plot_caption}" if files.cost_plot_caption else ""
     return MaterializeResult(

@@ -31,8 +31,9 @@ def keyed(tmp_path_factory: pytest.TempPathFactory, mirror_server: StaticFileSer
     env = make_env(tmp_path_factory.mktemp("archived"), monkeypatch, mirror_server.base_url)
     result = env.cli("ingest", "--editions", "3")
     assert result.exit_code == 0, result.output
-    assert "edition 3: 100 questions, 99 active, 1 annulled (72 per the registry); preliminary answer key" in (
-        result.output
+    assert (
+        "edition 3: 100 questions, 99 active, 1 annulled (72 per the registry); preliminary answer key"
+        in (result.output)
     )
     yield env
     monkeypatch.undo()
