@@ -190,7 +190,7 @@ def key_provenance(edition: Edition, entry: AnswerKeyEntry) -> KeyProvenance:
             key_document="definitive" if preliminary else edition.key_status,
             changed_after_preliminary=True if preliminary else None,
             preliminary_correct=preliminary_correct,
-            status_note=f"annulled after the {edition.key_status} key ({edition.annulled_source})",
+            status_note=f"annulled by the later key (source: {edition.annulled_source})",
         )
     changed = entry.changed_by is not None
     return KeyProvenance(

@@ -16,11 +16,12 @@ from oabench_pipeline.core.editions import (
     DEFAULT_EDITIONS_FILE,
     Edition,
     EditionsRegistryError,
+    key_provenance,
     load_editions,
     load_suites,
     parse_editions,
 )
-from oabench_pipeline.core.records import LETTERS
+from oabench_pipeline.core.records import LETTERS, AnswerKeyEntry
 from oabench_pipeline_tests.conftest import shared_oab_dir
 
 ARCHIVED = (*range(1, 27), 28, 36, 37, 38)
@@ -239,3 +240,52 @@ def test_optional_fields_default_for_a_new_or_discovered_edition() -> None:
         None,
         None,
     )
+
+
+def test_key_provenance_of_each_kind_of_answer() -> None:
+    """What `answer_keys` records of where an answer comes from (core/editions.py: key_provenance)."""
+    [definitive] = parse_editions({"area_schemes": SCHEME, "editions": [BASE]}, "registry.toml")
+    preliminary = definitive.model_copy(
+        update={
+            "key_status": "preliminary",
+            "annulled": (2,),
+            "annulled_source": "a transcription",
+            "unresolved": {1: "disputed"},
+        }
+    )
+    read = AnswerKeyEntry(number=1, correct="A")
+
+    def columns(edition: Edition, entry: AnswerKeyEntry) -> tuple[Any, ...]:
+        p = key_provenance(edition, entry)
+        return (p.correct, p.status, p.key_document, p.changed_after_preliminary, p.preliminary_correct)
+
+    # A definitive key: its preliminary is not pinned, so whether the answer changed is not known here.
+    assert columns(definitive, read) == ("A", "active", "definitive", None, None)
+    assert columns(definitive, AnswerKeyEntry(number=1, correct=None)) == (
+        None,
+        "annulled",
+        "definitive",
+        None,
+        None,
+    )
+    # A preliminary key: its answer, unchanged as far as is known, unless a notice or the registry says otherwise.
+    assert columns(preliminary, AnswerKeyEntry(number=2, correct="B")) == (
+        None,
+        "annulled",
+        "definitive",
+        True,
+        "B",
+    )
+    unchanged = preliminary.model_copy(update={"annulled": (), "annulled_source": None, "unresolved": {}})
+    assert columns(unchanged, AnswerKeyEntry(number=2, correct="B")) == (
+        "B",
+        "active",
+        "preliminary",
+        False,
+        "B",
+    )
+    assert columns(preliminary, read) == (None, "unresolved", "preliminary", None, "A")
+    assert key_provenance(preliminary, read).status_note == "unresolved: disputed"
+    noticed = AnswerKeyEntry(number=2, correct="B", printed="A", changed_by="examiners' notice")
+    assert columns(definitive, noticed) == ("B", "active", "definitive", True, None)
+    assert key_provenance(definitive, noticed).status_note == "changed from A to B by the examiners' notice"

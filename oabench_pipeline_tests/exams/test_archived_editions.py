@@ -48,6 +48,21 @@ def test_the_3rd_has_100_answers_and_the_registry_annuls_72(keyed: PipelineEnv) 
     assert annulled["correct"].to_list() == [None]  # the preliminary letter is not scored
     assert annulled["status_source"].item().startswith(REGISTRY_SOURCE)
     assert set(key.filter(pl.col("status") == "active")["status_source"]) == {"key"}
+    # Where the answers come from: the annulment from the later key (as transcribed), the rest preliminary.
+    q72 = annulled.row(0, named=True)
+    assert (q72["key_document"], q72["changed_after_preliminary"], q72["preliminary_correct"]) == (
+        "definitive",
+        True,
+        "C",
+    )
+    assert q72["status_note"] == (
+        "annulled by the later key (source: legal-nlp/oab-exams transcription (official/raw/*.txt): answers "
+        "marked NULL, annulled after the preliminary key)"
+    )
+    active = key.filter(pl.col("status") == "active")
+    assert set(active["key_document"]) == {"preliminary"} and set(active["changed_after_preliminary"]) == {
+        False
+    }
 
 
 def test_the_3rd_questions_take_the_registry_annulment_and_its_area_scheme(keyed: PipelineEnv) -> None:
