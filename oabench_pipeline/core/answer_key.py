@@ -4,7 +4,7 @@ Every key since the 1st edition (2010) gives, for each booklet, the correct lett
 number, in one of four layouts. The parser tries each layout's rule (`SHAPES`, in this order) and reads the
 first one present; the letters then go through the same checks whatever the layout:
 
-- `type-tables` (3rd–11th, 13th–25th, 37th, 43rd on): one table per booklet type, headed `PROVA TIPO 1`
+- `type-tables` (3rd–11th, 13th–26th, 28th, 36th–38th, 43rd on): one table per booklet type, headed `PROVA TIPO 1`
   (`43º EXAME DE ORDEM - PROVA TIPO 1`) or `<edition> – TIPO 1 – BRANCO`: rows of question numbers, each
   followed by the row of their letters. A correspondence table between types ("TIPO 1 TIPO 2 ...") has
   neither form of heading and is therefore never taken for a key.
@@ -20,7 +20,7 @@ A key file may open with the examiners' notice of a changed answer (the 28th: `C
 grid after it still printing the old letter. The notice is read (`_notices`), never taken for a key table:
 its letter replaces the grid's, which must be the notice's `Gabarito preliminar`, and the entry records both.
 
-An annulled question shows `*` instead of its letter (definitive keys: the 15th, 17th, 37th, 43rd), or
+An annulled question shows `*` instead of its letter (definitive keys: the 15th, 17th, 36th-38th, 43rd), or
 beside it (the 9th's preliminary key, `* = Anular Questão`, a red star by the letter). Letters are matched
 to numbers by position (the letter sits under its number), so a missing cell, a stray letter or an unknown
 symbol is reported instead of shifting the others. The edition is the one the key's own pages name
