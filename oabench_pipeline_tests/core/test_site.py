@@ -260,3 +260,5 @@ def test_a_question_page_says_where_its_answer_comes_from(store: Warehouse, tmp_
     page = (site / paths.question_page(unresolved)).read_text(encoding="utf-8")
     assert "unresolved</span> Its later key is unknown and disputed: left out of both scores" in page
     assert "unresolved: transcriptions disagree" in page
+    edition = site / paths.edition_page(int(unresolved.split("-")[1]))  # qid: oab-<edition>-1f-q<n>
+    assert "1 unresolved: Its later key is unknown and disputed" in edition.read_text(encoding="utf-8")
