@@ -27,7 +27,8 @@ def _columns(*specs: tuple[str, pl.DataType | type[pl.DataType], str]) -> tuple[
 
 STATUS_SOURCE_DESCRIPTION = (
     "Where the status comes from: 'key' (the answer key: a letter, or '*' for annulled) or "
-    "'registry: <source>' (an annulment the pinned key does not show, e.g. after a preliminary key)"
+    "'registry: <source>' (an annulment the pinned key does not show, e.g. after a preliminary key), or "
+    "'registry: unresolved' (a question whose later key is unknown and disputed: status_note says why)"
 )
 
 TABLES: dict[str, tuple[Column, ...]] = {
@@ -68,6 +69,22 @@ TABLES: dict[str, tuple[Column, ...]] = {
             "Questions annulled that the pinned key does not show (from the registry)",
         ),
         ("annulled_source", pl.String, "Who says the `annulled` questions were annulled; NULL when none"),
+        (
+            "booklet_official_url",
+            pl.String,
+            "The examiners' own download address of the booklet's bytes, where the file is pinned from an "
+            "archive (provenance); NULL when not known or the same as booklet_url",
+        ),
+        (
+            "answer_key_official_url",
+            pl.String,
+            "The examiners' own download address of the answer key's bytes (provenance); NULL when not known",
+        ),
+        (
+            "unresolved",
+            pl.List(pl.Int32),
+            "Questions whose later key is unknown and disputed (from the registry): left out of both scores",
+        ),
     ),
     "source_files": _columns(
         ("edition", pl.Int32, "Edition number"),
@@ -77,6 +94,12 @@ TABLES: dict[str, tuple[Column, ...]] = {
         ("sha256", pl.String, "SHA-256 of the stored bytes (equal to the pin)"),
         ("bytes", pl.Int64, "Size in bytes"),
         ("stored_at", pl.String, "Path of the file in the content-addressed raw store"),
+        (
+            "official_url",
+            pl.String,
+            "The examiners' own download address of the same bytes, when the file is pinned from an archive "
+            "(the registry's official_url); NULL when not known",
+        ),
     ),
     "questions": _columns(
         ("qid", pl.String, "Question id as in published OABench runs: oab-{edition}-1f-q{number}"),
@@ -91,7 +114,8 @@ TABLES: dict[str, tuple[Column, ...]] = {
         (
             "status",
             pl.String,
-            "'active', or 'annulled' when the key or the registry annuls it (status_source)",
+            "'active', 'annulled' when the key or the registry annuls it, or 'unresolved' when its later key "
+            "is unknown and disputed (status_source; asked of no model, left out of both scores)",
         ),
         ("requires_image", pl.Boolean, "A picture lies inside the question's own region"),
         ("pages", pl.List(pl.Int32), "1-based booklet pages the question spans"),
@@ -104,12 +128,42 @@ TABLES: dict[str, tuple[Column, ...]] = {
         ("qid", pl.String, "Question id"),
         ("edition", pl.Int32, "Edition number"),
         ("number", pl.Int32, "Question number in booklet TIPO 1"),
-        ("correct", pl.String, "Correct letter A-D; NULL when annulled"),
-        ("status", pl.String, "'active' or 'annulled' ('*' in the key, or annulled by the registry)"),
+        ("correct", pl.String, "Correct letter A-D; NULL when annulled or unresolved"),
+        (
+            "status",
+            pl.String,
+            "'active', 'annulled' ('*' in the key, or annulled by the registry) or 'unresolved' (the later "
+            "key is unknown and disputed: left out of both scores)",
+        ),
         ("source_sha256", pl.String, "SHA-256 of the answer-key PDF"),
         ("exam_date", pl.Date, "Date of the exam (from the editions registry)"),
         ("key_status", pl.String, "'definitive' or 'preliminary': what the answer-key PDF is"),
         ("status_source", pl.String, STATUS_SOURCE_DESCRIPTION),
+        (
+            "key_document",
+            pl.String,
+            "'preliminary' or 'definitive': the document the answer comes from (an annulment the registry "
+            "adds after a preliminary key: 'definitive', the later key as transcribed)",
+        ),
+        (
+            "changed_after_preliminary",
+            pl.Boolean,
+            "TRUE: the answer differs from the preliminary key's (a notice in the key file, a later "
+            "annulment); FALSE: the preliminary key's answer, no later change known; NULL: cannot be told "
+            "(a definitive key, whose preliminary is not pinned; an unresolved question)",
+        ),
+        (
+            "preliminary_correct",
+            pl.String,
+            "The preliminary key's letter, when the pinned key is preliminary; NULL otherwise or when it "
+            "shows the question annulled",
+        ),
+        (
+            "status_note",
+            pl.String,
+            "Why the answer or status is not the key grid's plain letter: a notice's change, a later "
+            "annulment, or why the question is unresolved; NULL otherwise",
+        ),
     ),
     "models": _columns(
         ("model_key", pl.String, "Configuration key: model id + :reasoning-{effort} + :web + :deliberativo"),
@@ -261,19 +315,27 @@ TABLES["scores"] = _columns(
     ("edition", pl.Int32, "Edition number (partition dimension `edition`)"),
     ("number", pl.Int32, "Question number in booklet TIPO 1"),
     ("area", pl.String, "Legal area of the question"),
-    ("status", pl.String, "'active' or 'annulled' (from the definitive answer key)"),
-    ("correct", pl.String, "Correct letter per the definitive key; NULL when annulled"),
+    (
+        "status",
+        pl.String,
+        "'active', 'annulled' or 'unresolved' (its later key unknown and disputed), from `answer_keys`",
+    ),
+    ("correct", pl.String, "Correct letter per the answer key; NULL when annulled or unresolved"),
     ("answer", pl.String, "The model's scored letter (lenient parse); NULL when none was extracted"),
     ("answer_strict", pl.String, "Letter when the whole reply is just a letter (strict parse)"),
     (
         "is_correct_official",
         pl.Boolean,
-        "Official credit: right answer, or any answer to an annulled question",
+        "Official credit: right answer, or any answer to an annulled question; NULL when unresolved",
     ),
-    ("is_correct_technical", pl.Boolean, "Right answer on an active question; NULL when annulled"),
+    (
+        "is_correct_technical",
+        pl.Boolean,
+        "Right answer on an active question; NULL when annulled or unresolved",
+    ),
     ("is_valid", pl.Boolean, "A letter was extracted and the call neither failed nor was skipped"),
     ("has_error", pl.Boolean, "The call failed after its retries"),
-    ("skipped", pl.Boolean, "Annulled question: no call made"),
+    ("skipped", pl.Boolean, "Annulled or unresolved question: no call made"),
     ("strict_compliant", pl.Boolean, "The reply was exactly one letter (protocol compliance)"),
     ("latency_ms", pl.Int64, "Wall time of the successful attempt"),
     ("prompt_tokens", pl.Int64, "Prompt tokens reported by the endpoint"),

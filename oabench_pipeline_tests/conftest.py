@@ -210,7 +210,7 @@ def ingested_template(tmp_path_factory: pytest.TempPathFactory, mirror_server: S
 
 def _ingest(root: Path, mirror_server: StaticFileServer) -> Path:
     """`oabench ingest` of the study's three editions from the mirror into a pipeline environment at `root`;
-    its warehouse folder. (The registry knows 29 editions; the suite's tests are written against these
+    its warehouse folder. (The registry knows 33 editions; the suite's tests are written against these
     three, the archived ones have tests of their own.)"""
     from oabench_pipeline_tests.pipeline_env import STUDY_EDITIONS, make_env
 

@@ -88,3 +88,39 @@ def test_a_contested_key_under_later_law_comes_first_and_names_its_reforms(
     assert [r["qid"] for r in printed][:2] == ["oab-10-1f-q7", "oab-1-1f-q2"]
     assert [r["later law"] for r in printed] == ["cpc-2015", "cpc-2015, lawyers-statute-2022", None, None]
     assert "later law" in CliRunner().invoke(main, ["audit-keys"]).output
+
+
+def test_each_question_says_which_key_document_its_answer_comes_from_and_unresolved_ones_follow(
+    audited: Warehouse,
+) -> None:
+    keys = pl.DataFrame(
+        {
+            "qid": ["oab-10-1f-q7", "oab-43-1f-q55", "oab-28-1f-q37"],
+            "edition": [10, 43, 28],
+            "number": [7, 55, 37],
+            "correct": ["B", "B", None],
+            "status": ["active", "active", "unresolved"],
+            "key_status": ["preliminary", "definitive", "preliminary"],
+            "status_source": ["key", "key", "registry: unresolved"],
+            "key_document": ["preliminary", "definitive", "preliminary"],
+            "changed_after_preliminary": [False, None, None],
+            "preliminary_correct": ["B", None, "D"],
+            "status_note": [None, None, "unresolved: the later key is disputed"],
+        },
+        schema_overrides={"changed_after_preliminary": pl.Boolean},
+    )
+    for edition, rows in keys.partition_by("edition", as_dict=True).items():
+        audited.write_partition("answer_keys", rows, str(edition[0]))
+    rows = json.loads(CliRunner().invoke(main, ["audit-keys", "--format", "json"]).output)
+    by_qid = {row["qid"]: row for row in rows}
+    assert (by_qid["oab-10-1f-q7"]["key document"], by_qid["oab-10-1f-q7"]["changed after preliminary"]) == (
+        "preliminary",
+        False,
+    )
+    assert by_qid["oab-43-1f-q55"]["key document"] == "definitive"
+    assert by_qid["oab-44-1f-q63"]["key document"] is None  # no answer_keys row: not known here
+    table = CliRunner().invoke(main, ["audit-keys", "--suite", "all"]).output
+    assert table.splitlines()[-1] == (
+        "oab-28-1f-q37: unresolved, left out of both scores (unresolved: the later key is disputed)"
+    )
+    assert "oab-28-1f-q37" not in CliRunner().invoke(main, ["audit-keys", "--suite", "oabench-2026"]).output

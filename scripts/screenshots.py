@@ -3,7 +3,7 @@
     .venv/bin/python scripts/screenshots.py [--out docs/images] [--work DIR] [--skip-prepare] [--site-only]
 
 Prepares a warehouse and a Dagster instance in `--work` (a temporary folder by default) the way a person
-does, with the `oabench` CLI: ingest the 29 editions from the mirror beside the repo
+does, with the `oabench` CLI: ingest the 33 editions from the mirror beside the repo
 (`../shared/oab/mirror`), run the two offline baselines, import the published OABench runs (so the
 leaderboard has real rows, and the aborted GPT-5 Mini run shows as a missing cell), build the site
 (`oabench site`). Then it starts `dagster-webserver` on 127.0.0.1 for that instance and has headless

@@ -256,6 +256,8 @@ def _pinned_file_table(pinned: PinnedFile) -> dict[str, Any]:
     table: dict[str, Any] = {"label": pinned.label, "url": pinned.url, "sha256": pinned.sha256}
     if pinned.bytes is not None:
         table["bytes"] = pinned.bytes
+    if pinned.official_url is not None:
+        table["official_url"] = pinned.official_url
     return table
 
 
@@ -271,6 +273,7 @@ def _edition_table(edition: Edition) -> dict[str, Any]:
         "key_status": edition.key_status,
         "annulled": list(edition.annulled),
         "annulled_source": edition.annulled_source,
+        "unresolved": {str(n): why for n, why in sorted(edition.unresolved.items())} or None,
         "pinned_by": edition.pinned_by,
         "booklet": _pinned_file_table(edition.booklet),
         "answer_key": _pinned_file_table(edition.answer_key),

@@ -29,6 +29,8 @@ _COLUMNS = {
     "number": "number",
     "correct": "key",
     "key_status": "key status",
+    "key_document": "key document",
+    "changed_after_preliminary": "changed after preliminary",
     "consensus": "consensus",
     "consensus_weight": "weight",
     "key_weight": "key weight",
@@ -48,8 +50,11 @@ def audit_keys_cmd(editions: str | None, suite: str | None, show_all: bool, fmt:
     Each model's vote is weighted by its Rasch ability (a model at chance weighs nothing); a question is
     suspicious when the consensus letter is not the key and carries at least 80% of the weight (3 models
     or more), or 70% with at least 6 models, the stronger ones, behind it (docs/item_response.md). A flag asks for a person to check the
-    question against the examiners' definitive key. A suspicious key on a question whose area a later reform
-    rewrote comes first, its reforms under `later law` (docs/law_currency.md). The exit code is 0 either way.
+    question against the examiners' definitive key; beside it, the key document its answer comes from
+    (preliminary or definitive) and whether it changed after the preliminary key. A suspicious key on a
+    question whose area a later reform rewrote comes first, its reforms under `later law`
+    (docs/law_currency.md). The questions left unresolved (their later key unknown and disputed, in neither
+    score) follow, with why. The exit code is 0 either way.
     """
     listed = edition_keys(editions)
     if suite is not None and editions is not None:
@@ -59,10 +64,12 @@ def audit_keys_cmd(editions: str | None, suite: str | None, show_all: bool, fmt:
     warehouse = Warehouse(settings.warehouse_path)
     if not warehouse.has_table("key_audit"):
         raise click.ClickException("no key_audit table yet: run `oabench run` or `oabench import` first")
-    audit = warehouse.read("key_audit")
+    keys = _key_provenance(warehouse)
+    audit = warehouse.read("key_audit").join(keys.drop("edition", "number", "status"), on="qid", how="left")
     wanted = [str(e) for e in chosen.editions] if chosen else listed
     if wanted is not None:
         audit = audit.filter(pl.col("edition").is_in([int(e) for e in wanted]))
+        keys = keys.filter(pl.col("edition").is_in([int(e) for e in wanted]))
     shown = audit if show_all else audit.filter(pl.col("suspicious"))
     site = settings.warehouse_path.parent
     pages = [site / QUESTION_PAGE.format(qid=qid) for qid in shown["qid"].to_list()]
@@ -90,3 +97,28 @@ def audit_keys_cmd(editions: str | None, suite: str | None, show_all: bool, fmt:
         click.echo(
             f"question pages: {site / QUESTION_PAGE.format(qid='<qid>')}, once `oabench site` has built them"
         )
+    unresolved = keys.filter(pl.col("status") == "unresolved").sort("edition", "number")
+    for row in unresolved.iter_rows(named=True):
+        click.echo(f"{row['qid']}: unresolved, left out of both scores ({row['status_note']})")
+
+
+def _key_provenance(warehouse: Warehouse) -> pl.DataFrame:
+    """Where each question's answer comes from (`answer_keys`), for the audit's rows and the unresolved ones."""
+    columns = [
+        "qid",
+        "edition",
+        "number",
+        "status",
+        "key_document",
+        "changed_after_preliminary",
+        "status_note",
+    ]
+    keys = warehouse.read("answer_keys") if warehouse.has_table("answer_keys") else pl.DataFrame()
+    if keys.is_empty() or not set(columns) <= set(keys.columns):  # not ingested, or before these columns
+        schema = {name: pl.String for name in columns} | {
+            "edition": pl.Int32,
+            "number": pl.Int32,
+            "changed_after_preliminary": pl.Boolean,
+        }
+        return pl.DataFrame(schema=schema)
+    return keys.select(columns)

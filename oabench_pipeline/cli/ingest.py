@@ -80,7 +80,7 @@ def ingest(editions_opt: str | None, force: bool) -> None:
 
 
 def _summary(warehouse: Warehouse, edition: str) -> str:
-    """`80 questions, 77 active, 3 annulled (3, 26, 27); preliminary answer key`.
+    """`80 questions, 77 active, 3 annulled (3, 26, 27); preliminary answer key`, and the unresolved ones.
 
     The numbers the key itself annuls come first; those only the registry records (annulled after a
     preliminary key) follow `per the registry`: the organizers annulled them, the registry says so.
@@ -92,8 +92,15 @@ def _summary(warehouse: Warehouse, edition: str) -> str:
     by_registry = ", ".join(str(n) for n, source in rows if source != "key")
     listed = "; ".join(part for part in (by_key, by_registry and f"{by_registry} per the registry") if part)
     preliminary = (questions["key_status"] == "preliminary").any()
+    unresolved = questions.filter(pl.col("status") == "unresolved").sort("number")["number"].to_list()
+    active = questions.filter(pl.col("status") == "active").height
     return (
-        f"{questions.height} questions, {questions.height - annulled.height} active, {annulled.height} annulled"
+        f"{questions.height} questions, {active} active, {annulled.height} annulled"
         + (f" ({listed})" if listed else "")
+        + (
+            f", {len(unresolved)} unresolved ({', '.join(map(str, unresolved))}: scored in neither score)"
+            if unresolved
+            else ""
+        )
         + ("; preliminary answer key" if preliminary else "")
     )

@@ -4,7 +4,7 @@ Every key since the 1st edition (2010) gives, for each booklet, the correct lett
 number, in one of four layouts. The parser tries each layout's rule (`SHAPES`, in this order) and reads the
 first one present; the letters then go through the same checks whatever the layout:
 
-- `type-tables` (3rd–11th, 13th–25th, 37th, 43rd on): one table per booklet type, headed `PROVA TIPO 1`
+- `type-tables` (3rd–11th, 13th–26th, 28th, 36th–38th, 43rd on): one table per booklet type, headed `PROVA TIPO 1`
   (`43º EXAME DE ORDEM - PROVA TIPO 1`) or `<edition> – TIPO 1 – BRANCO`: rows of question numbers, each
   followed by the row of their letters. A correspondence table between types ("TIPO 1 TIPO 2 ...") has
   neither form of heading and is therefore never taken for a key.
@@ -15,7 +15,12 @@ first one present; the letters then go through the same checks whatever the layo
 - `single-grid` (1st): one grid of `Questão` / `Gabarito` rows, no type heading, for its one booklet
   (`Caderno: Afonso Aninos`, the booklet `Caderno AFONSO ARINOS`).
 
-An annulled question shows `*` instead of its letter (definitive keys: the 15th, 17th, 37th, 43rd), or
+A key file may open with the examiners' notice of a changed answer (the 28th: `COMUNICADO`, a table of
+`Tipo/cor da prova`, `Nº. da questão`, `Gabarito preliminar`, `Gabarito retificado`, dated 19/03/2019), the
+grid after it still printing the old letter. The notice is read (`_notices`), never taken for a key table:
+its letter replaces the grid's, which must be the notice's `Gabarito preliminar`, and the entry records both.
+
+An annulled question shows `*` instead of its letter (definitive keys: the 15th, 17th, 36th-38th, 43rd), or
 beside it (the 9th's preliminary key, `* = Anular Questão`, a red star by the letter). Letters are matched
 to numbers by position (the letter sits under its number), so a missing cell, a stray letter or an unknown
 symbol is reported instead of shifting the others. The edition is the one the key's own pages name
@@ -34,7 +39,7 @@ import pymupdf
 
 from oabench_pipeline.core.edition_names import edition_in_text
 from oabench_pipeline.core.pdf import open_pdf
-from oabench_pipeline.core.records import LETTERS, AnswerKeyEntry, KeyStatus, ParsedAnswerKey
+from oabench_pipeline.core.records import LETTERS, AnswerKeyEntry, KeyStatus, Letter, ParsedAnswerKey
 
 # Its version is `core/versions.py: ANSWER_KEY_PARSER_VERSION`: bump it with any change to what this parser extracts.
 
@@ -47,6 +52,12 @@ TYPE_HEADING_RE = re.compile(
 TITLE_STATUS_RE = re.compile(r"GABARITOS?\s+(?:OFICIAIS\s+)?(PRELIMI|DEFINITIV)", re.IGNORECASE)
 LIST_ENTRY_RE = re.compile(r"\b(\d{3})\s*[–—-]\s*([^\s;.]+)\s*[;.]")
 CADERNO_RE = re.compile(r"\bCaderno\b", re.IGNORECASE)
+# The examiners' notice of a changed answer: a page opening with COMUNICADO that has a `Gabarito retificado`
+# column; each of its rows reads `Tipo 1 – Branca 47 A B` (type, number, preliminary letter, new letter).
+NOTICE_TITLE_RE = re.compile(r"^\s*COMUNICADO\b")
+NOTICE_COLUMN_RE = re.compile(r"Gabarito\s+retificado", re.IGNORECASE)
+NOTICE_ROW_RE = re.compile(r"^Tipo\s+0?(\d+)\s*[–—-]\s*\w+\s+(\d{1,3})\s+([A-D*])\s+([A-D*])$", re.IGNORECASE)
+NOTICE_DATE_RE = re.compile(r"\b(\d{2}/\d{2}/\d{4})\b")
 # Labels at the start of a row of the `single-grid` layout, not cells.
 ROW_LABELS = frozenset({"questão", "questao", "gabarito"})
 # Words whose vertical centres are this close (points) belong to the same table row.
@@ -104,9 +115,10 @@ def parse_answer_key(
     try:
         # Pages are read lazily: a key for type 1 is on page 1, the rest need not be read.
         pages = _LazyPages(doc)
-        edition = _first_in_pages(pages, edition_in_text)
-        status = _first_in_pages(pages, _title_status)
-        table = _read_table(pages, booklet_type)
+        notices, key_pages = _notices(pages, booklet_type)
+        edition = _first_in_pages(key_pages, edition_in_text)
+        status = _first_in_pages(key_pages, _title_status)
+        table = _read_table(key_pages, booklet_type)
     finally:
         doc.close()
     letters = {
@@ -120,13 +132,83 @@ def parse_answer_key(
             f"answer key for type {booklet_type} ({table.shape}, {table.heading!r}): missing question numbers "
             f"{missing}" + (f", unexpected numbers {extra}" if extra else "")
         )
-    entries = [AnswerKeyEntry(number=n, correct=letters[n]) for n in sorted(letters)]
+    entries = [_entry(n, letters[n], notices.get(n)) for n in sorted(letters)]
     return ParsedAnswerKey(
         edition_in_header=edition,
         entries=entries,
         status_in_title=status,
         shape=table.shape,
         table_heading=table.heading,
+    )
+
+
+@dataclass(frozen=True)
+class _Change:
+    """One row of an examiners' notice: question `number` goes from letter `printed` to `correct`."""
+
+    number: int
+    printed: Letter | None
+    correct: Letter | None
+    source: str
+
+
+def _notices(
+    pages: Sequence[list[_Word]], booklet_type: int
+) -> tuple[dict[int, _Change], Sequence[list[_Word]]]:
+    """The changes the key file's notices make to `booklet_type`'s key, and the pages that are not notices.
+
+    Only the pages before the first key table are looked at: a notice opens the file."""
+    changes: dict[int, _Change] = {}
+    notice_pages: set[int] = set()
+    for index, words in enumerate(pages):
+        lines = _line_texts(words)
+        if (
+            not lines
+            or not NOTICE_TITLE_RE.match(lines[0])
+            or not any(NOTICE_COLUMN_RE.search(t) for t in lines)
+        ):
+            break
+        notice_pages.add(index)
+        dated = NOTICE_DATE_RE.search("\n".join(lines))
+        source = f"examiners' notice (COMUNICADO{' ' + dated.group(1) if dated else ''}, key file page {index + 1})"
+        for line in lines:
+            row = NOTICE_ROW_RE.match(line)
+            if row is None or int(row.group(1)) != booklet_type:
+                continue
+            number = int(row.group(2))
+            if number in changes:
+                raise AnswerKeyParseError(
+                    f"answer key: the notice on page {index + 1} changes question {number} twice"
+                )
+            changes[number] = _Change(
+                number,
+                _letter(
+                    row.group(3), f"question {number}'s preliminary answer in the notice on page {index + 1}"
+                ),
+                _letter(row.group(4), f"question {number}'s new answer in the notice on page {index + 1}"),
+                source,
+            )
+        if not changes:
+            raise AnswerKeyParseError(
+                f"answer key: page {index + 1} is a notice (COMUNICADO, 'Gabarito retificado') with no row "
+                f"for type {booklet_type} (expected rows like 'Tipo {booklet_type} – Branca 47 A B')"
+            )
+    if not notice_pages:
+        return changes, pages
+    return changes, [pages[i] for i in range(len(pages)) if i not in notice_pages]
+
+
+def _entry(number: int, printed: Letter | None, change: _Change | None) -> AnswerKeyEntry:
+    """The key's entry for `number`: the grid's letter, or the notice's, which must change what the grid prints."""
+    if change is None:
+        return AnswerKeyEntry(number=number, correct=printed)
+    if printed not in (change.printed, change.correct):
+        raise AnswerKeyParseError(
+            f"answer key: the {change.source} changes question {number} from {change.printed or '*'} to "
+            f"{change.correct or '*'}, but the key's grid prints {printed or '*'}"
+        )
+    return AnswerKeyEntry(
+        number=number, correct=change.correct, printed=change.printed, changed_by=change.source
     )
 
 
@@ -415,7 +497,7 @@ def _add(cells: dict[int, tuple[str, int]], number: int, text: str, page: int) -
     cells[number] = (text, page)
 
 
-def _letter(text: str, where: str) -> str | None:
+def _letter(text: str, where: str) -> Letter | None:
     """The letter in one cell: A-D; None for `*` or a letter marked `*` (annulled); anything else fails."""
     text = text.strip()
     if not text:
@@ -428,4 +510,4 @@ def _letter(text: str, where: str) -> str | None:
         raise AnswerKeyParseError(
             f"answer key has '{text}' for {where}, expected one of A-D, '*' or a letter marked '*'"
         )
-    return text
+    return LETTERS[LETTERS.index(text)]  # typed as a Letter

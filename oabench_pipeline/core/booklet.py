@@ -4,7 +4,7 @@ Every booklet since 2010 has the same bones: a cover and instructions, then ques
 carrying a running header or footer, two text columns, each question opening with its number at
 the column margin, then its stem, then the choices A-D whose first line sits at the margin and
 whose wrapped lines hang indented; after the last question, pages without the running line
-(questionnaire, blank pages). What differs between the templates of the 29 editions (the running
+(questionnaire, blank pages). What differs between the templates of the 33 editions (the running
 line and other furniture, how a question opens, how a choice is marked) is a `Layout` of
 `core/booklet_layouts.py`, recognised from the pages; a booklet that fits none is refused.
 
@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import pymupdf
 
-from oabench_pipeline.core.booklet_layouts import END_OF_QUESTIONS, LAYOUTS, Layout
+from oabench_pipeline.core.booklet_layouts import END_OF_QUESTIONS, LAYOUTS, PAGE_NUMBER, Layout
 from oabench_pipeline.core.booklet_text import (
     LIGATURE_GLYPHS,
     UNMAPPED,
@@ -344,9 +344,8 @@ def _page_layout(raw: _RawPage, layout: Layout) -> _PageLayout | None:
     carries_running, edition = _running_edition(raw, layout)
     if not carries_running:
         return None  # cover, instructions, questionnaire, blank pages
-    patterns = (layout.running, *layout.furniture)
     furniture = {
-        band: [row for row in rows if any(p.search(row.text) for p in patterns)]
+        band: [row for row in rows if any(p.search(row.text) for p in _furniture_patterns(layout, band))]
         for band, rows in raw.bands.items()
     }
     body_top = max((row.bottom for row in furniture["top"]), default=0.0)
@@ -361,6 +360,16 @@ def _page_layout(raw: _RawPage, layout: Layout) -> _PageLayout | None:
         if body_rect.contains(_center(box)) and not any(_is_label(box, row) for row in rows)
     ]
     return _PageLayout(raw.number, raw.width, split, body_top, body_bottom, edition, rows, pictures)
+
+
+def _furniture_patterns(layout: Layout, band: Literal["top", "bottom"]) -> tuple[re.Pattern[str], ...]:
+    """The header/footer lines of `band`. A bare number is a page number only in the band the layout
+    prints it in: in the other band it is the bold number of a question that opens the page at its very
+    edge (the 36th's page 13 starts with question 46 in the header band)."""
+    patterns = (layout.running, *layout.furniture)
+    if band == layout.bare_number_band:
+        return patterns
+    return tuple(p for p in patterns if p is not PAGE_NUMBER)
 
 
 def _baseline_groups(fragments_: Iterable[Fragment]) -> Iterator[list[Fragment]]:

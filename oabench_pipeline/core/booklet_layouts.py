@@ -1,4 +1,4 @@
-"""The booklet layouts of the 29 editions: the few rules that differ between eras.
+"""The booklet layouts of the 33 editions: the few rules that differ between eras.
 
 Every booklet is read by the one parser of `core/booklet.py`: question pages with a running
 header or footer, two columns, questions opened by their number, four choices lettered A-D at
@@ -26,6 +26,8 @@ ChoiceStyle = Literal["parenthesized", "closing-paren", "glyph"]
 # The first exams were named by year and round: 2010.1, 2010.2 and 2010.3 are the 1st-3rd editions.
 ARABIC_RE = re.compile(r"\b(\d{1,3})\s*[oOº°ª]?\s*EXAME\s+D[EO]\s+ORDEM\s+UNIFICADO", re.IGNORECASE)
 ROMAN_RE = re.compile(r"\b([IVXLC]+)\s+EXAME\s+DE\s+ORDEM\s+UNIFICADO\s*[–-]\s*TIPO\s+0?1\s*[–-]\s*BRANC[AO]")
+# The 38th's header line alone: `XXXVIII EXAME DO ORDEM UNIFICADO` (the 4th-37th print type and colour after it).
+ROMAN_HEADER_RE = re.compile(r"^([IVXLC]+)\s+EXAME\s+D[EO]\s+ORDEM\s+UNIFICADO$")
 YEAR_ROUND_RE = re.compile(r"EXAME\s+DE\s+ORDEM(?:\s+UNIFICADO)?\s+2010\.([1-3])\b", re.IGNORECASE)
 
 
@@ -43,6 +45,13 @@ class Layout:
     opener_bold: bool  # the opener row must be bold
     opener_example: str
     choice_styles: tuple[ChoiceStyle, ...]  # the first is the booklet's; some questions use another
+    # Where a bare page number (`PAGE_NUMBER` in `furniture`) is printed: beside the running line unless
+    # said otherwise. In the other band a bare number is a question's own number opening the page.
+    page_number_band: Literal["top", "bottom"] | None = None
+
+    @property
+    def bare_number_band(self) -> Literal["top", "bottom"]:
+        return self.page_number_band or self.running_band
 
     def choice_marker(self, text: str) -> re.Match[str] | None:
         """The choice marker opening `text` (group 1 = the letter), in any of the layout's styles."""
@@ -89,7 +98,7 @@ LAYOUTS: tuple[Layout, ...] = (
     ),
     Layout(
         name="FGV, roman running footer, 'Questão N', 'A)'",
-        editions="7-25",
+        editions="7-26, 28",
         running=ROMAN_RE,
         running_band="bottom",
         running_example="XXV EXAME DE ORDEM UNIFICADO – TIPO 01 – BRANCA",
@@ -113,7 +122,7 @@ LAYOUTS: tuple[Layout, ...] = (
     ),
     Layout(
         name="FGV, roman running footer, bold number, 'A)'",
-        editions="37",
+        editions="36-37",
         running=ROMAN_RE,
         running_band="bottom",
         running_example="XXXVII EXAME DE ORDEM UNIFICADO – TIPO 1 – BRANCA",
@@ -122,6 +131,20 @@ LAYOUTS: tuple[Layout, ...] = (
         opener_bold=True,
         opener_example="a bold question number alone on its row",
         choice_styles=("closing-paren", "parenthesized"),
+    ),
+    Layout(
+        name="FGV, roman running header, bold number, '(A)'",
+        editions="38",
+        running=ROMAN_HEADER_RE,
+        running_band="top",
+        running_example="XXXVIII EXAME DO ORDEM UNIFICADO",
+        # `TIPO 1 – BRANCA – Página 3`; from page 10 on the number sits on a row of its own
+        furniture=(re.compile(r"TIPO\s+1\s*[–-]\s*BRANCA\s*[–-]\s*P[áa]gina\b", re.IGNORECASE), PAGE_NUMBER),
+        page_number_band="bottom",
+        opener=BOLD_NUMBER,
+        opener_bold=True,
+        opener_example="a bold question number alone on its row",
+        choice_styles=("parenthesized", "closing-paren"),  # question 2 uses "A)"
     ),
     Layout(
         name="FGV 2010.2, item codes",

@@ -4,7 +4,8 @@ the named suites (sets of editions) a leaderboard ranks over.
 An edition also says what its answer key is (`key_status`: the archived key of most editions before the
 26th is the preliminary one) and which annulments that key does not show (`annulled`, with
 `annulled_source`): a question the organizers annulled after a preliminary key is annulled here, and the
-tables record that the registry, not the key, says so.
+tables record that the registry, not the key, says so. A question whose later key is unknown and disputed
+is `unresolved` (number -> reason): scored on no answer at all.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from oabench_pipeline.core.edition_names import YEAR_NAMED_EDITIONS
-from oabench_pipeline.core.records import KeyStatus
+from oabench_pipeline.core.records import AnswerKeyEntry, KeyStatus, Letter, QuestionStatus
 
 REGISTRY_DIR = Path(__file__).resolve().parents[1] / "registry"
 DEFAULT_EDITIONS_FILE = REGISTRY_DIR / "editions.toml"
@@ -40,6 +41,8 @@ class PinnedFile(BaseModel):
     url: str
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     bytes: int | None = Field(default=None, ge=1)
+    # Provenance of a file pinned from an archive: the examiners' own download address of the same bytes.
+    official_url: str | None = None
 
 
 class AreaRange(BaseModel):
@@ -71,6 +74,8 @@ class Edition(BaseModel):
     # Questions annulled that the pinned key does not show as annulled (a preliminary key), and who says so.
     annulled: tuple[int, ...] = ()
     annulled_source: str | None = None
+    # Questions whose later key is unknown and disputed (number -> why): left out of both scores.
+    unresolved: dict[int, str] = Field(default_factory=dict)
     pinned_by: Literal["registry", "first-download"] = "registry"
 
     @property
@@ -112,11 +117,95 @@ class Edition(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _unresolved_are_explained_questions(self) -> Edition:
+        outside = sorted(n for n in self.unresolved if not 1 <= n <= self.question_count)
+        if outside:
+            raise ValueError(f"unresolved questions {outside} are outside 1-{self.question_count}")
+        both = sorted(set(self.unresolved) & set(self.annulled))
+        if both:
+            raise ValueError(f"questions {both} are both annulled and unresolved: an annulment is resolved")
+        unexplained = sorted(n for n, why in self.unresolved.items() if not why.strip())
+        if unexplained:
+            raise ValueError(
+                f"unresolved questions {unexplained} need their reason (why the later key is unknown)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _label_names_this_edition(self) -> Edition:
         if self.exam_label is not None and YEAR_NAMED_EDITIONS.get(self.exam_label) != self.edition:
             known = ", ".join(f"{label} = {number}" for label, number in YEAR_NAMED_EDITIONS.items())
             raise ValueError(f"exam_label {self.exam_label!r} does not name edition {self.edition} ({known})")
         return self
+
+
+UNRESOLVED_STATUS_SOURCE = "registry: unresolved"
+"""`status_source` of a question the registry holds unresolved (its reason is in `status_note`)."""
+
+
+class KeyProvenance(BaseModel):
+    """A question's answer, its status and where they come from (the `answer_keys` columns).
+
+    `key_document`: the document the answer comes from: the pinned key's kind, or `definitive` for an
+    annulment the registry adds after a preliminary key (the later key, as transcribed). A notice in the
+    key file that corrects the preliminary grid (the 28th's COMUNICADO) keeps it `preliminary`.
+    `changed_after_preliminary`: TRUE when the answer is known to differ from the preliminary key's (a
+    notice, an annulment); FALSE when it is the preliminary key's and no later change is known; NULL when
+    that cannot be told (a definitive key, whose preliminary is not pinned; an unresolved question).
+    `preliminary_correct`: the preliminary key's letter, when the pinned key shows it.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    correct: Letter | None
+    status: QuestionStatus
+    status_source: str
+    key_document: KeyStatus
+    changed_after_preliminary: bool | None
+    preliminary_correct: Letter | None
+    status_note: str | None
+
+
+def key_provenance(edition: Edition, entry: AnswerKeyEntry) -> KeyProvenance:
+    """What the tables record for one key entry of `edition`: its answer and status after the registry's
+    annulments and unresolved questions, and where each comes from."""
+    preliminary = edition.key_status == "preliminary"
+    printed = entry.printed if entry.changed_by else entry.correct
+    preliminary_correct = printed if preliminary else None
+    if entry.number in edition.unresolved:
+        return KeyProvenance(
+            correct=None,
+            status="unresolved",
+            status_source=UNRESOLVED_STATUS_SOURCE,
+            key_document=edition.key_status,
+            changed_after_preliminary=None,
+            preliminary_correct=preliminary_correct,
+            status_note=f"unresolved: {edition.unresolved[entry.number]}",
+        )
+    if entry.status == "active" and entry.number in edition.annulled:
+        return KeyProvenance(
+            correct=None,
+            status="annulled",
+            status_source=edition.annulled_status_source,
+            key_document="definitive" if preliminary else edition.key_status,
+            changed_after_preliminary=True if preliminary else None,
+            preliminary_correct=preliminary_correct,
+            status_note=f"annulled by the later key (source: {edition.annulled_source})",
+        )
+    changed = entry.changed_by is not None
+    return KeyProvenance(
+        correct=entry.correct,
+        status=entry.status,
+        status_source="key",
+        key_document=edition.key_status,
+        changed_after_preliminary=changed if preliminary else (True if changed else None),
+        preliminary_correct=preliminary_correct,
+        status_note=(
+            f"changed from {entry.printed or '*'} to {entry.correct or '*'} by the {entry.changed_by}"
+            if changed
+            else None
+        ),
+    )
 
 
 def parse_editions(document: dict, source: str) -> list[Edition]:

@@ -56,13 +56,14 @@ AREA_KEYWORDS: tuple[tuple[re.Pattern[str], re.Pattern[str], str], ...] = tuple(
             "Filosofia",
             r"filos|Kelsen|Bobbio|Dworkin|Kant|Arist[óo]teles|Hobbes|Rousseau|Locke|Montesquieu|Bentham|"
             r"Stuart Mill|Radbruch|Ihering|Savigny|Alexy|Habermas|Larenz|Reale|Hart\b|Rawls|Perelman|positivis|"
-            r"jusnatural|hermen[êe]ut|antinomi|lacuna|interpreta|justi[çc]a",
+            r"MacCormick|Foucault|jusnatural|hermen[êe]ut|antinomi|lacuna|interpreta|justi[çc]a",
             "filosof*/a philosopher's name/positivis*/hermenêutica/justiça",
         ),
         (
             "Direitos Humanos",
             r"direitos humanos|Interamericana|Conven[çc][ãa]o|Pacto|Declara[çc][ãa]o|Na[çc][õo]es Unidas|"
-            r"\bONU\b|tortura|discrimina|ind[íi]gena|quilombol|defici[êe]ncia|refugiad|dignidade|idos[oa]",
+            r"\bONU\b|tortura|discrimina|ind[íi]gena|quilombol|afro-?brasileir|defici[êe]ncia|refugiad|dignidade|"
+            r"idos[oa]",
             "direitos humanos/Convenção/Pacto/ONU/tortura/discriminação/indígena",
         ),
         (
@@ -74,7 +75,8 @@ AREA_KEYWORDS: tuple[tuple[re.Pattern[str], re.Pattern[str], str], ...] = tuple(
             "Internacional",
             r"internacional|estrangeir|tratado|conven[çc][ãa]o|consul|embaixad|diplom[áa]t|extradi|"
             r"nacionalidade|naturaliz|\bLINDB\b|Introdu[çc][ãa]o [àa]s Normas|Mercosul|\bOMC\b|\bONU\b|"
-            r"Na[çc][õo]es Unidas|Interamericana|exterior|pa[íi]s|mar territorial|embarca|aeronave",
+            r"Na[çc][õo]es Unidas|Interamericana|exterior|pa[íi]s|mar territorial|embarca|aeronave|"
+            r"domiciliad[oa] (?:em|n[oa]) (?:Portugal|Espanha|Fran[çc]a|Alemanha|It[áa]lia)",
             "internacional/estrangeir*/tratado/nacionalidade/exterior",
         ),
         (

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Letter = Literal["A", "B", "C", "D"]
 LETTERS: tuple[Letter, ...] = ("A", "B", "C", "D")
-QuestionStatus = Literal["active", "annulled"]
+QuestionStatus = Literal["active", "annulled", "unresolved"]
 KeyStatus = Literal["definitive", "preliminary"]
 
 
@@ -42,12 +42,17 @@ class ParsedBooklet(BaseModel):
 
 
 class AnswerKeyEntry(BaseModel):
-    """One row of the answer key for booklet TIPO 1. `correct` is None when annulled."""
+    """One row of the answer key for booklet TIPO 1. `correct` is None when annulled.
+
+    When a notice in the key file changes the letter its grid prints (the 28th's COMUNICADO), `correct` is
+    the notice's letter, `printed` the grid's and `changed_by` names the notice."""
 
     model_config = ConfigDict(frozen=True)
 
     number: int = Field(ge=1)
     correct: Letter | None
+    printed: Letter | None = None
+    changed_by: str | None = None
 
     @property
     def status(self) -> QuestionStatus:

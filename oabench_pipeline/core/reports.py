@@ -28,7 +28,7 @@ from oabench_pipeline.core.rendering import render
 from oabench_pipeline.tables import csv_ready
 
 # `leaderboard_report`'s code version: bump it when the report's files change, to have it rebuilt.
-REPORT_VERSION = "report-4"  # 4: costs and latencies with the terminal's digits (core/numbers.py)
+REPORT_VERSION = "report-5"  # 4: costs and latencies with the terminal's digits; 5: answer keys' provenance
 
 COST_PLOT = "cost_vs_accuracy.png"
 AREA_PLOT = "accuracy_by_area.png"
@@ -205,6 +205,43 @@ LAW_FLAG_NOTE = (
     "on the current-law questions."
 )
 
+KEY_NOTE = (
+    "Key document: the answer key each edition's answers come from (a preliminary key shows no later "
+    "annulment; those known are added). An unresolved question, whose later key is unknown and disputed, "
+    "counts in neither score."
+)
+_KEY_COLUMNS = {"key_document", "changed_after_preliminary", "status_note"}
+
+
+def key_provenance_rows(
+    answer_keys: pl.DataFrame | None, editions: list[int]
+) -> tuple[list[str], list[list[str]]]:
+    """Per edition of the report: the key document its answers come from, the questions whose answer
+    changed after the preliminary key, and those left unresolved (in neither score), with why."""
+    header = ["Edition", "Key document", "Changed after the preliminary key", "Unresolved (in neither score)"]
+    if answer_keys is None or answer_keys.is_empty() or not set(answer_keys.columns) >= _KEY_COLUMNS:
+        return header, []
+    rows = []
+    for edition in editions:
+        keys = answer_keys.filter(pl.col("edition") == edition).sort("number")
+        if keys.is_empty():
+            continue
+        documents = ", ".join(sorted(set(keys["key_document"].drop_nulls())))
+        changed = keys.filter(pl.col("changed_after_preliminary").fill_null(False))
+        unresolved = keys.filter(pl.col("status") == "unresolved")
+        rows.append(
+            [
+                str(edition),
+                documents or "—",
+                "; ".join(f"{r['number']} ({r['status_note']})" for r in changed.iter_rows(named=True))
+                or "—",
+                "; ".join(f"{r['number']} ({r['status_note']})" for r in unresolved.iter_rows(named=True))
+                or "—",
+            ]
+        )
+    return header, rows
+
+
 NOTES = (
     "Official accuracy credits annulled questions to every model (as the OAB does); technical accuracy "
     "counts active questions only. Intervals: 95% Wilson (annulled questions credited with certainty).",
@@ -237,20 +274,33 @@ def law_currency_rows(tables: Mapping[str, pl.DataFrame]) -> tuple[list[str], li
     return header, rows
 
 
-def leaderboard_markdown(tables: dict[str, pl.DataFrame], context: ReportContext | None = None) -> str:
-    """The leaderboard as Markdown: when, the ranking, the notes, the per-edition results, and each
-    suite's questions under each law-currency flag."""
+def leaderboard_markdown(
+    tables: dict[str, pl.DataFrame],
+    context: ReportContext | None = None,
+    answer_keys: pl.DataFrame | None = None,
+) -> str:
+    """The leaderboard as Markdown: when, the ranking, the notes, the per-edition results, where the
+    answers of the report's editions come from (`answer_keys`, when given), and each suite's questions
+    under each law-currency flag."""
     lines = []
     if context is not None:
         lines += [" · ".join(context.lines()), ""]
     lines += markdown_table(*_display_rows(tables))
     lines += ["", *(f"{note}\n" for note in NOTES), "**Per edition**", ""]
     lines += markdown_table(*_per_edition_rows(tables))
+    key_header, key_rows = key_provenance_rows(answer_keys, _report_editions(tables))
+    if key_rows:
+        lines += ["", "**Answer keys**", "", *markdown_table(key_header, key_rows), "", KEY_NOTE]
     currency = law_currency_rows(tables)
     if currency is not None:
         lines += ["", "**Questions by law-currency flag** (docs/law_currency.md)", ""]
         lines += [*markdown_table(*currency), "", LAW_FLAG_NOTE]
     return "\n".join(lines) + "\n"
+
+
+def _report_editions(tables: dict[str, pl.DataFrame]) -> list[int]:
+    by_edition = tables["leaderboard_by_edition"]
+    return sorted({int(e) for e in by_edition["edition"].to_list()}) if not by_edition.is_empty() else []
 
 
 def summary_markdown(tables: dict[str, pl.DataFrame], context: ReportContext, top: int = 5) -> str:
@@ -274,10 +324,15 @@ def summary_markdown(tables: dict[str, pl.DataFrame], context: ReportContext, to
 
 
 def _html_page(
-    tables: dict[str, pl.DataFrame], pngs: dict[str, bytes], caption: str, context: ReportContext
+    tables: dict[str, pl.DataFrame],
+    pngs: dict[str, bytes],
+    caption: str,
+    context: ReportContext,
+    answer_keys: pl.DataFrame | None = None,
 ) -> str:
     ranking_header, ranking_rows = _display_rows(tables)
     edition_header, edition_rows = _per_edition_rows(tables)
+    key_header, key_rows = key_provenance_rows(answer_keys, _report_editions(tables))
     charts = [
         {
             "name": name,
@@ -298,6 +353,9 @@ def _html_page(
         notes=NOTES,
         edition_header=edition_header,
         edition_rows=edition_rows,
+        key_header=key_header,
+        key_rows=key_rows,
+        key_note=KEY_NOTE,
         charts=charts,
     )
 
@@ -320,6 +378,7 @@ def write_reports(
     generated_at: dt.datetime | None = None,
     editions: pl.DataFrame | None = None,
     suite: str | None = None,
+    answer_keys: pl.DataFrame | None = None,
 ) -> ReportFiles:
     """Write leaderboard.md/.html, the PNG plots and CSV + Parquet of every table into `out_dir`.
 
@@ -327,7 +386,9 @@ def write_reports(
     `editions` (edition, exam_date) places each edition in time for the training-cutoff chart, drawn
     when some key has a knowledge cutoff (over every edition, as `contamination_by_cutoff`). `suite`: the
     suite to rank (default: the `suites` table's default one), named under the times; the CSV and
-    Parquet exports hold every table as given, every suite's rows included.
+    Parquet exports hold every table as given, every suite's rows included. `answer_keys`: where each
+    answer of the report's editions comes from (key document, changes after the preliminary key,
+    unresolved questions), a section of its own.
     """
     out_dir = Path(out_dir)
     exports = tables
@@ -352,7 +413,7 @@ def write_reports(
         name: write_atomically(out_dir / f"{name}.parquet", frame_bytes(f, "parquet"))
         for name, f in exports.items()
     }
-    markdown = leaderboard_markdown(tables, context) + (f"\n{caption}\n" if caption else "")
+    markdown = leaderboard_markdown(tables, context, answer_keys) + (f"\n{caption}\n" if caption else "")
     pngs = {COST_PLOT: cost_png, AREA_PLOT: area_png}
     contamination = exports.get("contamination_by_cutoff")
     if contamination is not None and "pooled" in contamination.columns:
@@ -363,7 +424,7 @@ def write_reports(
         pngs[CUTOFF_PLOT] = plot_accuracy_by_exam_date(
             exports["leaderboard_by_edition"], editions, contamination, labels
         )
-    page = _html_page(tables, pngs, caption, context)
+    page = _html_page(tables, pngs, caption, context, answer_keys)
     return ReportFiles(
         markdown=write_atomically(out_dir / "leaderboard.md", markdown.encode("utf-8")),
         html=write_atomically(out_dir / "leaderboard.html", page.encode("utf-8")),

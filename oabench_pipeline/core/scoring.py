@@ -3,6 +3,8 @@
 Rules follow OABench and the OAB itself:
 - an annulled question is credited to every candidate: `is_correct_official` is true, and it is
   left out of the technical score (`is_correct_technical` is NULL);
+- an unresolved question (its later key unknown and disputed, `answer_keys.status_note`) is left out of
+  both scores: both columns are NULL, and the edition's totals do not count it;
 - an answer counts only when one was extracted (lenient parse present) and the call did not error;
 - only questions that have an inference row for a model key appear (a missing row is not scored
   here; coverage is reported by the leaderboard's `complete` column).
@@ -20,7 +22,7 @@ from oabench_pipeline.tables import column_names
 
 # The `scores` asset's code version: bump it with any change to the scoring rules, so that the automation
 # re-scores every cell (`automation/downstream.py`) and the UI shows every scores partition stale until then.
-SCORING_VERSION = "scoring-1"
+SCORING_VERSION = "scoring-2"  # 2: unresolved questions scored in neither score
 
 # The answer key is authoritative for annulment; `questions.status` is the fallback when a key row
 # is missing (then `correct` is NULL and an active question can only be answered wrong).
@@ -62,8 +64,9 @@ WITH scored AS (
 SELECT
     model_key, qid, edition, number, area, status, correct, answer, answer_strict,
     CASE WHEN status = 'annulled' THEN TRUE
+         WHEN status = 'unresolved' THEN NULL
          ELSE coalesce(is_valid AND answer = correct, FALSE) END AS is_correct_official,
-    CASE WHEN status = 'annulled' THEN NULL
+    CASE WHEN status IN ('annulled', 'unresolved') THEN NULL
          ELSE coalesce(is_valid AND answer = correct, FALSE) END AS is_correct_technical,
     is_valid, has_error, skipped, strict_compliant,
     latency_ms, prompt_tokens, completion_tokens, reasoning_tokens, cost_usd, source, run_id

@@ -19,8 +19,8 @@ import polars as pl
 # to what that parser extracts, so Dagster marks every edition's rows stale and a re-ingest re-scores the
 # cells whose rows changed. Kept here rather than beside the parsers: their modules import pymupdf, which
 # loading the definitions must not pay for (`exams/assets.py` imports them inside the steps).
-ANSWER_KEY_PARSER_VERSION = "answer-key-2"
-BOOKLET_PARSER_VERSION = "booklet-4"
+ANSWER_KEY_PARSER_VERSION = "answer-key-3"  # 3: notices of a changed answer; key provenance columns
+BOOKLET_PARSER_VERSION = "booklet-5"  # 5: the 38th's layout; bare numbers by band
 
 # The analysis tables' code version: bump it with any change to how a table is computed, so that the
 # automation rebuilds them once (`automation/downstream.py`) and so does the next `oabench run`, which

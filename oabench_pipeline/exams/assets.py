@@ -19,7 +19,7 @@ from dagster import (
 )
 
 from oabench_pipeline.checks import check_specs, problems_result, stop_on_blocking_failures
-from oabench_pipeline.core.editions import Edition, FileKind
+from oabench_pipeline.core.editions import Edition, FileKind, key_provenance
 from oabench_pipeline.core.records import ParsedAnswerKey, ParsedBooklet, make_qid
 from oabench_pipeline.core.versions import ANSWER_KEY_PARSER_VERSION, BOOKLET_PARSER_VERSION, frame_version
 from oabench_pipeline.exams import validation
@@ -43,7 +43,13 @@ def editions(exam_sources: ExamSourcesResource, warehouse: WarehouseResource) ->
     known = list(exam_sources.editions().values())
     frame = pl.DataFrame(
         [_edition_row(e) for e in known],
-        schema_overrides={"annulled": pl.List(pl.Int32), "exam_page_url": pl.String},
+        schema_overrides={
+            "annulled": pl.List(pl.Int32),
+            "unresolved": pl.List(pl.Int32),
+            "exam_page_url": pl.String,
+            "booklet_official_url": pl.String,
+            "answer_key_official_url": pl.String,
+        },
     )
     warehouse.warehouse().write_partition("editions", frame)
     return MaterializeResult(
@@ -72,6 +78,9 @@ def _edition_row(edition: Edition) -> dict:
         "key_status": edition.key_status,
         "annulled": list(edition.annulled),
         "annulled_source": edition.annulled_source,
+        "booklet_official_url": edition.booklet.official_url,
+        "answer_key_official_url": edition.answer_key.official_url,
+        "unresolved": sorted(edition.unresolved),
     }
 
 
@@ -111,9 +120,11 @@ def exam_pdfs(
                 "sha256": f.sha256,
                 "bytes": f.size,
                 "stored_at": str(f.path),
+                "official_url": edition.file(f.kind).official_url,
             }
             for f in fetched
-        ]
+        ],
+        schema_overrides={"official_url": pl.String},
     )
     warehouse.warehouse().write_partition("source_files", frame, context.partition_key)
     for f in fetched:
@@ -220,24 +231,37 @@ def answer_keys(
 
 
 def answer_key_frame(edition: Edition, key: ParsedAnswerKey) -> pl.DataFrame:
-    """One row per question: the key's letter, unless the key or the registry annuls the question."""
+    """One row per question: the key's letter, unless the key or the registry annuls the question or the
+    registry holds it unresolved; and where the answer comes from (`core/records.py: key_provenance`)."""
     rows = []
     for entry in key.entries:
-        by_registry = entry.status == "active" and entry.number in edition.annulled
+        provenance = key_provenance(edition, entry)
         rows.append(
             {
                 "qid": make_qid(edition.edition, entry.number),
                 "edition": edition.edition,
                 "number": entry.number,
-                "correct": None if by_registry else entry.correct,
-                "status": "annulled" if by_registry else entry.status,
+                "correct": provenance.correct,
+                "status": provenance.status,
                 "source_sha256": edition.answer_key.sha256,
                 "exam_date": edition.exam_date,
                 "key_status": edition.key_status,
-                "status_source": edition.annulled_status_source if by_registry else "key",
+                "status_source": provenance.status_source,
+                "key_document": provenance.key_document,
+                "changed_after_preliminary": provenance.changed_after_preliminary,
+                "preliminary_correct": provenance.preliminary_correct,
+                "status_note": provenance.status_note,
             }
         )
-    return pl.DataFrame(rows, schema_overrides={"correct": pl.String})
+    return pl.DataFrame(
+        rows,
+        schema_overrides={
+            "correct": pl.String,
+            "changed_after_preliminary": pl.Boolean,
+            "preliminary_correct": pl.String,
+            "status_note": pl.String,
+        },
+    )
 
 
 QUESTION_CHECKS = {

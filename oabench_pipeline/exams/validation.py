@@ -89,7 +89,12 @@ def registry_drift(edition: Edition, answer_keys: pl.DataFrame, questions: pl.Da
     for table, frame in (("answer_keys", answer_keys), ("questions", questions)):
         if frame["exam_date"].ne(edition.exam_date).any() or frame["key_status"].ne(edition.key_status).any():
             drift.append(f"{table}: exam_date or key_status differ from the registry")
-        by_registry = frame.filter(pl.col("status_source").str.starts_with("registry"))
+        unresolved = set(frame.filter(pl.col("status") == "unresolved")["number"])
+        if unresolved != set(edition.unresolved):
+            drift.append(f"{table}: unresolved questions differ from the registry's `unresolved`")
+        by_registry = frame.filter(
+            pl.col("status_source").str.starts_with("registry") & (pl.col("status") == "annulled")
+        )
         if set(by_registry["status_source"]) - {edition.annulled_status_source} or not set(
             by_registry["number"]
         ) <= set(edition.annulled):

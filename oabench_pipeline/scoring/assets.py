@@ -217,7 +217,10 @@ def leaderboard(
                 "they keep their previous rows"
             )
         tables = build_leaderboard_tables(con, as_of=as_of, suites=list(suites.values()))
-        row_counts = con.sql("select model_key, edition, run_id, count(*) as n from scores group by all").pl()
+        row_counts = con.sql(
+            "select model_key, edition, run_id, count(*) filter (where status <> 'unresolved') as n "
+            "from scores group by all"
+        ).pl()
         answered_at = con.sql(
             "select model_key, min(created_at) as first_answer from inferences where source = 'live' group by all"
         ).pl()
@@ -450,8 +453,15 @@ def leaderboard_report(
     data_as_of = store.read_around_damage(lambda con: con.sql(newest).pl(), "inferences")["newest"][0]
     generated_at = dt.datetime.now(dt.UTC)
     editions = store.read("editions") if store.has_table("editions") else None
+    answer_keys = store.read("answer_keys") if store.has_table("answer_keys") else None
     files = write_reports(
-        tables, out_dir, data_as_of=data_as_of, generated_at=generated_at, editions=editions, suite=suite
+        tables,
+        out_dir,
+        data_as_of=data_as_of,
+        generated_at=generated_at,
+        editions=editions,
+        suite=suite,
+        answer_keys=answer_keys,
     )
     caption = f"\n\n{files.cost_plot_caption}" if files.cost_plot_caption else ""
     return MaterializeResult(

@@ -213,7 +213,7 @@ def skip_text(result: SensorResult) -> str:
 
 def test_first_tick_registers_registry_models_and_editions(env: Env) -> None:
     result = env.tick(models_registry_sensor)
-    registry_editions = sorted(e.partition_key for e in load_editions())  # all 29, 1st to 45th
+    registry_editions = sorted(e.partition_key for e in load_editions())  # all 33, 1st to 45th
     assert added(result) == {"editions": registry_editions, "model_keys": [*BASELINES, "openai/gpt-5.2"]}
     # A fresh instance gets the models table, and no cell: there are no questions yet anyway.
     assert jobs(result) == ["refresh_models_table"]

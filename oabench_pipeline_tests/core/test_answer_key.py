@@ -1,4 +1,4 @@
-"""parse_answer_key on the 29 real keys (every TIPO 1 letter checked by eye) and on synthetic keys."""
+"""parse_answer_key on the 33 real keys (every TIPO 1 letter checked by eye) and on synthetic keys."""
 
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ def test_not_a_pdf() -> None:
         parse_answer_key(b"")
 
 
-# ---------------------------------------------------------------- the archived keys (1st-25th, 37th)
+# ------------------------------------------------ the archived keys (1st-26th, 28th, 36th-38th)
 
 
 @cache
@@ -148,7 +148,7 @@ def archive_manifest() -> dict[int, dict]:
 
 @cache
 def archived_key(edition: int) -> ParsedAnswerKey:
-    """Each archived key parsed once per test process (all 26: ~0.6 s)."""
+    """Each archived key parsed once per test process (all 30: ~0.7 s)."""
     entry = archive_manifest()[edition]
     pdf = (shared_oab_dir() / entry["answer_key"]["file"]).read_bytes()
     return parse_answer_key(pdf, expected_questions=entry["questions"])
@@ -159,13 +159,14 @@ SHAPES_BY_EDITION = {
     1: "single-grid",
     2: "numbered-list",
     12: "correspondence-key",
-    **{e: "type-tables" for e in (*range(3, 12), *range(13, 26), 37)},
+    **{e: "type-tables" for e in (*range(3, 12), *range(13, 29), 36, 37, 38) if e != 27},
 }
 # Every letter of the TIPO 1 table of each archived key, read by eye from the PDFs rendered at 80 dpi, a
 # row of the table (20 questions) between spaces; `*` annulled. Layouts: the 1st's Questão/Gabarito grid
 # ("Caderno: Afonso Aninos"), the 2nd's `001 – C; 002 – A; ...` list, the 12th's Gabarito column of the
 # correspondence table, the others' `... – TIPO 1 – BRANCO` tables (the 9th's red "*" beside the letters of
-# 3, 26 and 27; the definitive 15th's, 17th's and 37th's "*" in place of the letter).
+# 3, 26 and 27; the definitive 15th's, 17th's, 36th's, 37th's and 38th's "*" in place of the letter). The 28th's
+# is its grid as printed (47: A), which the notice before it changes (test_the_28th_notice_...).
 TIPO_1_KEYS_BY_EYE = {
     1: "ADAABADACDCBDCACDDBC DCACBBDDCBCADCAABCDA CDBBDCBAABDCDADDBCDD CDBCABABBABCCCADCCCD AABABBBCDABAABDBDACB",
     2: "CABACDCABCDBADBBABDA BBAACBCADDCDCDABDBAC BBBDCCBDDBCACDBDAAAC DDCACCBDDBBABDADDDAD DCAACACCCBCBBACABDDC",
@@ -192,7 +193,11 @@ TIPO_1_KEYS_BY_EYE = {
     23: "DCACAABCDADBBBACADBB CDCABDCDADAADDACACAC BBDDCBCDCBDBCCCBCBBC DBDCDBDCDCBDCAADCDAA",
     24: "DBACCCADBCDBBABBCCDC BBBCDBCDDBCABBDADCDB BCDAAACDABBDCDCBBCAA DBDACBCDAACDCBDAAADA",
     25: "BDCDCDACABACBDCCCDAA BDCDCBCCABDDABDBADBB ADCCAABBABABBCBDCCDA ADABBBACDCABAAAACBBA",
+    26: "CCBCAABCBDDACBCACBCA DACDBDDABBCDBCCACDBA DDBAACAADCDDADABBDDA CBDADBCDCCABDBBACACB",
+    28: "DBBACADDABDBADCDACDB CDAACBCAADACCDBCDABD CDBDBAACBCCABBDBACDD ACBBADACBDCCBADADACB",
+    36: "BADDBCDDABCBDBCAAADB DCCCBADADBCDBADCBBBB DBBDCADBA**DCACACBCD CACDABDADBCCAAACABCA",
     37: "DDBDBC*ADCDBABCBBDDA CABCCBDADADDDACBBCAC BBDDCACDACCCBCDBBACD ABDDBCAC*AAADBBABADB",
+    38: "CDBACBDBAADCACCACCDB BADBCDADCDADADDCDACD BACC*AADBABCDDABABB* B*CCABCCABDDBBBCACAD",
 }
 
 
@@ -207,7 +212,44 @@ def test_every_archived_key_parses_with_its_layout_edition_and_status(shared_oab
 
 @pytest.mark.parametrize("edition", sorted(TIPO_1_KEYS_BY_EYE))
 def test_archived_key_letters_match_the_pdf_by_eye(edition: int, shared_oab: Path) -> None:
-    assert letters(archived_key(edition)) == TIPO_1_KEYS_BY_EYE[edition].replace(" ", "")
+    printed = "".join(
+        (e.printed if e.changed_by else e.correct) or "*" for e in archived_key(edition).entries
+    )
+    assert printed == TIPO_1_KEYS_BY_EYE[edition].replace(" ", "")
+
+
+def test_the_28th_notice_changes_47_from_a_to_b_in_every_type(shared_oab: Path) -> None:
+    """The key file opens with the examiners' COMUNICADO (19/03/2019); the grid after it still prints A.
+    The letter comes from reading the notice, for each type's own number of the question."""
+    pdf = (shared_oab / archive_manifest()[28]["answer_key"]["file"]).read_bytes()
+    for booklet_type, number in ((1, 47), (2, 48), (3, 48), (4, 50)):
+        key = parse_answer_key(pdf, booklet_type)
+        changed = [e for e in key.entries if e.changed_by]
+        assert [(e.number, e.printed, e.correct) for e in changed] == [(number, "A", "B")], booklet_type
+        assert changed[0].changed_by == "examiners' notice (COMUNICADO 19/03/2019, key file page 1)"
+        assert (key.edition_in_header, key.status_in_title, key.shape) == (28, "preliminary", "type-tables")
+        assert "TIPO 1" not in key.table_heading or booklet_type == 1  # the notice is never the table
+
+
+def test_a_notice_that_does_not_match_the_grid_fails_naming_both(shared_oab: Path) -> None:
+    """A notice changing a letter the grid does not print is a wrong notice, or the wrong key file."""
+    grid = pymupdf.open(shared_oab / archive_manifest()[28]["answer_key"]["file"])
+    notice = pymupdf.open()
+    page = notice.new_page()
+    for y, line in enumerate(
+        [
+            "COMUNICADO",
+            "Tipo/cor da prova  Nº. da questão  Gabarito preliminar  Gabarito retificado",
+            "Tipo 1 - Branca  46  C  B",
+            "19 de março de 2019 (19/03/2019).",
+        ]
+    ):
+        page.insert_text((72, 72 + 20 * y), line)
+    notice.insert_pdf(grid, from_page=1)
+    with pytest.raises(
+        AnswerKeyParseError, match=r"changes question 46 from C to B, but the key's grid prints A$"
+    ):
+        parse_answer_key(notice.tobytes())
 
 
 def test_annulments_the_archived_keys_show(shared_oab: Path) -> None:
@@ -217,7 +259,7 @@ def test_annulments_the_archived_keys_show(shared_oab: Path) -> None:
     }
     shown = {edition: numbers for edition, numbers in annulled.items() if numbers}
     # The definitive keys' "*", and the 9th's preliminary key, which marks its three annulments itself.
-    assert shown == {9: [3, 26, 27], 15: [33, 78], 17: [20, 76], 37: [7, 69]}
+    assert shown == {9: [3, 26, 27], 15: [33, 78], 17: [20, 76], 36: [50, 51], 37: [7, 69], 38: [45, 60, 62]}
     # The 9th's marks are the annulments the public transcription records; the 3rd's and 19th's keys show
     # none of theirs, so the registry adds them (test_editions_registry.py).
     expected = {e: m.get("annulled_after_preliminary_key") for e, m in archive_manifest().items()}
@@ -236,7 +278,9 @@ def test_every_key_prints_the_exam_date_of_the_registry(shared_oab: Path) -> Non
     """`exam_date` is the day the key's first page gives, not only the manifest's (test_editions_registry.py)."""
     for edition in load_editions():
         with pymupdf.open(shared_oab / archived_or_study_key_file(edition.edition)) as doc:
-            dates = {dt.date(int(y), int(m), int(d)) for d, m, y in KEY_DATE_RE.findall(doc[0].get_text())}
+            # The first page that prints it: the 28th's file opens with the examiners' notice.
+            found = next(found for page in doc if (found := KEY_DATE_RE.findall(page.get_text())))
+            dates = {dt.date(int(y), int(m), int(d)) for d, m, y in found}
         assert dates == {edition.exam_date}, edition.edition
 
 
@@ -247,7 +291,7 @@ def archived_or_study_key_file(edition: int) -> str:
     return next(e for e in manifest["editions"] if e["edition"] == edition)["gabarito"]["file"]
 
 
-# What the first question pages of each archived booklet say it is: the key's TIPO 1 column (3rd-25th, 37th),
+# What the first question pages of each archived booklet say it is: the key's TIPO 1 column (3rd on),
 # or the one booklet the 1st's and 2nd's keys name ("Caderno: Afonso Aninos", "Caderno de Prova nº 01").
 BOOKLET_TYPE_RE = re.compile(
     r"TIPO\s+0?(\d)\s*[–-]\s*BRANC[AO]|Caderno\s+(AFONSO\s+ARINOS)|Caderno de Prova\s+(\d+)"

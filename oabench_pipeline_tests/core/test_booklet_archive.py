@@ -1,4 +1,4 @@
-"""Every archived booklet (1st-25th and 37th editions) through parse_booklet and the blocking checks.
+"""Every archived booklet (1st-26th, 28th and 36th-38th editions) through parse_booklet and the blocking checks.
 
 Marked `archive` (about 10 s of CPU): left out of the default run, run by `.ci/run` after it
 (`pytest -m archive`). One booklet of each layout is in the default run: `test_booklet_layouts.py`.
@@ -7,6 +7,7 @@ Marked `archive` (about 10 s of CPU): left out of the default run, run by `.ci/r
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pymupdf
 import pytest
@@ -18,6 +19,7 @@ from oabench_pipeline.core.exam_validation import (
     swallowed_choices,
 )
 from oabench_pipeline_tests.conftest import pinned_archive_entries
+from oabench_pipeline_tests.core import test_booklet_layouts as layouts
 from oabench_pipeline_tests.core.test_booklet_layouts import (
     archive_booklet,
     archive_entry,
@@ -27,7 +29,7 @@ from oabench_pipeline_tests.core.test_booklet_layouts import (
 
 pytestmark = pytest.mark.archive
 
-ARCHIVED = [*range(1, 26), 37]
+ARCHIVED = [*range(1, 27), 28, 36, 37, 38]
 
 
 def test_the_archive_holds_every_archived_edition_the_registry_pins(shared_oab: Path) -> None:
@@ -53,6 +55,57 @@ def test_archived_booklet_passes_every_blocking_check(edition: int, shared_oab: 
     assert header_footer_leaks(questions) == []
     assert swallowed_choices(questions) == []
     assert not any(q.requires_image for q in questions)
+
+
+# Questions of the 26th and 28th (the 7th-25th's layout), each checked by eye against the page rendered at
+# 80 dpi; the 36th's and 38th's are in test_booklet_layouts.py's SPOT_CHECKS.
+NEW_EDITION_SPOTS: list[tuple[Any, ...]] = [
+    (
+        26,
+        80,
+        [22],
+        ("Gustavo foi empregado da empresa Pizzaria Massa", "da CLT, assinale a afirmativa correta."),
+        (
+            "Viável a homologação do acordo extrajudicial, porque",
+            "manifestação de vontade das partes envolvidas.",
+        ),
+        ("Não será possível a homologação, porque empregado", "empregador não podem ter advogado comum."),
+        (
+            "Impossível a pretensão, porque, na Justiça do",
+            "de jurisdição voluntária, mas apenas contenciosa.",
+        ),
+        ("Para a validade do acordo proposto, seria", "vezes o teto da Previdência Social."),
+    ),
+    (
+        28,
+        47,
+        [16],
+        (
+            "Indústria de Celulose Três Rios Ltda. requereu",
+            "recuperação extrajudicial, assinale a afirmativa correta.",
+        ),
+        ("O plano pode ser homologado porque, mesmo", "quintos dos créditos de cada classe."),
+        ("O plano não pode ser homologado porque,", "que seja o quórum de aprovação."),
+        ("O plano pode ser homologado porque o", "aplicando a exigência aos créditos quirografários."),
+        ("O plano não pode ser homologado por", "supressão da cláusula de variação cambial."),
+    ),
+]
+
+
+@pytest.mark.parametrize("spot", NEW_EDITION_SPOTS, ids=lambda s: f"{s[0]}-q{s[1]}")
+def test_spot_checked_questions_of_the_26th_and_28th(spot: tuple[Any, ...], shared_oab: Path) -> None:
+    layouts.test_spot_checked_questions(spot, shared_oab)
+
+
+def test_the_36th_cover_is_garbled_and_its_question_pages_are_not(shared_oab: Path) -> None:
+    """The examiners' own file: the cover's text layer maps its glyphs to other code points (`dŝƉŽϭ`), so
+    the edition is read from the question pages' running footer, which is clean."""
+    with pymupdf.open(stream=archive_pdf(36)) as doc:
+        cover = doc[0].get_text()
+    assert "EXAME" not in cover.upper() and "ĚĞ" in cover
+    booklet = archive_booklet(36)
+    assert booklet.edition_in_header == 36
+    assert question(36, 1).stem.startswith("Celso, advogado, foi contratado por Maria")
 
 
 def test_a_sentence_ending_short_of_its_questions_justified_edge_ends_a_paragraph(shared_oab: Path) -> None:

@@ -7,7 +7,10 @@ The layouts (`core/booklet_layouts.py`), with the booklet tested here for each:
 - FGV 2010.3-2011 (3rd): bold bare numbers, `(A)`, running footer `... 2010.3 – TIPO 1 – BRANCO`;
 - FGV roman footer with `Questão N` and `A)` (16th, with the doubled text layer; and five pages
   of the 11th, with a ligature glyph its font maps to no Unicode);
-- FGV roman footer with bold numbers and `A)` (37th).
+- FGV roman footer with bold numbers and `A)` (37th; and the 36th's page 13, whose question 46 opens
+  in the header band, where a bare number is no page number);
+- FGV roman header `XXXVIII EXAME DO ORDEM UNIFICADO` with bold numbers, `(A)` and some `A)`, its page
+  number on a footer row of its own from page 10 (38th).
 Every archived edition is parsed by `test_booklet_archive.py` (marker `archive`).
 """
 
@@ -29,7 +32,7 @@ from oabench_pipeline.core.records import ParsedBooklet, ParsedQuestion
 from oabench_pipeline_tests.conftest import shared_oab_dir
 from oabench_pipeline_tests.core.test_booklet import FIELDS, norm
 
-LAYOUT_EDITIONS = (1, 2, 3, 16, 37)
+LAYOUT_EDITIONS = (1, 2, 3, 16, 37, 38)
 
 
 @cache
@@ -61,10 +64,10 @@ def test_each_layout_gives_every_question_whole(edition: int, shared_oab: Path) 
     assert [q.number for q in booklet.questions] == list(range(1, count + 1))
     for q in booklet.questions:
         assert all(getattr(q, name).strip() for name in FIELDS), q.number
-        assert len(q.pages) == 1  # checked on all 29: no question leaves its column
+        assert len(q.pages) == 1  # checked on all 33: no question leaves its column
     assert header_footer_leaks(booklet.questions) == []
     assert swallowed_choices(booklet.questions) == []
-    # No question of the 29 booklets holds a picture (only covers and questionnaires do); the
+    # No question of the 33 booklets holds a picture (only covers and questionnaires do); the
     # black `Questão N` labels of the 1st and 10th-25th editions are not pictures.
     assert not any(q.requires_image for q in booklet.questions)
 
@@ -226,6 +229,39 @@ SPOT_CHECKS: list[tuple[Any, ...]] = [
         ),
         ("Não haverá necessidade de qualquer preparo porque,", "não cabe ação rescisória."),
         ("Devem ser recolhidas custas no importe", "de 2% sobre o valor da condenação."),
+    ),
+    (
+        36,
+        46,
+        [13],
+        ("Cerâmica Água Doce do Norte teve sua", "nas informações acima, a sociedade empresária"),
+        ("tinha a faculdade de pleitear sua recuperação", "manifestado pela efetivação de depósito elisivo."),
+        (
+            "não deveria ter requerido sua recuperação judicial",
+            "após esse ato, pleitear recuperação judicial.",
+        ),
+        ("deveria ter pleiteado sua recuperação judicial, pois", "o pedido foi tempestivo e correto."),
+        ("estava impedida de requerer recuperação judicial, pois", "si, ajuizado pelo credor da duplicatas."),
+    ),
+    (
+        38,
+        2,
+        [3],
+        ("A medida cautelar de busca e apreensão", "hipotética narrada, assinale a afirmativa correta."),
+        ("É dever do representante da OAB presente", "sigilo através da cadeia de custódia."),
+        ("A análise dos documentos apreendidos deve ser", "mínima e impreterível de 48 horas."),
+        ("Caso seja essencial à sua defesa no", "imputações por outros meios de prova."),
+        ("É direito de José estar presente na", "do mandado de busca e apreensão."),
+    ),
+    (
+        38,
+        33,
+        [10],
+        ("No ano corrente, o Ministério Público ajuizou", "nº 8.429/92, assinale a afirmativa correta."),
+        ("Revela-se pertinente o ajuizamento de ambas as", "ou para outra pessoa ou entidade."),
+        ("A ação ajuizada em desfavor de Carlos", "prática caracteriza ato de improbidade administrativa."),
+        ("Apenas é pertinente a ação ajuizada em", "de caracterizar ato de improbidade administrativa."),
+        ("Ambas as ações são despropositadas, pois, além", "não ocorreu em nenhum dos casos."),
     ),
 ]
 

@@ -1,4 +1,4 @@
-"""The packaged editions registry: 29 editions pinned as the shared manifests say, areas covering every question."""
+"""The packaged editions registry: 33 editions pinned as the shared manifests say, areas covering every question."""
 
 from __future__ import annotations
 
@@ -16,14 +16,15 @@ from oabench_pipeline.core.editions import (
     DEFAULT_EDITIONS_FILE,
     Edition,
     EditionsRegistryError,
+    key_provenance,
     load_editions,
     load_suites,
     parse_editions,
 )
-from oabench_pipeline.core.records import LETTERS
+from oabench_pipeline.core.records import LETTERS, AnswerKeyEntry
 from oabench_pipeline_tests.conftest import shared_oab_dir
 
-ARCHIVED = (*range(1, 26), 37)
+ARCHIVED = (*range(1, 27), 28, 36, 37, 38)
 STUDY = (43, 44, 45)
 
 
@@ -46,9 +47,9 @@ def manifests() -> dict[int, dict[str, Any]]:
     return by_edition
 
 
-def test_the_registry_has_the_29_editions_with_2380_questions() -> None:
+def test_the_registry_has_the_33_editions_with_2700_questions() -> None:
     assert sorted(registry()) == [*ARCHIVED, *STUDY]
-    assert sum(e.question_count for e in registry().values()) == 2380
+    assert sum(e.question_count for e in registry().values()) == 2700
     assert [n for n, e in registry().items() if e.question_count == 100] == [1, 2, 3]
 
 
@@ -65,6 +66,10 @@ def test_pins_dates_and_key_status_match_the_shared_manifests(shared_oab: Path) 
                 wanted["label"],
             ), (number, kind)
             assert (shared_oab / wanted["file"]).stat().st_size == pinned.bytes  # the mirror holds them
+            # Provenance: the examiners' own address of the same bytes, whose file name opens with their size.
+            assert pinned.official_url == wanted.get("official_url"), (number, kind)
+            if pinned.official_url:
+                assert pinned.official_url.rsplit("/", 1)[1].startswith(f"{pinned.bytes}_"), (number, kind)
         assert edition.exam_date.isoformat() == entry["exam_date"]
         assert edition.exam_name == entry["exam_name"]
         assert edition.question_count == entry["questions"]
@@ -82,6 +87,16 @@ def test_annulments_only_the_registry_knows_have_their_source() -> None:
         assert list(annulled[number]) == expected
         assert "legal-nlp/oab-exams" in (registry()[number].annulled_source or "")
         assert registry()[number].annulled_status_source.startswith("registry: legal-nlp/oab-exams")
+
+
+def test_unresolved_questions_are_the_manifests_with_their_reason() -> None:
+    """The 28th's 37: the preliminary key gives D, public transcriptions of the later key disagree."""
+    unresolved = {n: e.unresolved for n, e in registry().items() if e.unresolved}
+    assert list(unresolved) == [28] and list(unresolved[28]) == [37]
+    for number, questions in unresolved.items():
+        assert {str(n): why for n, why in questions.items()} == manifests()[number][
+            "unresolved_after_preliminary_key"
+        ]
 
 
 def test_the_first_three_exams_keep_their_year_names() -> None:
@@ -115,7 +130,7 @@ def test_area_names_are_the_canonical_ones_of_the_current_scheme() -> None:
 
 def test_fgv_2010s_starts_with_fgvs_first_exam_the_2nd(shared_oab: Path) -> None:
     """FGV set the 2nd (2010.2) in a template of its own; the 1st (2010.1) was CESPE's."""
-    assert load_suites()["fgv-2010s"].editions == tuple(range(2, 26))
+    assert load_suites()["fgv-2010s"].editions == (*range(2, 27), 28)
     with pymupdf.open(shared_oab / manifests()[2]["booklet"]["file"]) as doc:
         assert "A FGV realizará a coleta da impressão digital" in doc[0].get_text()
 
@@ -204,6 +219,12 @@ SCHEME = {"s": [{"first": 1, "last": 2, "area": "Ética Profissional"}]}
         ({"annulled": [3], "annulled_source": "somebody"}, r"annulled questions \[3\] are outside 1-2"),
         ({"exam_label": "2010.2"}, "exam_label '2010.2' does not name edition 46"),
         ({"key_status": "final"}, "key_status"),
+        ({"unresolved": {"3": "disputed"}}, r"unresolved questions \[3\] are outside 1-2"),
+        ({"unresolved": {"2": " "}}, r"unresolved questions \[2\] need their reason"),
+        (
+            {"unresolved": {"2": "disputed"}, "annulled": [2], "annulled_source": "somebody"},
+            r"questions \[2\] are both annulled and unresolved",
+        ),
     ],
 )
 def test_registry_mistakes_name_the_edition_and_field(fields: dict[str, Any], problem: str) -> None:
@@ -219,3 +240,52 @@ def test_optional_fields_default_for_a_new_or_discovered_edition() -> None:
         None,
         None,
     )
+
+
+def test_key_provenance_of_each_kind_of_answer() -> None:
+    """What `answer_keys` records of where an answer comes from (core/editions.py: key_provenance)."""
+    [definitive] = parse_editions({"area_schemes": SCHEME, "editions": [BASE]}, "registry.toml")
+    preliminary = definitive.model_copy(
+        update={
+            "key_status": "preliminary",
+            "annulled": (2,),
+            "annulled_source": "a transcription",
+            "unresolved": {1: "disputed"},
+        }
+    )
+    read = AnswerKeyEntry(number=1, correct="A")
+
+    def columns(edition: Edition, entry: AnswerKeyEntry) -> tuple[Any, ...]:
+        p = key_provenance(edition, entry)
+        return (p.correct, p.status, p.key_document, p.changed_after_preliminary, p.preliminary_correct)
+
+    # A definitive key: its preliminary is not pinned, so whether the answer changed is not known here.
+    assert columns(definitive, read) == ("A", "active", "definitive", None, None)
+    assert columns(definitive, AnswerKeyEntry(number=1, correct=None)) == (
+        None,
+        "annulled",
+        "definitive",
+        None,
+        None,
+    )
+    # A preliminary key: its answer, unchanged as far as is known, unless a notice or the registry says otherwise.
+    assert columns(preliminary, AnswerKeyEntry(number=2, correct="B")) == (
+        None,
+        "annulled",
+        "definitive",
+        True,
+        "B",
+    )
+    unchanged = preliminary.model_copy(update={"annulled": (), "annulled_source": None, "unresolved": {}})
+    assert columns(unchanged, AnswerKeyEntry(number=2, correct="B")) == (
+        "B",
+        "active",
+        "preliminary",
+        False,
+        "B",
+    )
+    assert columns(preliminary, read) == (None, "unresolved", "preliminary", None, "A")
+    assert key_provenance(preliminary, read).status_note == "unresolved: disputed"
+    noticed = AnswerKeyEntry(number=2, correct="B", printed="A", changed_by="examiners' notice")
+    assert columns(definitive, noticed) == ("B", "active", "definitive", True, None)
+    assert key_provenance(definitive, noticed).status_note == "changed from A to B by the examiners' notice"

@@ -172,3 +172,33 @@ def test_the_report_says_how_many_questions_each_suite_has_under_each_flag(
     assert "not a legal judgment" in markdown
     html = files.html.read_text(encoding="utf-8")
     assert "Questions by law-currency flag" in html and "not a legal judgment" in html
+
+
+def test_the_report_says_where_each_editions_answers_come_from(
+    tables: dict[str, pl.DataFrame], tmp_path: Path
+) -> None:
+    """Key document per edition, the answers changed after the preliminary key, the unresolved questions."""
+    first, second = sorted(set(tables["leaderboard_by_edition"]["edition"].to_list()))[:2]
+    answer_keys = pl.DataFrame(
+        {
+            "edition": [first, first, first, second],
+            "number": [1, 2, 3, 1],
+            "status": ["active", "active", "unresolved", "active"],
+            "key_document": ["preliminary", "preliminary", "preliminary", "definitive"],
+            "changed_after_preliminary": [False, True, None, None],
+            "status_note": [None, "changed from A to B by a notice", "unresolved: disputed", None],
+        }
+    )
+    files = write_reports(tables, tmp_path, answer_keys=answer_keys)
+    markdown = files.markdown.read_text(encoding="utf-8")
+    section = markdown[markdown.index("**Answer keys**") :]
+    assert (
+        f"| {first} | preliminary | 2 (changed from A to B by a notice) | 3 (unresolved: disputed) |"
+        in section
+    )
+    assert f"| {second} | definitive | — | — |" in section
+    assert "counts in neither score" in section
+    html = files.html.read_text(encoding="utf-8")
+    assert "<h2>Answer keys</h2>" in html and "3 (unresolved: disputed)" in html
+    # Without answer keys (an older warehouse), no such section.
+    assert "Answer keys" not in write_reports(tables, tmp_path / "bare").markdown.read_text(encoding="utf-8")

@@ -5,6 +5,7 @@ only what changed (unchanged files keep their bytes and mtime). The real data's 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import polars as pl
@@ -257,3 +258,35 @@ def test_law_currency_on_question_pages_and_the_current_law_view(
     assert counts["direito vigente"] == suite["questions_current_law"]
     assert counts["possivelmente superadas"] == suite["questions_possibly_superseded"]
     assert words.t("law_flag_note") in index
+
+
+def test_a_question_page_says_where_its_answer_comes_from(store: Warehouse, tmp_path: Path) -> None:
+    """Key provenance (`answer_keys`): the document, a change after the preliminary key, an unresolved key."""
+    partition = store.partitions("answer_keys")[0]
+    part = store.read("answer_keys", partition).sort("number")
+    changed, unresolved = part["qid"][0], part["qid"][1]
+    part = part.with_columns(
+        key_document=pl.lit("preliminary"),
+        changed_after_preliminary=pl.col("qid") == changed,
+        preliminary_correct=pl.when(pl.col("qid") == changed).then(pl.lit("Z")).otherwise("correct"),
+        status=pl.when(pl.col("qid") == unresolved).then(pl.lit("unresolved")).otherwise("status"),
+        correct=pl.when(pl.col("qid") == unresolved).then(None).otherwise("correct"),
+        status_note=pl.when(pl.col("qid") == changed)
+        .then(pl.lit("changed from Z by the examiners' notice"))
+        .when(pl.col("qid") == unresolved)
+        .then(pl.lit("unresolved: transcriptions disagree"))
+        .otherwise(None),
+    )
+    store.write_partition("answer_keys", part, partition)
+    site = tmp_path / "site-en"
+    build(store, site, lang="en")
+    page = (site / paths.question_page(changed)).read_text(encoding="utf-8")
+    assert re.search(
+        r'id="key-document">preliminary · <span class="badge warn">changed after the preliminary key', page
+    )
+    assert "Z in the preliminary key" in page and "changed from Z by the examiners&#39; notice" in page
+    page = (site / paths.question_page(unresolved)).read_text(encoding="utf-8")
+    assert "unresolved</span> Its later key is unknown and disputed: left out of both scores" in page
+    assert "unresolved: transcriptions disagree" in page
+    edition = site / paths.edition_page(int(unresolved.split("-")[1]))  # qid: oab-<edition>-1f-q<n>
+    assert "1 unresolved: Its later key is unknown and disputed" in edition.read_text(encoding="utf-8")

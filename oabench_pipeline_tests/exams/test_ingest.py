@@ -45,7 +45,7 @@ def test_ingest_gives_240_questions_238_active(ingested: PipelineEnv) -> None:
 
 def test_editions_table_lists_every_registry_edition_with_its_key(ingested: PipelineEnv) -> None:
     editions = ingested.warehouse.read("editions").sort("edition")
-    assert editions.height == 29
+    assert editions.height == 33
     third = editions.filter(pl.col("edition") == 3).row(0, named=True)
     assert (third["exam_label"], third["question_count"], third["key_status"], third["annulled"]) == (
         "2010.3",
@@ -58,11 +58,23 @@ def test_editions_table_lists_every_registry_edition_with_its_key(ingested: Pipe
         15,
         16,
         17,
+        36,
         37,
+        38,
         43,
         44,
         45,
     ]
+    # Provenance of a file pinned from an archive: the examiners' own address of the same bytes.
+    the_38th = editions.filter(pl.col("edition") == 38).row(0, named=True)
+    assert (
+        the_38th["booklet_official_url"]
+        == "http://oab.fgv.br/arq/641/1180933_OABXXXVIII%20-%20Prova%20Tipo%201.pdf"
+    )
+    assert the_38th["answer_key_official_url"].startswith("http://oab.fgv.br/arq/641/77411_GABARITOS")
+    the_28th = editions.filter(pl.col("edition") == 28).row(0, named=True)
+    assert (the_28th["answer_key_official_url"], the_28th["unresolved"]) == (None, [37])  # none listed for it
+    assert editions.filter(pl.col("edition") == 45)["booklet_official_url"].item() is None
 
 
 def test_questions_take_status_from_answer_key(ingested: PipelineEnv) -> None:

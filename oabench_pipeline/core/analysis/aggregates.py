@@ -15,7 +15,7 @@ from oabench_pipeline.core.scoring import QUESTION_STATUS_SQL
 
 EDITION_TOTALS_SQL = f"""
 SELECT q.edition,
-       count(*) AS n_questions,
+       count(*) FILTER (WHERE {QUESTION_STATUS_SQL} <> 'unresolved') AS n_questions,
        count(*) FILTER (WHERE {QUESTION_STATUS_SQL} = 'annulled') AS annulled,
        count(*) FILTER (WHERE {QUESTION_STATUS_SQL} = 'active') AS active
 FROM questions AS q LEFT JOIN answer_keys AS k ON k.qid = q.qid

@@ -415,6 +415,7 @@ def _edition(data: SiteData, ctx: _Context, row: dict) -> tuple[str, str]:
         files=files,
         questions=question_rows,
         annulled=sum(q["status"] == "annulled" for q in question_rows),
+        unresolved=sum(q["status"] == "unresolved" for q in question_rows),
         results=results,
     )
 

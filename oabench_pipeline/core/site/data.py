@@ -48,6 +48,7 @@ ORDER BY c.edition, c.number, c.model_key
 QUESTIONS_SQL = f"""
 SELECT q.qid, q.edition, q.number, q.area, q.stem, q.choice_a, q.choice_b, q.choice_c, q.choice_d,
        q.requires_image, q.pages, k.correct, {QUESTION_STATUS_SQL} AS status,
+       k.key_document, k.changed_after_preliminary, k.preliminary_correct, k.status_note,
        ia.n_models, ia.share_correct, ia.flag,
        coalesce(ka.suspicious, false) AS suspicious, ka.consensus, ka.consensus_weight, ka.key_status,
        {{currency_columns}}
@@ -72,7 +73,7 @@ _NO_CURRENCY_COLUMNS = (
 RUN_SCORES_SQL = """
 SELECT model_key, run_id, edition,
        count(*) FILTER (WHERE is_correct_official) AS official_score,
-       count(*) AS questions
+       count(*) FILTER (WHERE status <> 'unresolved') AS questions
 FROM scores GROUP BY ALL ORDER BY model_key, run_id, edition
 """
 

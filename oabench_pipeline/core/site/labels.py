@@ -119,6 +119,14 @@ _LABELS: dict[str, tuple[str, str]] = {
     "annulled": ("anulada", "annulled"),
     "annulled_one": ("anulada", "annulled"),
     "annulled_many": ("anuladas", "annulled"),
+    "unresolved": ("não resolvida", "unresolved"),
+    "unresolved_note": (
+        "O gabarito posterior é desconhecido e controverso: fora dos dois escores, oficial e técnico.",
+        "Its later key is unknown and disputed: left out of both scores, official and technical.",
+    ),
+    "key_document": ("Documento do gabarito", "Key document"),
+    "changed_after_preliminary": ("alterada após o gabarito preliminar", "changed after the preliminary key"),
+    "preliminary_answer": ("no gabarito preliminar", "in the preliminary key"),
     "annulled_note": (
         "Anulada pela banca: creditada a todos os modelos (escore oficial), fora do escore técnico.",
         "Annulled by the examiners: credited to every model (official score), left out of the technical score.",
@@ -278,9 +286,14 @@ SUITE_DESCRIPTIONS_PT: dict[str, str] = {
     "The OABench study (March 2026): the 43rd-45th editions, held in 2025": (
         "O estudo OABench (março de 2026): a 43ª, a 44ª e a 45ª edições, aplicadas em 2025"
     ),
-    "Every FGV exam of the 2010s the archive holds: the 2nd (2010.2, FGV's first) to the 25th (2018)": (
+    "Every FGV exam of the 2010s the archive holds: the 2nd (2010.2, FGV's first) to the 26th (2018) and "
+    "the 28th (2019)": (
         "Todos os exames da FGV dos anos 2010 que o arquivo guarda: do 2º (2010.2, o primeiro da FGV) ao "
-        "25º (2018)"
+        "26º (2018) e o 28º (2019)"
+    ),
+    "Every exam of the 2020s the archive holds: the 36th-38th (2022-2023) and the study's 43rd-45th (2025)": (
+        "Todos os exames dos anos 2020 que o arquivo guarda: do 36º ao 38º (2022-2023) e os do estudo, do 43º "
+        "ao 45º (2025)"
     ),
     "Every edition the editions registry and the portal sensor know": (
         "Todas as edições que o registro de edições e o sensor do portal conhecem"

@@ -16,9 +16,10 @@ _CANONICAL = """canonical AS (
       ON b.model_key = s.model_key AND b.edition = s.edition AND b.run_id IS NOT DISTINCT FROM s.run_id
 )"""
 
-# Questions and annulled questions per edition (the definitive key's status wins over the booklet's).
+# Questions scored and annulled questions per edition (the key's status wins over the booklet's; an
+# unresolved question is in neither score).
 _EDITION_TOTALS = """totals AS (
-    SELECT q.edition, count(*) AS questions,
+    SELECT q.edition, count(*) FILTER (WHERE coalesce(k.status, q.status) <> 'unresolved') AS questions,
            count(*) FILTER (WHERE coalesce(k.status, q.status) = 'annulled') AS annulled,
            count(*) FILTER (WHERE coalesce(k.status, q.status) = 'active') AS active
     FROM questions AS q LEFT JOIN answer_keys AS k ON k.qid = q.qid GROUP BY q.edition
