@@ -40,7 +40,7 @@ from oabench_pipeline.core.versions import (
 )
 
 # The site's code version (`leaderboard_site`): bump it when the pages change, to have the site rebuilt.
-SITE_VERSION = "site-3"  # 2: an Início per suite with a switcher; passed editions of the suite's editions; 3: law currency
+SITE_VERSION = "site-3"  # 2: an Início per suite with a switcher; passed editions of the suite's editions; 3: law currency; key provenance on question pages
 
 # Columns left out of the downloads: paths on the machine that built the site, of no use to a reader.
 LOCAL_COLUMNS: dict[str, tuple[str, ...]] = {"source_files": ("fetched_from", "stored_at")}
