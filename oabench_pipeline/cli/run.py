@@ -403,8 +403,31 @@ def _unknown_keys(unknown: list[str], known: list[str], settings: Settings) -> s
     bad = [key for key in unknown if entry_for_key(key) is None]
     if bad:
         lines.append(f"Not a usable key: {', '.join(bad)} (letters, digits and / : . _ - only).")
-    lines.append(f"Known: {', '.join(known)}")
+    lines.append(_known_keys_line(unknown, known))
     return "\n".join(lines)
+
+
+KNOWN_KEYS_SHOWN = 10
+
+
+def _known_keys_line(unknown: list[str], known: list[str]) -> str:
+    """Every known key when there are few; else the closest to what was asked (a registry may hold
+    100,000 keys: naming them all printed a 1.3 MB line)."""
+    if len(known) <= KNOWN_KEYS_SHOWN:
+        return f"Known: {', '.join(known)}"
+    import difflib
+
+    closest = list(
+        dict.fromkeys(
+            match
+            for key in unknown
+            for match in difflib.get_close_matches(key, known, n=KNOWN_KEYS_SHOWN, cutoff=0.5)
+        )
+    )[:KNOWN_KEYS_SHOWN]
+    listing = '`oabench sql "select model_key from models"` lists them all'
+    if not closest:
+        return f"No known key is close ({len(known):,} known; {listing})."
+    return f"Closest known: {', '.join(closest)} (of {len(known):,}; {listing})"
 
 
 def _say_overrides(settings: Settings, chosen: list[ModelConfig]) -> None:

@@ -412,3 +412,20 @@ def test_an_unknown_key_says_how_to_add_it_and_a_relative_models_file_adds_to_th
             new,
             "deepseek/deepseek-v3.2",
         }
+
+
+def test_an_unknown_key_in_a_huge_registry_names_the_closest_keys_not_every_key(
+    fresh_env: PipelineEnv,
+) -> None:
+    """A registry of 5,000 keys: the refusal names the few closest to what was asked, in a few lines."""
+    entries = [
+        {"id": f"vendor{i // 100}/model-{i}", "base_url": "http://127.0.0.1:9/v1"} for i in range(5000)
+    ]
+    fresh_env.set("OABENCH_MODELS_FILE", write_models_file(fresh_env.root / "models.toml", entries))
+    refused = fresh_env.cli("run", "--models", "vendor7/model-7O0", "--editions", "45")
+    assert refused.exit_code == 2
+    assert len(refused.output) < 3000, len(refused.output)
+    last = refused.output.splitlines()[-1]
+    assert last.startswith("Closest known: ") and last.endswith("lists them all)") and "(of 5,000;" in last
+    closest = last.removeprefix("Closest known: ").split(" (of")[0].split(", ")
+    assert 1 <= len(closest) <= 10 and all(key.startswith("vendor7/model-7") for key in closest), closest
