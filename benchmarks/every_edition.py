@@ -9,7 +9,7 @@ target, the CPU time it used (user + sys, all threads: what the machine's load c
 load average before it ran, since a shared machine inflates wall times.
 
 Targets: `oabench ingest` of all 33 editions cold ≤ 60 s, a no-op ingest ≤ 3 s, `oabench run --models
-baseline/random,baseline/longest-choice --suite all` ≤ 30 s (its no-op is shown beside it, target 3 s).
+baseline/random,baseline/longest-choice --suite all` ≤ 120 s (issue 33; its no-op is shown beside it, ≤ 3 s).
 
 Run: .venv/bin/python benchmarks/every_edition.py [--repeat 1]
 """
@@ -47,8 +47,8 @@ STEPS = (
     Step(
         "oabench run baselines --suite all (66 cells, cold)",
         ("run", "--models", BASELINES, "--suite", "all"),
-        30.0,
-        "58 cell(s) run",
+        120.0,
+        "66 cell(s) run",
     ),
     Step(
         "oabench run baselines --suite all (no-op)",
