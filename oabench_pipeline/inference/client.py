@@ -18,7 +18,10 @@ Design choices worth knowing:
   `error` set and `raw_response=None`: it is reported, never dropped and never taken for an answer.
 - Errors no retry can fix raise `FatalEndpointError`, which cancels the whole pool at once: a rejected
   key, no credits, an unknown model, a TLS certificate that fails verification, a host name that does
-  not resolve, a redirect (usually a wrong `base_url`), and a connection still refused after a few tries.
+  not resolve, a redirect (usually a wrong `base_url`), a connection still refused after a few tries,
+  and a server error (5xx) that every request of the first round kept getting until it gave up, with
+  no answer in between (`_FirstRound`): the rest of the cell would only wait out the same retries.
+  429s, and 5xx among answers, are retried patiently as before.
 - Cost: `usage.cost` when it is a finite number >= 0, else a gateway's cost header (LiteLLM's
   `x-litellm-response-cost`), else NULL. A negative or non-finite cost is never summed: it is stored as
   NULL with a `cost_note`. Every reply received counts towards the paid cost, even one that fails to parse.
@@ -431,13 +434,64 @@ class _Tally:
 
 
 class _Retry(Exception):
-    """Internal signal: this attempt failed in a retryable way."""
+    """Internal signal: this attempt failed in a retryable way (`status`: the HTTP status that said so)."""
 
-    def __init__(self, cause: RetryCause, detail: str, retry_after_s: float | None = None) -> None:
+    def __init__(
+        self,
+        cause: RetryCause,
+        detail: str,
+        retry_after_s: float | None = None,
+        status: int | None = None,
+    ) -> None:
         super().__init__(detail)
         self.cause = cause
         self.detail = detail
         self.retry_after_s = retry_after_s
+        self.status = status
+
+
+@dataclass
+class _FirstRound:
+    """The first `size` requests of a pool: when each gave up on an HTTP 5xx and no request was answered
+    meanwhile, the endpoint answers nothing but that error, and the cell stops (like a refused connection)
+    instead of waiting out every other request's retries. Any answer, or a request ending otherwise,
+    disarms it: 5xx among answers are retried patiently."""
+
+    size: int
+    failed: int = 0
+    statuses: Counter[int] = field(default_factory=Counter)
+    gave_up_on: set[str] = field(default_factory=set)
+    """The request hashes that gave up on a 5xx."""
+    disarmed: bool = False
+    decided: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once disarmed: a worker whose first-round request gave up waits for it before sending more."""
+
+    def disarm(self) -> None:
+        self.disarmed = True
+        self.decided.set()
+
+    def gave_up(
+        self, url: httpx.URL, request: ChatRequest, status: int, attempts: int, secrets: Sequence[str]
+    ) -> None:
+        """One first-round request gave up on `status`; raise `FatalEndpointError` when it was the last."""
+        self.gave_up_on.add(request.request_hash)
+        if self.disarmed:
+            return
+        self.failed += 1
+        self.statuses[status] += 1
+        if self.failed < self.size:
+            return
+        self.disarm()  # raised once, by the last of them
+        common = self.statuses.most_common(1)[0][0]
+        raise FatalEndpointError(
+            clean_error_text(
+                f"POST {url}: {url.host}:{url.port or 'default port'} keeps answering HTTP {common}: every "
+                f"request of the first round ({self.size}) got it on all {attempts} attempts and none was "
+                "answered; is the server healthy (its logs or status page)? Rerun once it answers",
+                secrets,
+            ),
+            status=common,
+        )
 
 
 @dataclass
@@ -546,7 +600,8 @@ def _interpret(
         detail = f"HTTP {reply.status}: {clean_error_text(body_text, secrets)}"
         if reply.status in TRANSIENT_STATUSES:
             cause: RetryCause = "429" if reply.status == 429 else "5xx"
-            raise _Retry(cause, detail, parse_retry_after(reply.headers.get("retry-after")))
+            retry_after = parse_retry_after(reply.headers.get("retry-after"))
+            raise _Retry(cause, detail, retry_after, status=reply.status)
         # Another 4xx (e.g. context too long): a problem with this prompt only, asking again won't help.
         return _result(request, attempts, secrets, error=detail)
     try:
@@ -660,10 +715,12 @@ async def _ask(
     request: ChatRequest,
     tally: _Tally,
     should_stop: Callable[[], str | None] | None = None,
+    first_round: _FirstRound | None = None,
 ) -> ChatResult | None:
     """Send one request until it yields a result, retrying within the configured budgets.
 
     None: a retry was due when `should_stop` said stop; the request is dropped unanswered (not sent again).
+    `first_round`: this request is one of the pool's first round (see `_FirstRound`).
     """
     attempts = _Attempts()
     secrets = endpoint.secrets
@@ -700,6 +757,8 @@ async def _ask(
                         secrets,
                     )
                 )
+            if first_round is not None and failure.cause == "5xx" and failure.status is not None:
+                first_round.gave_up(url, request, failure.status, attempts.total, secrets)
             return _result(
                 request, attempts, secrets, error=f"gave up after {attempts.total} attempts: {failure.detail}"
             )
@@ -775,6 +834,8 @@ async def _run_pool(
     for request in requests:
         queue.put_nowait(request)
     stop_reason: list[str] = []
+    workers = min(concurrency, max(1, len(requests)))
+    first_round = _FirstRound(size=min(workers, len(requests)))
 
     async def worker() -> None:
         while not stop_reason:
@@ -793,7 +854,13 @@ async def _run_pool(
                 except asyncio.QueueEmpty:
                     return
                 tally.started += 1
-                result = await _ask(client, endpoint, request, tally, should_stop)
+                in_first_round = tally.started <= first_round.size
+                result = await _ask(
+                    client, endpoint, request, tally, should_stop, first_round if in_first_round else None
+                )
+                gave_up = in_first_round and request.request_hash in first_round.gave_up_on
+                if result is None or result.ok or (in_first_round and not gave_up):
+                    first_round.disarm()  # an answer, a stop, or a first-round request ending otherwise
                 if result is None:
                     continue  # stopped before a retry: the loop's check records why
                 tally.results += 1
@@ -804,8 +871,9 @@ async def _run_pool(
                 # Saved before the slots are let go: a request another cell sends meanwhile would otherwise
                 # make one more answer than `concurrency` received but not yet saved, lost to a crash then.
                 on_result(result)
+            if gave_up:
+                await first_round.decided.wait()  # nothing more is sent until the endpoint answers something
 
-    workers = min(concurrency, max(1, len(requests)))
     tasks: list[asyncio.Task[None]] = []
     try:
         for _ in range(workers):

@@ -155,3 +155,26 @@ def test_models_without_credentials_are_skipped_with_the_reason(fresh_env: Pipel
     assert f"skipping acme/needs-key: {MISSING_ENV} is not set" in result.output
     assert "baseline/random × 45: 0 call(s)" in result.output
     assert "acme/needs-key × 45" not in result.output
+
+
+def test_an_endpoint_answering_500_to_everything_stops_its_cell_after_the_first_round(
+    fresh_env: PipelineEnv,
+) -> None:
+    """Before: every question × 7 attempts (84 s at the shipped backoff) before the cell failed. Now the first
+    round (`concurrency` requests) exhausting its attempts on HTTP 500 stops the cell, in one line."""
+    from oabench_pipeline_tests.servers.openai_replay import FaultProfile
+
+    model = "acme/down500"
+    with ReplayServer(api_key=TEST_KEY, faults=FaultProfile(fixed_status=500)) as server:
+        use_replay_models(fresh_env, server.base_url, [model], concurrency=4)
+        result = fresh_env.cli("run", "--models", model, "--editions", EDITION)
+        sent = server.stats.total_requests
+        host = server.base_url.split("/")[2]
+    assert result.exit_code == 1, result.output
+    assert sent == 4 * 7  # the first round's 4 requests × 7 attempts; the other 76 questions never sent
+    [line] = [text for text in result.output.splitlines() if "keeps answering" in text]
+    assert line.startswith(
+        f"  {model} × {EDITION}: POST http://{host}/v1/chat/completions: {host} keeps answering HTTP 500: "
+        "every request of the first round (4) got it on all 7 attempts and none was answered"
+    ), line
+    assert not cell_written(fresh_env, model)
