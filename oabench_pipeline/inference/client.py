@@ -48,7 +48,7 @@ from collections import Counter
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import httpx
 
@@ -78,6 +78,9 @@ __all__ = [
     "run_blocking",
     "run_chat_requests",
 ]
+
+if TYPE_CHECKING:  # the gate's module reads prices and the warehouse: not loaded with the client
+    from oabench_pipeline.inference.reservations import SpendGate
 
 logger = logging.getLogger(__name__)
 
@@ -450,6 +453,15 @@ class _Retry(Exception):
         self.status = status
 
 
+class _Refused(Exception):
+    """Internal signal: the spend gate would not hold budget for the next attempt (or a stop came while it
+    waited); nothing was sent, and the cell stops for `reason`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 @dataclass
 class _FirstRound:
     """The first `size` requests of a pool: when each gave up on an HTTP 5xx and no request was answered
@@ -507,10 +519,13 @@ class _Attempts:
     last_cost: float | None = None
     cost_notes: list[str] = field(default_factory=list)
     last_latency_s: float = 0.0
+    attempt_cost: float | None = None
+    """What the current attempt's reply reported it cost (None: no reply yet, or none reported)."""
 
     def add_cost(self, cost: float | None, note: str | None) -> None:
         """Count what one reply cost (every reply received, parsed or not)."""
         self.last_cost = cost
+        self.attempt_cost = cost
         if note:
             self.cost_notes.append(note)
         if cost is not None:
@@ -716,18 +731,25 @@ async def _ask(
     tally: _Tally,
     should_stop: Callable[[], str | None] | None = None,
     first_round: _FirstRound | None = None,
+    gate: SpendGate | None = None,
 ) -> ChatResult | None:
     """Send one request until it yields a result, retrying within the configured budgets.
 
     None: a retry was due when `should_stop` said stop; the request is dropped unanswered (not sent again).
-    `first_round`: this request is one of the pool's first round (see `_FirstRound`).
+    `first_round`: this request is one of the pool's first round (see `_FirstRound`). `gate`: budget is
+    held before each attempt and settled after it (`reservations.py`); raises `_Refused` when it is not.
     """
     attempts = _Attempts()
     secrets = endpoint.secrets
     url = chat_url(endpoint.base_url)
     content = _encode_body(request.body)
     while True:
+        hold = await gate.hold(request, should_stop) if gate is not None else None
+        if isinstance(hold, str):
+            raise _Refused(hold)
         attempts.total += 1
+        attempts.attempt_cost = None
+        parsed_before = attempts.last_parsed
         tally.mark_sent()
         started = time.perf_counter()
         try:
@@ -747,6 +769,11 @@ async def _ask(
             if problem is not None:
                 raise FatalEndpointError(clean_error_text(f"POST {url}: {problem}", secrets)) from None
             failure = _Retry(cause, clean_error_text(_transport_detail(exc, cause, endpoint), secrets))
+        finally:
+            if gate is not None and hold is not None:
+                parsed = attempts.last_parsed if attempts.last_parsed is not parsed_before else None
+                tokens = (parsed.prompt_tokens, parsed.completion_tokens) if parsed is not None else None
+                gate.settle(request, hold, attempts.attempt_cost, tokens)
         used, allowed = _budget(endpoint, attempts, failure.cause)
         if used >= allowed:
             if failure.cause == "refused":
@@ -798,6 +825,7 @@ async def run_chat_requests(
     should_stop: Callable[[], str | None] | None = None,
     client: httpx.AsyncClient | None = None,
     capacity: Sequence[Capacity] = (),
+    gate: SpendGate | None = None,
 ) -> RunStats:
     """Send `requests` with exactly `concurrency` in flight, reporting each result as it arrives.
 
@@ -809,15 +837,17 @@ async def run_chat_requests(
     loop; by default one is opened for this call (`new_http_client`) and closed at its end.
     `capacity`: slots shared with the other cells of the model key and endpoint host (`capacity.py`);
     each request holds one of each while in flight, so `concurrency` here only bounds this cell.
+    `gate`: the budget each attempt holds before it is sent (`reservations.py`); when it cannot be held,
+    nothing more is sent and `RunStats.stop_reason` says why, as for `should_stop`.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     if client is None:
         async with new_http_client(endpoint, concurrency) as own_client:
             return await _run_pool(
-                own_client, endpoint, requests, concurrency, on_result, should_stop, capacity
+                own_client, endpoint, requests, concurrency, on_result, should_stop, capacity, gate
             )
-    return await _run_pool(client, endpoint, requests, concurrency, on_result, should_stop, capacity)
+    return await _run_pool(client, endpoint, requests, concurrency, on_result, should_stop, capacity, gate)
 
 
 async def _run_pool(
@@ -828,6 +858,7 @@ async def _run_pool(
     on_result: Callable[[ChatResult], None],
     should_stop: Callable[[], str | None] | None,
     capacity: Sequence[Capacity] = (),
+    gate: SpendGate | None = None,
 ) -> RunStats:
     tally = _Tally()
     queue: asyncio.Queue[ChatRequest] = asyncio.Queue()
@@ -855,14 +886,27 @@ async def _run_pool(
                     return
                 tally.started += 1
                 in_first_round = tally.started <= first_round.size
-                result = await _ask(
-                    client, endpoint, request, tally, should_stop, first_round if in_first_round else None
-                )
+                try:
+                    result = await _ask(
+                        client,
+                        endpoint,
+                        request,
+                        tally,
+                        should_stop,
+                        first_round if in_first_round else None,
+                        gate,
+                    )
+                except _Refused as refused:
+                    stop_reason.append(refused.reason)
+                    first_round.disarm()
+                    return
                 gave_up = in_first_round and request.request_hash in first_round.gave_up_on
                 if result is None or result.ok or (in_first_round and not gave_up):
                     first_round.disarm()  # an answer, a stop, or a first-round request ending otherwise
                 if result is None:
                     continue  # stopped before a retry: the loop's check records why
+                if gate is not None:
+                    gate.finish(result)
                 tally.results += 1
                 if result.ok:
                     tally.answered += 1
