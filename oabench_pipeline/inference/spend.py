@@ -148,6 +148,9 @@ def _publish(responses_root: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         _hold_life_lock(folder)
         path = folder / f"{os.getpid()}.json"
+        if not mine:  # nothing sending: nothing to leave behind
+            path.unlink(missing_ok=True)
+            return
         temporary = path.with_suffix(".json.tmp")
         temporary.write_text(json.dumps(mine), encoding="utf-8")
         temporary.replace(path)
