@@ -32,7 +32,7 @@ from oabench_pipeline.inference.catalogue_store import Price
 from oabench_pipeline.inference.cost import estimated_prompt_tokens
 from oabench_pipeline.inference.types import ChatRequest, ChatResult
 
-POLL_S = 0.02  # between looks at whether the budget held by others was given back
+POLL_S = 0.1  # between looks at whether the budget held by others was given back (each reads their files)
 __all__ = ["RESERVED_COMPLETION_TOKENS", "Hold", "Learned", "Limits", "SpendGate", "cost_of"]
 
 
