@@ -14,6 +14,7 @@ policy and the catalogue sensor registers nothing. One `[watch]` table:
     base_url = "https://openrouter.ai/api/v1"   # the endpoint the new entries call
     api_key_env = "OPENROUTER_API_KEY"
     concurrency = 20
+    reserved_completion_tokens = 16384   # completion tokens a request's budget hold assumes at most
 
 Validated like the models registry: strict types, unknown fields refused, every error as
 `file:line: field 'x': problem`. The budgets are required: a policy that could spend without a limit is
@@ -53,6 +54,10 @@ from oabench_pipeline.core.toml_errors import (
 )
 
 _TABLE_HEADER = re.compile(r"^\s*\[\s*watch\s*\]")
+# Completion tokens (reasoning included) one reply is assumed to use at most when its cost is held against a
+# budget before it is sent (`inference/reservations.py`): the requests carry no max_tokens (the study's
+# protocol), so this is an assumption for the budgets, not a cap sent to the model.
+RESERVED_COMPLETION_TOKENS = 16_384
 # The fields a decision rests on: when one changes, models the policy skipped are decided again.
 DECISION_FIELDS = ("include", "exclude", "created_after", "suite", "protocols", "max_run_cost_usd")
 
@@ -76,6 +81,11 @@ class WatchPolicy(BaseModel):
     base_url: str = DEFAULT_BASE_URL
     api_key_env: str | None = DEFAULT_API_KEY_ENV
     concurrency: int = Field(DEFAULT_CONCURRENCY, ge=1)
+    reserved_completion_tokens: int = Field(
+        RESERVED_COMPLETION_TOKENS,
+        ge=0,
+        description="Completion tokens a request's budget hold assumes at most (not sent to the model)",
+    )
 
     @model_validator(mode="before")
     @classmethod

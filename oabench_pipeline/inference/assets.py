@@ -47,9 +47,10 @@ from oabench_pipeline.inference.cell import (
 )
 from oabench_pipeline.inference.cell_lock import CellLock, LockHolder, LockWaitStopped, cell_lock_path
 from oabench_pipeline.inference.client import run_blocking, run_chat_requests
-from oabench_pipeline.inference.cost import estimated_prompt_cost
+from oabench_pipeline.inference.cost import estimated_prompt_cost, listed_price
 from oabench_pipeline.inference.endpoints import cell_capacity
 from oabench_pipeline.inference.progress import CellProgress, notify, publish
+from oabench_pipeline.inference.reservations import Learned, SpendGate
 from oabench_pipeline.inference.resources import (
     MissingApiKeyError,
     ModelClientResource,
@@ -64,7 +65,7 @@ from oabench_pipeline.inference.response_log import (
     read_log,
     repair,
 )
-from oabench_pipeline.inference.spend import AutomaticBudget
+from oabench_pipeline.inference.spend import AutomaticBudget, CellCeiling
 from oabench_pipeline.inference.types import ChatRequest, ChatResult, FatalEndpointError
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import model_edition_partitions
@@ -253,7 +254,9 @@ def _run_api_cell(
             f"questions, {len(plan.requests) - len(plan.pending)} already answered, {len(plan.pending)} to send"
         )
         if plan.pending:
-            _check_budget_before(model, plan.pending, store, logged, budget, _cost_ceiling(model, config))
+            ceiling = _cost_ceiling(model, config)
+            _check_budget_before(model, plan.pending, store, logged, budget, ceiling)
+            gate = budget.gate() if budget is not None else _ceiling_gate(store, model, logged, ceiling)
             _call_model(
                 context,
                 model,
@@ -266,6 +269,7 @@ def _run_api_cell(
                 models_registry.models(),
                 store.root,
                 budget,
+                gate,
             )
             logged = latest_by_hash(read_log(log_path))
         rows += api_cell_rows(model, questions, plan, logged, run_id=run_id)
@@ -302,6 +306,30 @@ def _automatic_budget(
         prices=catalogue_prices(store),
         ceiling_usd=policy.max_run_cost_usd,
         monthly_budget_usd=policy.monthly_budget_usd,
+        completion_tokens=policy.reserved_completion_tokens,
+    )
+
+
+def _ceiling_gate(
+    store: Warehouse, model: ModelConfig, logged: dict[str, ChatResult], ceiling: float | None
+) -> SpendGate | None:
+    """The cell's ceiling (`_cost_ceiling`: a hand-written model's `max_cost_usd`, or the run's share of the
+    automatic-run budget) held before each request as the watch policy's budgets are: its prompt plus the
+    completion ceiling at the price snapshot's prices, at least the most one of the cell's replies has cost
+    (reported cost, as the running stop counts)."""
+    if ceiling is None:
+        return None
+    learned = Learned()
+    for result in logged.values():
+        if (cost := _paid(result)) > 0:
+            learned.learn(model.id, cost)
+    spent = sum(_paid(r) for r in logged.values())
+    return SpendGate(
+        limits=CellCeiling(model.key, ceiling, spent),
+        model_id=model.id,
+        price=listed_price(store, model),
+        learned=learned,
+        result_cost=_paid,
     )
 
 
@@ -317,6 +345,7 @@ def _call_model(
     registry: dict[str, ModelConfig],
     warehouse_root: Path,
     budget: AutomaticBudget | None = None,
+    gate: SpendGate | None = None,
 ) -> None:
     try:
         endpoint = model_client.endpoint(model, registry.values())
@@ -360,17 +389,18 @@ def _call_model(
     def over_budget() -> str | None:
         if ceiling is not None and spent_before + progress.cost_usd >= ceiling:
             return f"reported cost ${spent_before + progress.cost_usd:.4f} reached max_cost_usd ${ceiling}"
-        return budget.reached(progress.cost_usd) if budget is not None else None
+        return budget.reached() if budget is not None else None  # its gate counts what this run paid
 
     concurrency = config.concurrency or model.concurrency
     capacity = cell_capacity(warehouse_root, model, concurrency, registry.values())
     publish(progress)
     log = ResponseLog(log_path, on_durable)
     try:
-        with log, interrupts.stop_on_signals(), budget.sending() if budget is not None else nullcontext():
+        # The budget outermost: the log is flushed before the others stop counting this cell as sending.
+        with budget.sending() if budget is not None else nullcontext(), log, interrupts.stop_on_signals():
             stats = run_blocking(
                 run_chat_requests(
-                    endpoint, plan.pending, concurrency, on_result, should_stop, capacity=capacity
+                    endpoint, plan.pending, concurrency, on_result, should_stop, capacity=capacity, gate=gate
                 )
             )
     except ResponseLogError as error:

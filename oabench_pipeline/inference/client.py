@@ -21,7 +21,10 @@ Design choices worth knowing:
   `error`, so it is recorded, scored invalid, and not paid for again by a rerun.
 - Errors no retry can fix raise `FatalEndpointError`, which cancels the whole pool at once: a rejected
   key, no credits, an unknown model, a TLS certificate that fails verification, a host name that does
-  not resolve, a redirect (usually a wrong `base_url`), and a connection still refused after a few tries.
+  not resolve, a redirect (usually a wrong `base_url`), a connection still refused after a few tries,
+  and a server error (5xx) that every request of the first round kept getting until it gave up, with
+  no answer in between (`_FirstRound`): the rest of the cell would only wait out the same retries.
+  429s, and 5xx among answers, are retried patiently as before.
 - Cost: `usage.cost` when it is a finite number >= 0, else a gateway's cost header (LiteLLM's
   `x-litellm-response-cost`), else NULL. A negative or non-finite cost is never summed: it is stored as
   NULL with a `cost_note`. Every reply received counts towards the paid cost, even one that fails to parse.
@@ -49,7 +52,7 @@ from collections import Counter
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import httpx
 
@@ -79,6 +82,9 @@ __all__ = [
     "run_blocking",
     "run_chat_requests",
 ]
+
+if TYPE_CHECKING:  # the gate's module reads prices and the warehouse: not loaded with the client
+    from oabench_pipeline.inference.reservations import SpendGate
 
 logger = logging.getLogger(__name__)
 
@@ -454,13 +460,73 @@ class _Tally:
 
 
 class _Retry(Exception):
-    """Internal signal: this attempt failed in a retryable way."""
+    """Internal signal: this attempt failed in a retryable way (`status`: the HTTP status that said so)."""
 
-    def __init__(self, cause: RetryCause, detail: str, retry_after_s: float | None = None) -> None:
+    def __init__(
+        self,
+        cause: RetryCause,
+        detail: str,
+        retry_after_s: float | None = None,
+        status: int | None = None,
+    ) -> None:
         super().__init__(detail)
         self.cause = cause
         self.detail = detail
         self.retry_after_s = retry_after_s
+        self.status = status
+
+
+class _Refused(Exception):
+    """Internal signal: the spend gate would not hold budget for the next attempt (or a stop came while it
+    waited); nothing was sent, and the cell stops for `reason`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class _FirstRound:
+    """The first `size` requests of a pool: when each gave up on an HTTP 5xx and no request was answered
+    meanwhile, the endpoint answers nothing but that error, and the cell stops (like a refused connection)
+    instead of waiting out every other request's retries. Any answer, or a request ending otherwise,
+    disarms it: 5xx among answers are retried patiently."""
+
+    size: int
+    failed: int = 0
+    statuses: Counter[int] = field(default_factory=Counter)
+    gave_up_on: set[str] = field(default_factory=set)
+    """The request hashes that gave up on a 5xx."""
+    disarmed: bool = False
+    decided: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once disarmed: a worker whose first-round request gave up waits for it before sending more."""
+
+    def disarm(self) -> None:
+        self.disarmed = True
+        self.decided.set()
+
+    def gave_up(
+        self, url: httpx.URL, request: ChatRequest, status: int, attempts: int, secrets: Sequence[str]
+    ) -> None:
+        """One first-round request gave up on `status`; raise `FatalEndpointError` when it was the last."""
+        self.gave_up_on.add(request.request_hash)
+        if self.disarmed:
+            return
+        self.failed += 1
+        self.statuses[status] += 1
+        if self.failed < self.size:
+            return
+        self.disarm()  # raised once, by the last of them
+        common = self.statuses.most_common(1)[0][0]
+        raise FatalEndpointError(
+            clean_error_text(
+                f"POST {url}: {url.host}:{url.port or 'default port'} keeps answering HTTP {common}: every "
+                f"request of the first round ({self.size}) got it on all {attempts} attempts and none was "
+                "answered; is the server healthy (its logs or status page)? Rerun once it answers",
+                secrets,
+            ),
+            status=common,
+        )
 
 
 @dataclass
@@ -476,10 +542,13 @@ class _Attempts:
     last_cost: float | None = None
     cost_notes: list[str] = field(default_factory=list)
     last_latency_s: float = 0.0
+    attempt_cost: float | None = None
+    """What the current attempt's reply reported it cost (None: no reply yet, or none reported)."""
 
     def add_cost(self, cost: float | None, note: str | None) -> None:
         """Count what one reply cost (every reply received, parsed or not)."""
         self.last_cost = cost
+        self.attempt_cost = cost
         if note:
             self.cost_notes.append(note)
         if cost is not None:
@@ -571,7 +640,8 @@ def _interpret(
         detail = f"HTTP {reply.status}: {clean_error_text(body_text, secrets)}"
         if reply.status in TRANSIENT_STATUSES:
             cause: RetryCause = "429" if reply.status == 429 else "5xx"
-            raise _Retry(cause, detail, parse_retry_after(reply.headers.get("retry-after")))
+            retry_after = parse_retry_after(reply.headers.get("retry-after"))
+            raise _Retry(cause, detail, retry_after, status=reply.status)
         # Another 4xx (e.g. context too long): a problem with this prompt only, asking again won't help.
         return _result(request, attempts, secrets, error=detail)
     try:
@@ -701,17 +771,26 @@ async def _ask(
     request: ChatRequest,
     tally: _Tally,
     should_stop: Callable[[], str | None] | None = None,
+    first_round: _FirstRound | None = None,
+    gate: SpendGate | None = None,
 ) -> ChatResult | None:
     """Send one request until it yields a result, retrying within the configured budgets.
 
     None: a retry was due when `should_stop` said stop; the request is dropped unanswered (not sent again).
+    `first_round`: this request is one of the pool's first round (see `_FirstRound`). `gate`: budget is
+    held before each attempt and settled after it (`reservations.py`); raises `_Refused` when it is not.
     """
     attempts = _Attempts()
     secrets = endpoint.secrets
     url = chat_url(endpoint.base_url)
     content = _encode_body(request.body)
     while True:
+        hold = await gate.hold(request, should_stop) if gate is not None else None
+        if isinstance(hold, str):
+            raise _Refused(hold)
         attempts.total += 1
+        attempts.attempt_cost = None
+        parsed_before = attempts.last_parsed
         tally.mark_sent()
         started = time.perf_counter()
         try:
@@ -731,6 +810,11 @@ async def _ask(
             if problem is not None:
                 raise FatalEndpointError(clean_error_text(f"POST {url}: {problem}", secrets)) from None
             failure = _Retry(cause, clean_error_text(_transport_detail(exc, cause, endpoint), secrets))
+        finally:
+            if gate is not None and hold is not None:
+                parsed = attempts.last_parsed if attempts.last_parsed is not parsed_before else None
+                tokens = (parsed.prompt_tokens, parsed.completion_tokens) if parsed is not None else None
+                gate.settle(request, hold, attempts.attempt_cost, tokens)
         used, allowed = _budget(endpoint, attempts, failure.cause)
         if used >= allowed:
             if failure.cause == "refused":
@@ -746,6 +830,8 @@ async def _ask(
                 # error a rerun would pay for again. `oabench run --retry-invalid` asks it again.
                 parsed = attempts.last_parsed
                 return _result(request, attempts, secrets, text=(parsed.text if parsed else None) or "")
+            if first_round is not None and failure.cause == "5xx" and failure.status is not None:
+                first_round.gave_up(url, request, failure.status, attempts.total, secrets)
             return _result(
                 request, attempts, secrets, error=f"gave up after {attempts.total} attempts: {failure.detail}"
             )
@@ -785,6 +871,7 @@ async def run_chat_requests(
     should_stop: Callable[[], str | None] | None = None,
     client: httpx.AsyncClient | None = None,
     capacity: Sequence[Capacity] = (),
+    gate: SpendGate | None = None,
 ) -> RunStats:
     """Send `requests` with exactly `concurrency` in flight, reporting each result as it arrives.
 
@@ -796,15 +883,17 @@ async def run_chat_requests(
     loop; by default one is opened for this call (`new_http_client`) and closed at its end.
     `capacity`: slots shared with the other cells of the model key and endpoint host (`capacity.py`);
     each request holds one of each while in flight, so `concurrency` here only bounds this cell.
+    `gate`: the budget each attempt holds before it is sent (`reservations.py`); when it cannot be held,
+    nothing more is sent and `RunStats.stop_reason` says why, as for `should_stop`.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     if client is None:
         async with new_http_client(endpoint, concurrency) as own_client:
             return await _run_pool(
-                own_client, endpoint, requests, concurrency, on_result, should_stop, capacity
+                own_client, endpoint, requests, concurrency, on_result, should_stop, capacity, gate
             )
-    return await _run_pool(client, endpoint, requests, concurrency, on_result, should_stop, capacity)
+    return await _run_pool(client, endpoint, requests, concurrency, on_result, should_stop, capacity, gate)
 
 
 async def _run_pool(
@@ -815,12 +904,15 @@ async def _run_pool(
     on_result: Callable[[ChatResult], None],
     should_stop: Callable[[], str | None] | None,
     capacity: Sequence[Capacity] = (),
+    gate: SpendGate | None = None,
 ) -> RunStats:
     tally = _Tally()
     queue: asyncio.Queue[ChatRequest] = asyncio.Queue()
     for request in requests:
         queue.put_nowait(request)
     stop_reason: list[str] = []
+    workers = min(concurrency, max(1, len(requests)))
+    first_round = _FirstRound(size=min(workers, len(requests)))
 
     async def worker() -> None:
         while not stop_reason:
@@ -839,9 +931,28 @@ async def _run_pool(
                 except asyncio.QueueEmpty:
                     return
                 tally.started += 1
-                result = await _ask(client, endpoint, request, tally, should_stop)
+                in_first_round = tally.started <= first_round.size
+                try:
+                    result = await _ask(
+                        client,
+                        endpoint,
+                        request,
+                        tally,
+                        should_stop,
+                        first_round if in_first_round else None,
+                        gate,
+                    )
+                except _Refused as refused:
+                    stop_reason.append(refused.reason)
+                    first_round.disarm()
+                    return
+                gave_up = in_first_round and request.request_hash in first_round.gave_up_on
+                if result is None or result.ok or (in_first_round and not gave_up):
+                    first_round.disarm()  # an answer, a stop, or a first-round request ending otherwise
                 if result is None:
                     continue  # stopped before a retry: the loop's check records why
+                if gate is not None:
+                    gate.finish(result)
                 tally.results += 1
                 if result.ok:
                     tally.answered += 1
@@ -850,8 +961,9 @@ async def _run_pool(
                 # Saved before the slots are let go: a request another cell sends meanwhile would otherwise
                 # make one more answer than `concurrency` received but not yet saved, lost to a crash then.
                 on_result(result)
+            if gave_up:
+                await first_round.decided.wait()  # nothing more is sent until the endpoint answers something
 
-    workers = min(concurrency, max(1, len(requests)))
     tasks: list[asyncio.Task[None]] = []
     try:
         for _ in range(workers):

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.runs import with_logical_run_ids
+from oabench_pipeline.inference.catalogue_store import Price
 from oabench_pipeline.inference.cell import cell_name
 from oabench_pipeline.inference.types import ChatRequest
 from oabench_pipeline.warehouse import Warehouse
@@ -49,6 +50,19 @@ def listed_prompt_price(store: Warehouse, model: ModelConfig) -> float | None:
         tables=[table for table, _ in sources if store.has_table(table)],
     )
     return None if found.is_empty() else found["price"].item()
+
+
+def listed_price(store: Warehouse, model: ModelConfig) -> Price | None:
+    """The newest snapshot's prices per prompt and completion token, if a pricing snapshot lists the model."""
+    if not store.has_table("model_pricing"):
+        return None
+    found = store.query(
+        "select prompt_price_per_token, completion_price_per_token from model_pricing where model = ? "
+        "order by fetched_at desc limit 1",
+        [model.id],
+        tables=["model_pricing"],
+    )
+    return None if found.is_empty() else Price(*found.row(0))
 
 
 def estimated_prompt_cost(

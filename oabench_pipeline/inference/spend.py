@@ -9,31 +9,40 @@ that lost its time counts in every month asked).
 
 `AutomaticBudget` holds one automatic cell run to the watch policy while it sends: the model's spend over
 all its cells (every protocol) against `max_run_cost_usd`, and the month's spend of every automatic model
-against `monthly_budget_usd`. This cell's part is its own exact running total; so is the part of every other
-cell sending in this process (`oabench run` and `oabench catalogue sync --run` run a model's cells in threads
-at once), which each cell publishes as it goes (`sending`); the cells of other processes (the daemon's runs)
-write their logs as replies arrive, and their part is re-read from disk at most once a second. No Dagster here.
+against `monthly_budget_usd`. It is also the `Limits` its requests' holds are checked against before they
+are sent (`reservations.py`): what is spent plus what every request in flight holds. This cell's part is its
+own exact running total (what its gate counted); so is the part of every other cell sending, which each
+cell publishes as it goes (`sending`): in this process at once (`oabench run` and `oabench catalogue sync
+--run` run a model's cells in threads), and to the other processes (the daemon's runs) through
+`<warehouse>/capacity/budget/<pid>.json`. Cells not sending are read from their logs at most once a second.
+`CellCeiling` is a hand-written model's `max_cost_usd` as the same `Limits`, for its one cell. No Dagster here.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
+import json
+import os
 import threading
 import time
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from oabench_pipeline.inference.catalogue_store import Price
 from oabench_pipeline.inference.cost import cost_at
+from oabench_pipeline.inference.reservations import RESERVED_COMPLETION_TOKENS, Learned, SpendGate
 from oabench_pipeline.inference.response_log import cell_log_path, read_log
 from oabench_pipeline.inference.types import ChatRequest, ChatResult
 
 REFRESH_S = 1.0
-# The automatic cells sending in this process: their log → (month, spent all time, spent in that month), each
-# its exact running total (what it spent before this run and what it has been paid for since).
-_SENDING: dict[Path, tuple[str, float, float]] = {}
+FLOAT_SLACK_USD = 1e-9  # USD: sums of float costs that reach a limit exactly (0.1 + 0.2) still fit it
+# The automatic cells sending in this process: their log → (month, spent all time, spent in that month, held
+# by its requests in flight), each its exact running total (what it spent before this run and what it has
+# been paid for since).
+_SENDING: dict[Path, tuple[str, float, float, float]] = {}
 _SENDING_LOCK = threading.Lock()
 
 
@@ -111,9 +120,109 @@ def keys_spend(
     return spend
 
 
+# The automatic cells sending in this process and in the others on the same warehouse are published to
+# `<warehouse>/capacity/budget/<pid>.json` (this process's `_SENDING` under that warehouse), beside
+# `<pid>.lock`, which the process holds with `flock` for its life: the kernel drops it when the process
+# dies, so a dead process's holds are never counted. `budget.lock` makes a hold's check-and-take atomic
+# across processes (`_HOLD_LOCK` within this one).
+_HOLD_LOCK = threading.Lock()
+_LIFE_LOCKS: dict[Path, int] = {}
+_LEARNED: dict[Path, Learned] = {}
+
+
+def budget_folder(responses_root: Path) -> Path:
+    return responses_root.parent / "capacity" / "budget"
+
+
+def learned_for(responses_root: Path) -> Learned:
+    """What each automatic model's replies cost at most, shared by this process's automatic cells."""
+    with _SENDING_LOCK:
+        return _LEARNED.setdefault(responses_root, Learned())
+
+
+def _publish(responses_root: Path) -> None:
+    """Write this process's sending cells under `responses_root` where the other processes read them."""
+    folder = budget_folder(responses_root)
+    with _SENDING_LOCK:
+        mine = {str(log): list(v) for log, v in _SENDING.items() if log.parent.parent == responses_root}
+        folder.mkdir(parents=True, exist_ok=True)
+        _hold_life_lock(folder)
+        path = folder / f"{os.getpid()}.json"
+        if not mine:  # nothing sending: nothing to leave behind
+            path.unlink(missing_ok=True)
+            return
+        temporary = path.with_suffix(".json.tmp")
+        temporary.write_text(json.dumps(mine), encoding="utf-8")
+        temporary.replace(path)
+
+
+def _hold_life_lock(folder: Path) -> None:
+    """Hold `<pid>.lock` in `folder` for this process's life (again if the folder was replaced)."""
+    path = folder / f"{os.getpid()}.lock"
+    fd = _LIFE_LOCKS.get(folder)
+    if fd is not None:
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                return
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    _LIFE_LOCKS[folder] = fd
+
+
+def _other_processes(responses_root: Path) -> dict[Path, tuple[str, float, float, float]]:
+    """The automatic cells other live processes publish as sending on this warehouse."""
+    folder = budget_folder(responses_root)
+    found: dict[Path, tuple[str, float, float, float]] = {}
+    if not folder.is_dir():
+        return found
+    for path in folder.glob("*.json"):
+        if path.stem == str(os.getpid()) or not _alive(folder / f"{path.stem}.lock"):
+            continue
+        try:
+            entries = json.loads(path.read_text(encoding="utf-8"))
+            for log, (month, all_time, in_month, held) in entries.items():
+                found[Path(log)] = (str(month), float(all_time), float(in_month), float(held))
+        except (OSError, ValueError, TypeError):
+            continue  # being replaced, or not ours: the next look reads it
+    return found
+
+
+def _alive(lock_path: Path) -> bool:
+    """Whether the process owning `lock_path` still holds it (a free lock: it died, its holds are void)."""
+    try:
+        fd = os.open(lock_path, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+@contextmanager
+def _across_processes(responses_root: Path) -> Iterator[None]:
+    """One hold at a time on this warehouse: in this process (`_HOLD_LOCK`), then across processes."""
+    with _HOLD_LOCK:
+        folder = budget_folder(responses_root)
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / "budget.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing drops the lock
+
+
 @dataclass
 class AutomaticBudget:
-    """The watch policy's two limits on one automatic cell run (see the module docstring)."""
+    """The watch policy's two limits on one automatic cell run (see the module docstring), and the `Limits`
+    its requests' holds are checked against (`reservations.py`)."""
 
     responses_root: Path
     own_log: Path
@@ -126,39 +235,110 @@ class AutomaticBudget:
     ceiling_usd: float
     monthly_budget_usd: float
     month: str = field(default_factory=this_month)
+    completion_tokens: int = RESERVED_COMPLETION_TOKENS
+    """Completion tokens a request's hold assumes (the policy's `reserved_completion_tokens`)."""
     _own_all: float = 0.0
     _own_month: float = 0.0
+    _run_paid: float = 0.0
+    """What this run's replies cost (attempts settled, results finished), counted by its gate."""
+    _held: float = 0.0
+    """What this run's requests in flight hold."""
     _elsewhere: tuple[float, float] = (0.0, 0.0)
     _read_at: float | None = None
     _read_without: frozenset[Path] = frozenset()
-    """The logs of this process's sending cells when the others' were read: counted live, not from disk."""
+    """The logs of the sending cells when the others' were read: counted live, not from disk."""
     _sending: bool = False
 
     def start(self) -> None:
-        """Read this cell's log (what it spent before this run) and the others'."""
-        own = logged_spend([self.own_log], self.prices.get(self.model_id))
-        own_month = logged_spend([self.own_log], self.prices.get(self.model_id), self.month)
+        """Read this cell's log (what it spent before this run) and the others'; learn what one reply of
+        the model cost at most from its logs."""
+        price = self.prices.get(self.model_id)
+        own = logged_spend([self.own_log], price)
+        own_month = logged_spend([self.own_log], price, self.month)
         self._own_all, self._own_month = own.total_usd, own_month.total_usd
         self._refresh(self._siblings())
+        learned = learned_for(self.responses_root)
+        for key in self.model_keys:
+            for path in key_logs(self.responses_root, key):
+                for result in read_log(path):
+                    cost, reported = answer_cost(result, price)
+                    if reported or cost > 0:
+                        learned.learn(self.model_id, cost)
+
+    def gate(self) -> SpendGate:
+        """What this cell's requests hold before they are sent."""
+        return SpendGate(
+            limits=self,
+            model_id=self.model_id,
+            price=self.prices.get(self.model_id),
+            learned=learned_for(self.responses_root),
+            completion_tokens=self.completion_tokens,
+        )
 
     @contextmanager
     def sending(self) -> Iterator[None]:
-        """While this cell sends: the other cells of this process see its running spend at once."""
+        """While this cell sends: the other cells of this process, and of the others, see its running spend
+        and holds at once."""
         with _SENDING_LOCK:
-            _SENDING[self.own_log] = (self.month, self._own_all, self._own_month)
+            _SENDING[self.own_log] = (self.month, self._own_all, self._own_month, 0.0)
         self._sending = True
+        _publish(self.responses_root)
         try:
             yield
         finally:
             self._sending = False
             with _SENDING_LOCK:
                 _SENDING.pop(self.own_log, None)
+            _publish(self.responses_root)
 
-    def _siblings(self) -> dict[Path, tuple[str, float, float]]:
-        """The other automatic cells sending in this process, of these keys' folders."""
+    # -- Limits (reservations.py)
+
+    def atomically(self) -> AbstractContextManager[object]:
+        return _across_processes(self.responses_root)
+
+    def add(self, held_usd: float, paid_usd: float) -> None:
+        self._held += held_usd
+        self._run_paid += paid_usd
+        if self._sending:
+            with _SENDING_LOCK:
+                _SENDING[self.own_log] = (
+                    self.month,
+                    self._own_all + self._run_paid,
+                    self._own_month + self._run_paid,
+                    self._held,
+                )
+            _publish(self.responses_root)
+
+    def over(self, extra_usd: float) -> str | None:
+        model, month = self.spent(held=True)
+        if model + extra_usd > self.ceiling_usd + FLOAT_SLACK_USD:
+            return (
+                f"{self.model_id} spent and holds ${model:.4f}; one more request may cost up to "
+                f"${extra_usd:.4f}, past the watch policy's max_run_cost_usd ${self.ceiling_usd:g}"
+            )
+        if month + extra_usd > self.monthly_budget_usd + FLOAT_SLACK_USD:
+            return (
+                f"automatic runs spent and hold ${month:.4f} in {self.month}; one more request may cost up to "
+                f"${extra_usd:.4f}, past the watch policy's monthly_budget_usd ${self.monthly_budget_usd:g}"
+            )
+        return None
+
+    def holds_elsewhere(self) -> bool:
+        return any(held > 0 for _, _, _, held in self._siblings().values())
+
+    # -- what is spent
+
+    def _siblings(self) -> dict[Path, tuple[str, float, float, float]]:
+        """The other automatic cells sending (in this process and the others), of these keys' folders."""
         folders = {cell_log_path(self.responses_root, key, "_").parent for key in self.automatic_keys}
         with _SENDING_LOCK:
-            return {log: v for log, v in _SENDING.items() if log != self.own_log and log.parent in folders}
+            here = {log: v for log, v in _SENDING.items() if log != self.own_log and log.parent in folders}
+        there = {
+            log: v
+            for log, v in _other_processes(self.responses_root).items()
+            if log != self.own_log and log.parent in folders
+        }
+        return {**there, **here}
 
     def _refresh(self, siblings: Mapping[Path, object]) -> None:
         skip = {self.own_log, *siblings}
@@ -170,32 +350,31 @@ class AutomaticBudget:
         self._read_at = time.monotonic()
         self._read_without = frozenset(siblings)
 
-    def spent(self, this_run_usd: float) -> tuple[float, float]:
-        """(the model's spend, the month's spend) including `this_run_usd` sent by this run so far."""
-        if self._sending:
-            with _SENDING_LOCK:
-                _SENDING[self.own_log] = (
-                    self.month,
-                    self._own_all + this_run_usd,
-                    self._own_month + this_run_usd,
-                )
+    def spent(self, this_run_usd: float | None = None, held: bool = False) -> tuple[float, float]:
+        """(the model's spend, the month's spend): what the logs and the sending cells say, this run's
+        (`this_run_usd`, else what its gate counted) included; with `held`, what requests in flight hold."""
+        if this_run_usd is not None:
+            self._run_paid = this_run_usd
+            self.add(0.0, 0.0)  # publish
         siblings = self._siblings()
         stale = self._read_at is None or time.monotonic() - self._read_at >= REFRESH_S
         if stale or frozenset(siblings) != self._read_without:  # a cell started or finished: its log
             self._refresh(siblings)
         model, month = self._elsewhere
         model_folders = {cell_log_path(self.responses_root, key, "_").parent for key in self.model_keys}
-        for log, (their_month, all_time, in_month) in siblings.items():
-            model += all_time if log.parent in model_folders else 0.0
-            month += in_month if their_month == self.month else 0.0
-        return model + self._own_all + this_run_usd, month + self._own_month + this_run_usd
+        for log, (their_month, all_time, in_month, their_held) in siblings.items():
+            extra = their_held if held else 0.0
+            model += all_time + extra if log.parent in model_folders else 0.0
+            month += in_month + extra if their_month == self.month else 0.0
+        own = self._run_paid + (self._held if held else 0.0)
+        return model + self._own_all + own, month + self._own_month + own
 
     def estimate(self, requests: Sequence[ChatRequest]) -> float:
         """Sending `requests` at the catalogue's prompt price (0 when it lists none: the running check holds)."""
         price = self.prices.get(self.model_id)
         return cost_at(requests, price.prompt) if price is not None and price.prompt is not None else 0.0
 
-    def reached(self, this_run_usd: float) -> str | None:
+    def reached(self, this_run_usd: float | None = None) -> str | None:
         """Why sending must stop now (a limit reached, as `max_cost_usd` stops a cell), or None."""
         model, month = self.spent(this_run_usd)
         if model >= self.ceiling_usd:
@@ -209,7 +388,7 @@ class AutomaticBudget:
 
     def would_pass(self, estimate_usd: float) -> str | None:
         """Why a run must not start: what is spent plus `estimate_usd` would pass a limit; or None."""
-        model, month = self.spent(0.0)
+        model, month = self.spent()
         if model + estimate_usd > self.ceiling_usd:
             return (
                 f"estimated ${estimate_usd:.4f} to send + ${model:.4f} spent by {self.model_id} exceeds the "
@@ -221,3 +400,35 @@ class AutomaticBudget:
                 f"exceeds the watch policy's monthly_budget_usd ${self.monthly_budget_usd:g}"
             )
         return None
+
+
+@dataclass
+class CellCeiling:
+    """A hand-written model's `max_cost_usd` as the `Limits` of its cell's holds: what the cell's log says
+    it spent before this run, plus what this run paid and holds, stays within it."""
+
+    model_key: str
+    ceiling_usd: float
+    spent_before_usd: float
+    paid_usd: float = 0.0
+    held_usd: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def atomically(self) -> AbstractContextManager[object]:
+        return self._lock
+
+    def add(self, held_usd: float, paid_usd: float) -> None:
+        self.held_usd += held_usd
+        self.paid_usd += paid_usd
+
+    def over(self, extra_usd: float) -> str | None:
+        committed = self.spent_before_usd + self.paid_usd + self.held_usd
+        if committed + extra_usd <= self.ceiling_usd + FLOAT_SLACK_USD:
+            return None
+        return (
+            f"{self.model_key} spent and holds ${committed:.4f}; one more request may cost up to "
+            f"${extra_usd:.4f}, past max_cost_usd ${self.ceiling_usd:g}"
+        )
+
+    def holds_elsewhere(self) -> bool:
+        return False

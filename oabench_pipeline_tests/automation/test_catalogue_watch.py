@@ -42,6 +42,7 @@ ingested_with_instance, fresh_env = fresh_env_with_instance_per_module("catalogu
 
 RECORDED_RUN = "2026-03-03T18-01-17-579Z_anthropic--claude-haiku-4.5_direto"  # prices $1 / $5 per Mtok
 FIT, PRICEY, PAINTER, OLD, METERED = "acme/fit", "acme/pricey", "acme/painter", "acme/old", "acme/metered"
+PROBES = [f"acme/probe-{i}" for i in range(4)]  # issue 32's probe: $1 a reply, whatever the catalogue lists
 D = dt.datetime
 
 
@@ -84,6 +85,11 @@ def replay(shared_oab: Path, ingested_with_instance) -> Iterator[ReplayServer]:
     }
     replies |= {
         (METERED, text): RecordedReply("B", prompt_tokens=900, completion_tokens=1, cost=0.1)
+        for text in texts.values()
+    }
+    replies |= {
+        (probe, text): RecordedReply("B", prompt_tokens=900, completion_tokens=1, cost=1.0, latency_s=0.05)
+        for probe in PROBES
         for text in texts.values()
     }
     with ReplayServer(replies=replies, api_key=TEST_KEY, unknown_model_status=404) as server:
@@ -419,3 +425,32 @@ def test_the_preview_and_adding_a_skipped_model_by_hand(env: PipelineEnv, catalo
     assert painter.exit_code == 1 and "does not read text and write text" in painter.output
     twice = env.cli("catalogue", "add", PRICEY, "--protocol", "deliberativo")
     assert twice.exit_code == 1 and "already in the models registry" in twice.output
+
+
+def test_four_models_at_once_stay_within_the_budgets_their_requests_hold_before_sending(
+    env: PipelineEnv, catalogue: CatalogueServer, replay: ReplayServer
+) -> None:
+    """Issue 32's probe: four models taken at once, concurrency 4, a server that reports $1 a reply (far
+    above what the catalogue lists), `max_run_cost_usd = 2`, `monthly_budget_usd = 3`. Before, every cell
+    sent its first 4 requests before any cost was known: $16 spent, $4 per model. Now each request holds
+    its worst case first, and a model whose reply cost is unknown sends one request at a time, so the
+    overshoot is at most what one reply costs beyond its hold (docs/catalogue.md, "Budgets")."""
+    only_edition_45(env)
+    catalogue.models = [
+        catalogue_model(probe, D(2026, 3, 10), prompt="0.000001", completion="0.000005") for probe in PROBES
+    ]
+    write_policy(env, replay, ceiling=2.0, monthly=3.0)
+    result = env.cli("catalogue", "sync", "--run", "--concurrency", "4")
+    assert result.exit_code == 1, result.output
+    assert all(f"{probe}: registered" in result.output for probe in PROBES)
+    per_model = {probe: 0 for probe in PROBES}
+    for (model, _), count in replay.stats.requests_per_prompt.items():
+        per_model[model] += count  # every request is answered, at $1
+    hold = 16_384 * 5e-6  # a request's hold is at least the completion ceiling at the listed price: ~$0.08
+    one_reply_beyond_its_hold = 1.0 - hold
+    assert sum(per_model.values()) <= 3.0 + one_reply_beyond_its_hold, per_model
+    assert all(spent <= 2.0 + one_reply_beyond_its_hold for spent in per_model.values()), per_model
+    assert sum(per_model.values()) == 3  # in whole replies: exactly the month's budget
+    assert "past the watch policy's" in result.output  # the cells that could not hold a request stopped
+    month = env.cli("status").output
+    assert "catalogue watch: $3.0000 spent" in month, month

@@ -178,3 +178,50 @@ def test_models_without_credentials_are_skipped_with_the_reason(fresh_env: Pipel
     assert f"skipping acme/needs-key: {MISSING_ENV} is not set" in result.output
     assert "baseline/random × 45: 0 call(s)" in result.output
     assert "acme/needs-key × 45" not in result.output
+
+
+def test_an_endpoint_answering_500_to_everything_stops_its_cell_after_the_first_round(
+    fresh_env: PipelineEnv,
+) -> None:
+    """Before: every question × 7 attempts (84 s at the shipped backoff) before the cell failed. Now the first
+    round (`concurrency` requests) exhausting its attempts on HTTP 500 stops the cell, in one line."""
+    from oabench_pipeline_tests.servers.openai_replay import FaultProfile
+
+    model = "acme/down500"
+    with ReplayServer(api_key=TEST_KEY, faults=FaultProfile(fixed_status=500)) as server:
+        use_replay_models(fresh_env, server.base_url, [model], concurrency=4)
+        result = fresh_env.cli("run", "--models", model, "--editions", EDITION)
+        sent = server.stats.total_requests
+        host = server.base_url.split("/")[2]
+    assert result.exit_code == 1, result.output
+    assert sent == 4 * 7  # the first round's 4 requests × 7 attempts; the other 76 questions never sent
+    [line] = [text for text in result.output.splitlines() if "keeps answering" in text]
+    assert line.startswith(
+        f"  {model} × {EDITION}: POST http://{host}/v1/chat/completions: {host} keeps answering HTTP 500: "
+        "every request of the first round (4) got it on all 7 attempts and none was answered"
+    ), line
+    assert not cell_written(fresh_env, model)
+
+
+def test_max_cost_usd_is_held_before_each_request_so_replies_in_flight_cannot_pass_it(
+    fresh_env: PipelineEnv,
+) -> None:
+    """`max_cost_usd = 2`, concurrency 4, and a server that reports $1 a reply (the price snapshot says far
+    less): before, the 4 requests in flight were all paid before the first cost was known ($4-5). Now each
+    request holds its worst case first and, until one reply's cost is known, one is sent at a time."""
+    model = "acme/dollar"
+    texts = question_texts(fresh_env.warehouse)
+    replies = {
+        (model, text): RecordedReply("B", prompt_tokens=900, completion_tokens=1, cost=1.0, latency_s=0.05)
+        for text in texts.values()
+    }
+    pricing = {model: ModelPricing("0.000001", "0.000005")}
+    with ReplayServer(replies=replies, models=pricing, api_key=TEST_KEY) as server:
+        use_replay_models(fresh_env, server.base_url, [model], max_cost_usd=2.0, concurrency=4)
+        materialize_pricing(fresh_env)
+        result = fresh_env.cli("run", "--models", model, "--editions", EDITION)
+        sent = server.stats.total_requests
+    assert result.exit_code == 1, result.output
+    assert sent == 2, result.output  # $2 exactly: the bound (one reply beyond its hold) is not even used
+    assert "past max_cost_usd $2" in result.output or "reached max_cost_usd $2" in result.output
+    assert sum(r.total_cost_usd or 0 for r in log_of(fresh_env, model)) == 2.0

@@ -282,13 +282,49 @@ def test_token_counts_no_int64_column_holds_are_null_with_a_note(usage: bytes, n
     )
 
 
-def test_transient_errors_exhaust_max_retries_into_an_error_row() -> None:
-    with ReplayServer(replies=replies(2), faults=FaultProfile(rate_5xx=1.0)) as srv:
-        results, stats = run(fast_endpoint(srv.base_url, max_retries=3), requests(2))
+def test_an_endpoint_answering_500_to_every_request_stops_after_the_first_round_with_one_line() -> None:
+    """Like connection refused: once every request of the first round gave up on the same 5xx with no
+    answer in between, the rest of the cell is not sent (78 questions × 7 attempts took 84 s before)."""
+    delivered: list[ChatResult] = []
+    with ReplayServer(replies=replies(12), faults=FaultProfile(fixed_status=500)) as srv:
+        with pytest.raises(FatalEndpointError) as caught:
+            asyncio.run(
+                run_chat_requests(
+                    fast_endpoint(srv.base_url, max_retries=3), requests(12), 3, delivered.append
+                )
+            )
         server = srv.stats
-    assert [r.raw_response for r in results] == [None, None]
-    assert all(r.attempts == 4 and "HTTP 50" in (r.error or "") for r in results)
-    assert server.total_requests == 8 and stats.retries_by_cause == {"5xx": 6}
+    message = str(caught.value)
+    assert "\n" not in message and caught.value.status == 500
+    assert f"127.0.0.1:{srv.base_url.split(':')[2].split('/')[0]} keeps answering HTTP 500" in message
+    assert "every request of the first round (3) got it on all 4 attempts" in message
+    assert server.total_requests == 12  # the first round, 3 × 4 attempts; the other 9 never sent
+    assert len(delivered) == 2 and all("HTTP 500" in (r.error or "") for r in delivered)
+
+
+def test_transient_errors_among_answers_exhaust_max_retries_into_an_error_row() -> None:
+    """A request that keeps getting 500 while others are answered ends as an error row: the cell goes on."""
+    broken = ChatRequest(
+        qid="q-broken",
+        body={"model": "test/broken", "messages": [{"role": "user", "content": "?"}]},
+        request_hash="h-broken",
+    )
+    with ReplayServer(replies=replies(3), unknown_model_status=500) as srv:  # 500 for `test/broken` only
+        results, stats = run(fast_endpoint(srv.base_url, max_retries=3), [broken, *requests(3)], 2)
+        server = srv.stats
+    failed = [r for r in results if not r.ok]
+    assert [r.qid for r in failed] == ["q-broken"] and stats.answered == 3
+    assert failed[0].attempts == 4 and "HTTP 500" in (failed[0].error or "")
+    assert server.total_requests == 7 and stats.retries_by_cause == {"5xx": 3}
+
+
+def test_intermittent_5xx_in_the_first_round_are_retried_patiently_and_everything_is_answered() -> None:
+    faults = FaultProfile(seed=11, rate_5xx=0.6, max_faults_per_prompt=3)
+    with ReplayServer(replies=replies(12), faults=faults) as srv:
+        results, stats = run(fast_endpoint(srv.base_url), requests(12), 4)
+        server = srv.stats
+    assert stats.answered == 12 and all(r.ok for r in results)
+    assert stats.retries_by_cause["5xx"] == sum(server.faults.values()) > 4
 
 
 def test_other_4xx_is_an_error_row_for_that_question_only() -> None:
@@ -371,9 +407,12 @@ def test_fatal_midway_keeps_results_already_delivered() -> None:
 
 
 def test_key_echoed_in_error_bodies_is_redacted_from_error_rows() -> None:
-    faults = FaultProfile(rate_5xx=1.0, echo_authorization=True)
-    with ReplayServer(replies=replies(1), faults=faults) as srv:
-        (result,), _ = run(fast_endpoint(srv.base_url, max_retries=1), requests(1))
+    faults = FaultProfile(echo_authorization=True)
+    broken = ChatRequest(qid="q-broken", body={"model": "test/broken", "messages": []}, request_hash="hb")
+    # HTTP 500 (echoing the key) for `test/broken` only: an error row among answers, not a dead endpoint.
+    with ReplayServer(replies=replies(1), faults=faults, unknown_model_status=500) as srv:
+        results, _ = run(fast_endpoint(srv.base_url, max_retries=1), [broken, *requests(1)], 2)
+    [result] = [r for r in results if not r.ok]
     assert result.error is not None
     assert "got Authorization: ***" in result.error  # the echo happened, and was masked
     assert KEY not in result.error and "SECRETKEY" not in result.error
@@ -575,8 +614,10 @@ def test_extra_headers_are_sent_and_secret_ones_redacted_from_errors() -> None:
             extra_headers=(("X-Title", "OABench"),),
             secret_headers=(("X-Gateway-Token", secret),),
         )
-        run(endpoint, requests(1))
+        with pytest.raises(FatalEndpointError, match="keeps answering HTTP 50") as caught:
+            run(endpoint, requests(1))  # its only request got 5xx: the endpoint is taken for down
         server = srv.stats
+    assert secret not in str(caught.value)
     assert server.header_values["x-title"] == {"OABench"}
     assert server.header_values["x-gateway-token"] == {secret}
     assert secret not in repr(endpoint)

@@ -124,3 +124,51 @@ def test_cells_sending_in_one_process_see_each_others_spend_at_once(tmp_path: Pa
         assert "max_run_cost_usd $1" in (a45.reached(0.25) or "")  # + 0.5 of the sibling cell, not yet on disk
         assert "monthly_budget_usd $1.5" in (b45.reached(0.6) or "")  # 0.25 + 0.5 + 0.25 of acme/a, + 0.6
     assert a45.reached(0.25) is None  # the siblings stopped sending: only what their logs hold counts again
+
+
+HOLDING_CHILD = """
+import sys
+from pathlib import Path
+from oabench_pipeline.inference.response_log import cell_log_path
+from oabench_pipeline.inference.spend import AutomaticBudget
+
+root = Path(sys.argv[1])
+budget = AutomaticBudget(
+    responses_root=root, own_log=cell_log_path(root, "acme/a", "44"), model_id="acme/a",
+    model_keys={"acme/a": "acme/a"}, automatic_keys={"acme/a": "acme/a", "acme/b": "acme/b"}, prices={},
+    ceiling_usd=1.0, monthly_budget_usd=1.5,
+)
+budget.start()
+with budget.sending():
+    with budget.atomically():
+        budget.add(0.75, 0.0)  # a request in flight holds $0.75
+    print("holding", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_what_another_process_holds_counts_until_it_dies(tmp_path: Path) -> None:
+    """The daemon runs each cell in its own process: a hold taken there counts here at once, and the
+    holds of a process that died (SIGKILL included) count no more."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "warehouse" / "responses"
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLDING_CHILD, str(root)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == b"holding"
+        here = AutomaticBudget(
+            responses_root=root, own_log=cell_log_path(root, "acme/a", "45"), model_id="acme/a",
+            model_keys={"acme/a": "acme/a"}, automatic_keys={"acme/a": "acme/a", "acme/b": "acme/b"},
+            prices={}, ceiling_usd=1.0, monthly_budget_usd=1.5,
+        )  # fmt: skip
+        here.start()
+        assert here.holds_elsewhere()
+        assert "past the watch policy's max_run_cost_usd $1" in (here.over(0.5) or "")
+        assert here.over(0.25) is None
+    finally:
+        child.kill()
+        child.wait()
+    assert not here.holds_elsewhere() and here.over(0.5) is None
