@@ -278,7 +278,7 @@ def test_progress_of_cells_with_no_model_call_says_what_they_did_not_0_of_0() ->
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("baseline/random × 43: answered offline (baseline), scored [")
     assert lines[-1] == (
-        "total: 3 cell(s) answered offline (baseline), scored; 1 cell(s) answers up to date, re-scored; "
+        "total: 3 cell(s): answered offline (baseline), scored; 1 cell(s): answers up to date, re-scored; "
         "0 cell(s) in flight, 4 done"
     )
 
@@ -294,8 +294,8 @@ def test_progress_of_cells_with_no_model_call_says_what_they_did_not_0_of_0() ->
     lines = out.getvalue().splitlines()
     assert lines[-2].startswith("baseline/random × 44: failed before any model call FAILED [")
     assert lines[-1] == (
-        "total: 78/78 answered, 0 errors, $0.5000 this run; 1 cell(s) answered offline (baseline), scored; "
-        "1 cell(s) failed before any model call; 0 cell(s) in flight, 3 done"
+        "total: 78/78 answered, 0 errors, $0.5000 this run; 1 cell(s): answered offline (baseline), scored; "
+        "1 cell(s): failed before any model call; 0 cell(s) in flight, 3 done"
     )
 
 

@@ -104,13 +104,13 @@ class ProgressBar:
 
     def _summary(self, now: Totals, eta: str = "") -> str:
         """The cells that sent model calls summed (then `eta`), then the others by what they did (`4
-        cell(s) answered offline (baseline), scored`); an empty string before any cell has anything to say."""
+        cell(s): answered offline (baseline), scored`); an empty string before any cell has anything to say."""
         parts = []
         if self._cells or len(self._finished) > sum(self._quiet.values()):
             parts.append(
                 answered_summary(now.with_answer, now.total, now.kept, now.errors, now.cost_usd) + eta
             )
-        parts += [f"{n} cell(s) {what}" for what, n in self._quiet.items()]
+        parts += [f"{n} cell(s): {what}" for what, n in self._quiet.items()]
         return "; ".join(parts)
 
     def total_line(self) -> str:

@@ -122,7 +122,7 @@ def test_baselines_run_offline_on_a_suite_and_every_suite_prints_in_every_format
     assert "leaderboard rebuilt: 2 model key(s) × 2 edition(s), 4 cell(s) run" in result.output
     # No model call: the total says what the cells did, not "0/0 answered".
     assert (
-        "total: 4 cell(s) answered offline (baseline), scored; 0 cell(s) in flight, 4 done" in result.output
+        "total: 4 cell(s): answered offline (baseline), scored; 0 cell(s) in flight, 4 done" in result.output
     )
     assert "0/0" not in result.output
     with instance_for(fresh_env.settings) as instance:  # the UI's Runs page: each run's job says what it is
