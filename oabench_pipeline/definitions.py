@@ -14,6 +14,7 @@ from dagster._core.definitions.executor_definition import IN_PROC_CONFIG, MULTI_
 
 from oabench_pipeline.automation.catalogue_sensor import model_catalogue_sensor
 from oabench_pipeline.automation.downstream import downstream_automation_sensor
+from oabench_pipeline.automation.jobs import ASSET_JOBS
 from oabench_pipeline.automation.portal_sensor import oab_portal_sensor
 from oabench_pipeline.automation.registry_sensor import models_registry_sensor
 from oabench_pipeline.automation.resources import PortalResource
@@ -102,6 +103,7 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
             downstream_automation_sensor(enabled=settings.automation),
         ],
         schedules=[weekly_portal_discovery, daily_model_catalogue],
+        jobs=ASSET_JOBS,  # `oabench`'s runs execute these too (`runner.py`): the UI names what each run is
         resources=build_resources(settings),
         # Every run (UI backfill, sensor, schedule, `dagster asset materialize`) executes its steps in the
         # run's own process, as `oabench run` does: a subprocess per step re-imports the code location

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from dagster import (
+    AssetKey,
     AssetSelection,
     DagsterEvent,
     DagsterInstance,
@@ -337,26 +338,28 @@ def _materialize(
     run_config: dict,
     tags: dict[str, str] | None,
 ) -> ExecuteInProcessResult:
-    return _selection_job(defs, tuple(selection)).execute_in_process(
+    job, subset = _selection_job(defs, tuple(selection))
+    return job.execute_in_process(
         run_config=run_config,
         instance=instance,
         partition_key=partition_key,
+        asset_selection=subset,
         raise_on_error=False,
         tags={PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname(), **(tags or {})},
     )
 
 
-# The job of each selection, resolved once per `Definitions`: what `dagster.materialize` builds on every call
-# (a `Definitions` of the whole asset graph, every job of it resolved and validated), ~10% of the CPU of
-# `oabench run` over 58 baseline cells (A/B in the commit that added this), where each cell is a run of the
-# same two assets. Keyed by the `Definitions` object (not weak-referenceable: the last few are kept, a
-# process builds one or two).
+# The job of each selection, resolved once per `Definitions`: resolving one builds the repository of the
+# whole asset graph and validates it, ~10% of the CPU of `oabench run` over 58 baseline cells were it done
+# per run (A/B in the commit that added this cache), where each cell is a run of the same two assets. Keyed
+# by the `Definitions` object (not weak-referenceable: the last few are kept, a process builds one or two).
 _RECENT_DEFINITIONS = 4
-_selection_jobs: OrderedDict[int, tuple[Definitions, dict[tuple[str, ...], JobDefinition]]] = OrderedDict()
+SelectionJob = tuple[JobDefinition, list[AssetKey] | None]
+_selection_jobs: OrderedDict[int, tuple[Definitions, dict[tuple[str, ...], SelectionJob]]] = OrderedDict()
 _selection_jobs_lock = threading.Lock()
 
 
-def _selection_job(defs: Definitions, selection: tuple[str, ...]) -> JobDefinition:
+def _selection_job(defs: Definitions, selection: tuple[str, ...]) -> SelectionJob:
     with _selection_jobs_lock:
         # The entry holds `defs` itself, so its id cannot be reused by another object while it is kept.
         _, jobs = _selection_jobs.setdefault(id(defs), (defs, {}))
@@ -368,9 +371,29 @@ def _selection_job(defs: Definitions, selection: tuple[str, ...]) -> JobDefiniti
         return jobs[selection]
 
 
-def _resolve_selection_job(defs: Definitions, selection: tuple[str, ...]) -> JobDefinition:
+def _resolve_selection_job(defs: Definitions, selection: tuple[str, ...]) -> SelectionJob:
+    """The job of `defs` (`automation/jobs.py`) whose selection is exactly `selection`, else the smallest one
+    holding it with the keys to run of it: the UI's Runs page then names what the run is (`oabench_cell`,
+    `ingest_edition`, `rebuild_leaderboard`, ...). A selection no job holds (an ad-hoc one) runs as
+    `dagster.materialize` would run it, in `__ephemeral_asset_job__`."""
+    graph = defs.resolve_asset_graph()
+    wanted = AssetSelection.assets(*selection).resolve(graph)
+    holding = []
+    for job in defs.jobs or []:
+        job_selection = getattr(job, "selection", None)  # an asset job (`define_asset_job`)
+        if isinstance(job_selection, AssetSelection):
+            keys = job_selection.resolve(graph)
+            if wanted <= keys:
+                holding.append((len(keys), job.name, keys))
+    if holding:
+        _, name, keys = min(holding)
+        return defs.resolve_job_def(name), None if keys == wanted else sorted(wanted)
+    return _ephemeral_selection_job(defs, selection), None
+
+
+def _ephemeral_selection_job(defs: Definitions, selection: tuple[str, ...]) -> JobDefinition:
     """What `dagster.materialize(defs.assets, selection=..., resources=defs.resources)` runs."""
-    name = "__ephemeral_asset_job__"  # the name `materialize` gives its job, as the UI has always shown
+    name = "__ephemeral_asset_job__"  # the name `materialize` gives its job
     job_defs = Definitions(
         jobs=[define_asset_job(name=name, selection=AssetSelection.assets(*selection))],
         # Our definitions hold no CacheableAssetsDefinition (the legacy kind `materialize` refuses).

@@ -254,10 +254,49 @@ def test_progress_without_a_terminal_prints_plain_lines_per_cell_and_a_total() -
         bar.finish_cell("acme/b × 43", success=False)
     lines = out.getvalue().splitlines()
     assert "\x1b" not in out.getvalue(), "nothing is redrawn when the output is not a terminal"
-    # An error is no answer (the next run asks it again): 8 kept + 68 received of 78, 2 errors.
-    assert lines[0].startswith("acme/a × 43: 76/78 answered, 2 errors, $0.2500 [")
-    assert lines[1].startswith("acme/b × 43: 10/78 answered, 0 errors, $0.5000 FAILED [")
-    assert lines[-1] == "total: 86/156 answered, 2 errors, $0.7500; 0 cell(s) in flight, 2 done"
+    # An error is no answer (the next run asks it again): 8 kept + 68 received of 78, 2 errors; the cost
+    # is this run's only, and the line says so, and how many answers earlier runs left.
+    assert lines[0].startswith(
+        "acme/a × 43: 76/78 answered (8 kept from earlier runs), 2 errors, $0.2500 this run ["
+    )
+    assert lines[1].startswith("acme/b × 43: 10/78 answered, 0 errors, $0.5000 this run FAILED [")
+    assert lines[-1] == (
+        "total: 86/156 answered (8 kept from earlier runs), 2 errors, $0.7500 this run; "
+        "0 cell(s) in flight, 2 done"
+    )
+
+
+def test_progress_of_cells_with_no_model_call_says_what_they_did_not_0_of_0() -> None:
+    baselines = ["baseline/random × 43", "baseline/random × 44", "baseline/longest-choice × 43"]
+    console, out = _progress_console(terminal=False)
+    with ProgressBar(console) as bar:
+        for cell in baselines:
+            bar.start_cell(cell)
+            bar.finish_cell(cell, success=True, quiet_note="answered offline (baseline), scored")
+        bar.start_cell("baseline/random × 45")
+        bar.finish_cell("baseline/random × 45", success=True, quiet_note="answers up to date, re-scored")
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("baseline/random × 43: answered offline (baseline), scored [")
+    assert lines[-1] == (
+        "total: 3 cell(s): answered offline (baseline), scored; 1 cell(s): answers up to date, re-scored; "
+        "0 cell(s) in flight, 4 done"
+    )
+
+    console, out = _progress_console(terminal=False)  # a mix: the model cells' counts, then the others
+    with ProgressBar(console) as bar:
+        bar.start_cell("acme/a × 43")
+        publish(CellProgress(cell="acme/a × 43", total=78, already_done=0, answered=78, cost_usd=0.5))
+        bar.finish_cell("acme/a × 43", success=True)
+        bar.start_cell(baselines[0])
+        bar.finish_cell(baselines[0], success=True, quiet_note="answered offline (baseline), scored")
+        bar.start_cell(baselines[1])
+        bar.finish_cell(baselines[1], success=False)
+    lines = out.getvalue().splitlines()
+    assert lines[-2].startswith("baseline/random × 44: failed before any model call FAILED [")
+    assert lines[-1] == (
+        "total: 78/78 answered, 0 errors, $0.5000 this run; 1 cell(s): answered offline (baseline), scored; "
+        "1 cell(s): failed before any model call; 0 cell(s) in flight, 3 done"
+    )
 
 
 def test_progress_on_a_terminal_draws_a_line_per_cell_in_flight_and_the_total() -> None:
@@ -265,11 +304,13 @@ def test_progress_on_a_terminal_draws_a_line_per_cell_in_flight_and_the_total() 
     with ProgressBar(console) as bar:
         for cell in ("acme/a × 43", "acme/a × 44"):
             bar.start_cell(cell)
-            publish(CellProgress(cell=cell, total=78, already_done=0, answered=39, errors=1, cost_usd=0.1))
+            publish(CellProgress(cell=cell, total=78, already_done=2, answered=37, errors=1, cost_usd=0.1))
         bar._progress.refresh()
         drawn = out.getvalue()
         bar.finish_cell("acme/a × 43", success=True)
         bar.finish_cell("acme/a × 44", success=True)
     assert "acme/a × 43" in drawn and "acme/a × 44" in drawn
-    assert "40/78" in drawn and "errors 1" in drawn
-    assert "total (2 in flight)" in drawn and "80/156" in drawn
+    # The same words as the plain lines: answers held (kept ones said), errors, this run's cost.
+    assert "39/78 answered (2 kept from earlier runs), 1 errors, $0.1000 this run" in drawn
+    assert "total (2 in flight)" in drawn
+    assert "78/156 answered (4 kept from earlier runs), 2 errors, $0.2000 this run" in drawn

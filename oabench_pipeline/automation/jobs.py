@@ -18,6 +18,7 @@ from dagster import (
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.partitions import editions_partitions, model_edition_partitions
+from oabench_pipeline.tables import ANALYSIS_TABLES
 
 ingest_edition_job = define_asset_job(
     "ingest_edition",
@@ -50,6 +51,46 @@ pricing_job = define_asset_job(
 models_table_job = define_asset_job(
     "refresh_models_table", selection=AssetSelection.assets("models"), description="Rebuild the models table."
 )
+
+# The jobs of `oabench`'s own runs (`runner.run_assets` executes the job of the definitions whose selection
+# is the run's, or a part of the smallest one holding it), so the UI's Runs page names what each run is.
+cell_job = define_asset_job(
+    "oabench_cell",
+    selection=AssetSelection.assets("inferences", "scores"),
+    partitions_def=model_edition_partitions,
+    description="One cell as `oabench run` runs it: the model's answers to one edition (only what is "
+    "missing), then their scores (scores alone when the answers are up to date).",
+)
+leaderboard_job = define_asset_job(
+    "rebuild_leaderboard",
+    selection=AssetSelection.assets("models", *ANALYSIS_TABLES, "leaderboard_report"),
+    description="The models table, the leaderboard and every analysis table, and the HTML report: what "
+    "`oabench run` and `oabench import` rebuild after their cells (they run the part they need).",
+)
+import_job = define_asset_job(
+    "import_published_runs",
+    selection=AssetSelection.assets("published_runs"),
+    description="`oabench import FOLDER`: a folder of published runs read into the warehouse.",
+)
+site_job = define_asset_job(
+    "build_site",
+    selection=AssetSelection.assets("leaderboard_site"),
+    description="`oabench site`: the static site, written where its config says.",
+)
+
+# Every asset job of the definitions: the sensors' and schedules' and `oabench`'s.
+ASSET_JOBS = [
+    ingest_edition_job,
+    inference_cell_job,
+    editions_table_job,
+    catalogue_job,
+    pricing_job,
+    models_table_job,
+    cell_job,
+    leaderboard_job,
+    import_job,
+    site_job,
+]
 
 
 def ingest_requests(edition_keys: Iterable[str]) -> list[RunRequest]:

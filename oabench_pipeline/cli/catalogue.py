@@ -93,7 +93,10 @@ def _print_preview(setup: WatchSetup, outcome: TickOutcome, show_all: bool, fetc
     assert outcome.snapshot is not None
     snapshot, previous = outcome.snapshot, outcome.previous
     source = "fetched now" if fetched else f"stored snapshot of {snapshot.fetched_at:%Y-%m-%d %H:%M:%S} UTC"
-    click.echo(f"catalogue {setup.catalogue_url}: {snapshot.frame.height} models ({source})")
+    url = snapshot.catalogue_url or setup.catalogue_url
+    if url != setup.catalogue_url:  # a snapshot of the listing set before: say which one is set now
+        source += f"; OABENCH_CATALOGUE_URL is now {setup.catalogue_url}"
+    click.echo(f"catalogue {url}: {snapshot.frame.height} models ({source})")
     changes = snapshot_changes(previous.frame if previous else None, snapshot.frame)
     if previous is None and not show_all:
         click.echo("no earlier snapshot: every listed model is new (--all lists them)")
@@ -167,7 +170,11 @@ def _as_json(setup: WatchSetup, outcome: TickOutcome, failed: str | None) -> dic
     return {
         "catalogue_url": setup.catalogue_url,
         "fetch_error": failed,
-        "snapshot": {"fetched_at": outcome.snapshot.fetched_at, "models": outcome.snapshot.frame.height},
+        "snapshot": {
+            "fetched_at": outcome.snapshot.fetched_at,
+            "models": outcome.snapshot.frame.height,
+            "catalogue_url": outcome.snapshot.catalogue_url or setup.catalogue_url,
+        },
         "previous_snapshot": previous.fetched_at if previous else None,
         "changes": changes.to_dicts(),
         "policy": outcome.policy.model_dump(mode="json") if outcome.policy else None,

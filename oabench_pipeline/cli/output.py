@@ -5,25 +5,29 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import Counter
 from types import TracebackType
 from typing import NamedTuple
 
 import polars as pl
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 from oabench_pipeline.core.markdown import markdown_table
 from oabench_pipeline.core.numbers import short_decimal, without_float_noise
 from oabench_pipeline.core.text_safety import terminal_safe
-from oabench_pipeline.inference.progress import CellProgress, listening
+from oabench_pipeline.inference.progress import CellProgress, answered_summary, listening
 from oabench_pipeline.tables import csv_ready
 
 
 class ProgressBar:
-    """Every cell in flight at once: one line each (a bar of questions done / total, errors among them,
-    $ so far), and a total line with its ETA, fed by inference progress from any thread. The plain
-    lines say how many questions hold an answer: an error is not one (the next run asks it again).
+    """Every cell in flight at once: one line each (a bar of questions done / total, then what the cell
+    holds and what this run paid), and a total line with its ETA, fed by inference progress from any
+    thread. A line counts the questions that hold an answer, the ones kept from earlier runs included (and
+    said), and the cost of this run alone: `76/78 answered (8 kept from earlier runs), 2 errors, $0.2500
+    this run`. An error is not an answer (the next run asks it again). A cell that sends no model call
+    (an offline baseline, answers already up to date) is counted in the total by what it did instead.
 
     On a terminal the lines are redrawn in place and a finished cell leaves one line above them; when
     stderr is not a terminal (a log file, CI) nothing is redrawn: a line per finished cell and a total
@@ -40,18 +44,18 @@ class ProgressBar:
         self._tasks: dict[str, TaskID] = {}
         self._started: dict[str, float] = {}
         self._finished: dict[str, CellProgress] = {}
+        self._quiet: Counter[str] = Counter()  # what the finished cells that sent no model call did
         self._last_plain = time.monotonic()
         self._first_answer: float | None = None
         self._progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("errors {task.fields[errors]}  ${task.fields[cost]:.4f}  {task.fields[eta]}"),
+            TextColumn("{task.fields[summary]}  {task.fields[eta]}", markup=False),
             console=self.console,
             transient=True,
             disable=not self.live,
         )
-        self._total = self._progress.add_task("total", total=None, errors=0, cost=0.0, eta="")
+        self._total = self._progress.add_task("total", total=None, summary="", eta="")
         self._listening = listening(self._update, self.notice)
 
     def __enter__(self) -> ProgressBar:
@@ -64,13 +68,13 @@ class ProgressBar:
     ) -> None:
         self._listening.__exit__(exc_type, exc, tb)
         self._progress.__exit__(exc_type, exc, tb)
-        if not self.live and (self._cells or self._finished):
-            self.console.print(self.total_line(), highlight=False)
+        if not self.live and (self._cells or self._finished or self._quiet):
+            self.console.print(self.total_line(), highlight=False, markup=False, soft_wrap=True)
 
     def start_cell(self, name: str) -> None:
         with self._lock:
             self._started[name] = time.monotonic()
-            self._tasks[name] = self._progress.add_task(name, total=None, errors=0, cost=0.0, eta="")
+            self._tasks[name] = self._progress.add_task(name, total=None, summary="", eta="")
 
     def _update(self, progress: CellProgress) -> None:
         with self._lock:
@@ -80,11 +84,7 @@ class ProgressBar:
             task = self._tasks.get(progress.cell)
             if task is not None:
                 self._progress.update(
-                    task,
-                    total=progress.total,
-                    completed=progress.done,
-                    errors=progress.errors,
-                    cost=progress.cost_usd,
+                    task, total=progress.total, completed=progress.done, summary=progress.summary()
                 )
             self._refresh_total()
 
@@ -94,22 +94,30 @@ class ProgressBar:
             self._total,
             total=now.total or None,
             completed=now.done,
-            errors=now.errors,
-            cost=now.cost_usd,
+            summary=self._summary(now),
             eta=f"ETA {now.eta_s:.0f}s" if now.eta_s is not None else "",
             description=f"total ({len(self._tasks)} in flight)",
         )
         if not self.live and time.monotonic() - self._last_plain >= self.PLAIN_EVERY_S:
             self._last_plain = time.monotonic()
-            self.console.print(self.total_line(), highlight=False)
+            self.console.print(self.total_line(), highlight=False, markup=False, soft_wrap=True)
+
+    def _summary(self, now: Totals, eta: str = "") -> str:
+        """The cells that sent model calls summed (then `eta`), then the others by what they did (`4
+        cell(s): answered offline (baseline), scored`); an empty string before any cell has anything to say."""
+        parts = []
+        if self._cells or len(self._finished) > sum(self._quiet.values()):
+            parts.append(
+                answered_summary(now.with_answer, now.total, now.kept, now.errors, now.cost_usd) + eta
+            )
+        parts += [f"{n} cell(s): {what}" for what, n in self._quiet.items()]
+        return "; ".join(parts)
 
     def total_line(self) -> str:
         now = self._totals()
-        return (
-            f"total: {now.with_answer}/{now.total} answered, {now.errors} errors, ${now.cost_usd:.4f}"
-            + (f", ETA {now.eta_s:.0f}s" if now.eta_s is not None else "")
-            + f"; {len(self._tasks)} cell(s) in flight, {len(self._finished)} done"
-        )
+        eta = f", ETA {now.eta_s:.0f}s" if now.eta_s is not None else ""
+        what = self._summary(now, eta) or "nothing answered yet"
+        return f"total: {what}; {len(self._tasks)} cell(s) in flight, {len(self._finished)} done"
 
     def _totals(self) -> Totals:
         return totals(list(self._cells.values()), list(self._finished.values()), self._first_answer)
@@ -127,17 +135,17 @@ class ProgressBar:
             elapsed = time.monotonic() - self._started.pop(name, time.monotonic())
             if progress is not None:
                 self._finished[name] = progress
-                what = (
-                    f"{progress.with_answer}/{progress.total} answered, {progress.errors} errors, "
-                    f"${progress.cost_usd:.4f}"
-                )
+                what = progress.summary()
             else:
                 self._finished[name] = CellProgress(cell=name, total=0, already_done=0)
-                what = quiet_note if success else "no model call"
+                what = quiet_note if success else "failed before any model call"
+                self._quiet[what] += 1
             status = (
                 "" if success else " [yellow]interrupted[/yellow]" if interrupted else " [red]FAILED[/red]"
             )
-            self.console.print(f"{escape(name)}: {what}{status} [{elapsed:.1f}s]", highlight=False)
+            self.console.print(
+                f"{escape(name)}: {escape(what)}{status} [{elapsed:.1f}s]", highlight=False, soft_wrap=True
+            )
             self._refresh_total()
 
     def notice(self, text: str) -> None:
@@ -147,10 +155,11 @@ class ProgressBar:
 
 
 class Totals(NamedTuple):
-    """Every cell's `CellProgress` summed (`done` and `with_answer` as there), and the ETA in seconds."""
+    """Every cell's `CellProgress` summed (`done`, `with_answer` and `kept` as there), and the ETA in seconds."""
 
     done: int
     with_answer: int
+    kept: int
     total: int
     errors: int
     cost_usd: float
@@ -170,6 +179,7 @@ def totals(in_flight: list[CellProgress], finished: list[CellProgress], first_an
     return Totals(
         done=sum(c.done for c in cells),
         with_answer=sum(c.with_answer for c in cells),
+        kept=sum(c.already_done for c in cells),
         total=sum(c.total for c in cells),
         errors=sum(c.errors for c in cells),
         cost_usd=sum(c.cost_usd for c in cells),

@@ -595,9 +595,12 @@ def _run_cells(
             tags=endpoint_tags(model),
         )
         # What a cell that sent no model call did (a cell that sent any has its counts instead).
-        quiet = (
-            "answers up to date, re-scored" if assets == ["scores"] else "answered with no model call, scored"
-        )
+        if assets == ["scores"]:
+            quiet = "answers up to date, re-scored"
+        elif model.kind == "baseline":
+            quiet = "answered offline (baseline), scored"
+        else:
+            quiet = "answered with no model call, scored"
         return outcome, quiet
 
     failures: dict[str, str] = {}

@@ -451,10 +451,7 @@ def _paid(result: ChatResult) -> float:
 
 def _progress_line(progress: CellProgress) -> str:
     eta = progress.eta_s()
-    return (
-        f"{progress.cell}: {progress.with_answer}/{progress.total} answered, {progress.errors} errors, "
-        f"${progress.cost_usd:.4f}" + (f", ETA {eta:.0f}s" if eta is not None else "")
-    )
+    return f"{progress.cell}: {progress.summary()}" + (f", ETA {eta:.0f}s" if eta is not None else "")
 
 
 def _check_budget_before(

@@ -28,6 +28,12 @@ class Snapshot:
     frame: pl.DataFrame
 
     @property
+    def catalogue_url(self) -> str | None:
+        """The listing this snapshot was fetched from (not the URL set now, which may have changed since)."""
+        urls = self.frame["catalogue_url"].drop_nulls() if "catalogue_url" in self.frame.columns else None
+        return urls[0] if urls is not None and len(urls) else None
+
+    @property
     def data_version(self) -> str:
         """What the listing says, not when it was read: an unchanged catalogue keeps its version."""
         return frame_version(self.frame, ("fetched_at",))

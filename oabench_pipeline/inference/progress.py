@@ -35,12 +35,23 @@ class CellProgress:
         """Questions that hold an answer (kept from before or received now); an error is asked again."""
         return self.already_done + self.answered
 
+    def summary(self) -> str:
+        """What the cell holds and what this run paid: `76/78 answered (8 kept from earlier runs), 2 errors,
+        $0.2500 this run` (the count is the cell's, the cost this run's only)."""
+        return answered_summary(self.with_answer, self.total, self.already_done, self.errors, self.cost_usd)
+
     def eta_s(self) -> float | None:
         finished_now = self.answered + self.errors
         remaining = self.total - self.done
         if finished_now == 0 or remaining <= 0:
             return None
         return (time.monotonic() - self.started) / finished_now * remaining
+
+
+def answered_summary(with_answer: int, total: int, kept: int, errors: int, cost_usd: float) -> str:
+    """Questions holding an answer of those asked (kept ones included, and said), errors, this run's cost."""
+    earlier = f" ({kept} kept from earlier runs)" if kept else ""
+    return f"{with_answer}/{total} answered{earlier}, {errors} errors, ${cost_usd:.4f} this run"
 
 
 Listener = Callable[[CellProgress], None]

@@ -414,6 +414,16 @@ def test_the_preview_and_adding_a_skipped_model_by_hand(env: PipelineEnv, catalo
     assert not env.warehouse.has_table("model_catalogue")  # the preview writes nothing
 
     assert env.cli("catalogue", "sync").exit_code == 0
+    # The stored snapshot names the listing it was read from, not the URL set since.
+    moved = "http://127.0.0.1:9/elsewhere/models"
+    env.set("OABENCH_CATALOGUE_URL", moved)
+    stored = env.cli("catalogue", "--stored")
+    assert stored.exit_code == 0, stored.output
+    assert stored.output.splitlines()[0].startswith(f"catalogue {catalogue.url}: ")
+    assert stored.output.splitlines()[0].endswith(f"; OABENCH_CATALOGUE_URL is now {moved})")
+    stored_json = json.loads(env.cli("catalogue", "--stored", "--format", "json").output)
+    assert (stored_json["catalogue_url"], stored_json["snapshot"]["catalogue_url"]) == (moved, catalogue.url)
+    env.set("OABENCH_CATALOGUE_URL", catalogue.url)
     [row] = env.warehouse.read("catalogue_decisions").filter(pl.col("model") == FIT).to_dicts()
     assert row["model_keys"] == [FIT] and row["editions"] == [43, 44, 45]  # its cells: the whole suite
     added = env.cli("catalogue", "add", PRICEY, "--protocol", "deliberativo")

@@ -163,6 +163,28 @@ def test_every_shipped_suite_has_its_portuguese_description() -> None:
     assert {s.description for s in load_suites().values()} <= set(SUITE_DESCRIPTIONS_PT)
 
 
+def test_a_model_with_no_answer_reads_no_answer_not_dashes_and_wrong(
+    store: Warehouse, site_template: tuple[Path, SiteResult], tmp_path: Path
+) -> None:
+    """A reply in which no letter was read: "sem resposta", not `— — ✗ errada`; still not counted right."""
+    site, _ = site_template
+    unanswered = store.query(
+        "select qid, model_key from scores where answer is null and not skipped and not has_error limit 1"
+    ).row(0, named=True)
+    page = (site / paths.question_page(unanswered["qid"])).read_text(encoding="utf-8")
+    answers = tables(page)["answers"]
+    [row] = [r for r in answers if r.attrs["data-model-key"] == unanswered["model_key"]]
+    assert row.cells[1:4] == ["", "", "sem resposta"]
+    assert 'title="Nenhuma alternativa lida na resposta: conta como não acertada."' in page
+    right = sum(r.cells[3].startswith("✓") for r in answers)
+    assert f"({right}/{len(answers)})" in page  # "Modelos que acertaram": the no-answer row among the not right
+
+    build(store, tmp_path / "en", lang="en")
+    english = (tmp_path / "en" / paths.question_page(unanswered["qid"])).read_text(encoding="utf-8")
+    [row] = [r for r in tables(english)["answers"] if r.attrs["data-model-key"] == unanswered["model_key"]]
+    assert row.cells[1:4] == ["", "", "no answer"]
+
+
 def test_english_labels(store: Warehouse, tmp_path: Path) -> None:
     build(store, tmp_path / "en", lang="en")
     index = (tmp_path / "en" / "index.html").read_text(encoding="utf-8")

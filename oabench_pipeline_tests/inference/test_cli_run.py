@@ -14,6 +14,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from dagster import AssetKey
 
 from oabench_pipeline.core.editions import (
     DEFAULT_EDITIONS_FILE,
@@ -120,6 +121,16 @@ def test_baselines_run_offline_on_a_suite_and_every_suite_prints_in_every_format
     result = fresh_env.cli("run", "--models", ",".join(BASELINES), "--suite", "late")
     assert result.exit_code == 0, result.output
     assert "leaderboard rebuilt: 2 model key(s) × 2 edition(s), 4 cell(s) run" in result.output
+    # No model call: the total says what the cells did, not "0/0 answered".
+    assert (
+        "total: 4 cell(s): answered offline (baseline), scored; 0 cell(s) in flight, 4 done" in result.output
+    )
+    assert "0/0" not in result.output
+    with instance_for(fresh_env.settings) as instance:  # the UI's Runs page: each run's job says what it is
+        jobs = {(r.job_name, r.tags.get("dagster/partition")) for r in instance.get_runs()}
+    cells = {(f"{edition}|{key}") for edition in (1, 45) for key in BASELINES}
+    assert {("oabench_cell", cell) for cell in cells} | {("rebuild_leaderboard", None)} <= jobs
+    assert not {job for job, _ in jobs if job.startswith("__")}
 
     table = fresh_env.cli("leaderboard")
     assert table.exit_code == 0 and all(key in table.output for key in BASELINES)
@@ -197,6 +208,11 @@ def test_baselines_run_offline_on_a_suite_and_every_suite_prints_in_every_format
     assert store.written_version("leaderboard") is not None
     upgraded = fresh_env.cli("run", "--models", ",".join(BASELINES), "--suite", "late")
     assert "leaderboard rebuilt: 2 model key(s) × 2 edition(s), 1 cell(s) run" in upgraded.output
+    with instance_for(fresh_env.settings) as instance:  # scores alone: a part of the cell's job
+        rescored = instance.get_runs(limit=3)
+    assert [(r.job_name, r.asset_selection) for r in rescored if r.tags.get("dagster/partition")] == [
+        ("oabench_cell", {AssetKey("scores")})
+    ]
     assert store.written_version("scores", f"45|{BASELINES[0]}") == SCORING_VERSION
     assert store.written_version("contamination_by_cutoff") == ANALYSIS_VERSION
     assert "up to date" in fresh_env.cli("run", "--models", ",".join(BASELINES), "--suite", "late").output

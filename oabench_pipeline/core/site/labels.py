@@ -104,6 +104,10 @@ _LABELS: dict[str, tuple[str, str]] = {
     "its_answer": ("Resposta dada", "Its answer"),
     "official_answer": ("Gabarito oficial", "Official answer"),
     "no_answer": ("sem resposta", "no answer"),
+    "no_answer_note": (
+        "Nenhuma alternativa lida na resposta: conta como não acertada.",
+        "No letter read in the reply: counted as not right.",
+    ),
     "files": ("Arquivos oficiais", "Official files"),
     "booklet": ("Caderno de prova", "Question booklet"),
     "answer_key": ("Gabarito", "Answer key"),
