@@ -13,7 +13,7 @@
 | OABENCH_CATALOGUE_TIMEOUT_S | 30                                     | overall deadline of one catalogue fetch |
 | OABENCH_WATCH_FILE       | watch.toml (from the cwd; absent: no policy) | the catalogue watch policy          |
 | OABENCH_AUTOMATION       | on                                        | `off`: downstream_automation starts STOPPED |
-| OABENCH_AUTORUN_MAX_COST_USD | (unset: off)                          | opt-in: new registry models run by themselves, on the default suite, each within this USD |
+| OABENCH_AUTORUN_MAX_COST_USD | (unset: off)                          | opt-in: API models run by themselves (a new registry model on the default suite, a model on a new portal edition), each within this USD |
 | OABENCH_MODEL_TIMEOUT_S  | 120                                       | overall deadline of one model request  |
 | OABENCH_DOWNLOAD_TIMEOUT_S | 300                                     | overall deadline of one PDF download   |
 | OABENCH_MODEL_BACKOFF_S  | 0.5                                       | first retry's backoff ceiling (doubles) |
@@ -110,8 +110,8 @@ class Settings:
     catalogue_timeout_s: float = 30.0
     # The owner's watch policy (absent: no policy, the catalogue sensor registers nothing).
     watch_file: Path = DEFAULT_WATCH_FILE
-    # The opt-in to automatic runs of new registry models (None: off): each new API model's ceiling in USD
-    # on the default suite (`models_registry_sensor`).
+    # The opt-in to automatic runs of registry API models (None: off): each new API model's ceiling in USD
+    # on the default suite (`models_registry_sensor`), and each model's on a new edition (`oab_portal_sensor`).
     autorun_max_cost_usd: float | None = None
     # False (`OABENCH_PACKAGED_MODELS=off`): `models_file` alone is the registry, the packaged one left out.
     packaged_models: bool = True

@@ -6,8 +6,13 @@ the sensor pins them on first download, records the edition in the discovered-ed
 of the `editions` table. Inference cells read `questions`, so they are requested on a later tick, once
 that edition's questions are in the warehouse: requesting them in the same tick would race the ingest and
 fail. That is why the sensor ticks every 30 minutes while the portal itself is only asked every
-`PortalResource.check_interval_hours` (6 h; the time of the last check is in the cursor). The weekly
-schedule (`schedules.py`) reuses `check_portal`. The sensor never raises: a problem becomes a skip reason.
+`PortalResource.check_interval_hours` (6 h; the time of the last check is in the cursor). Nothing spends
+money by surprise: the cells are those of the registered models that can run unattended, by the rule a
+new registry model's follow (`sensor_support.autorun_cells`): baselines (offline, free) always; an API
+model only when its owner opted in with `OABENCH_AUTORUN_MAX_COST_USD` (off by default), a price snapshot
+lists it and its estimated cost on the new edition is within that budget (per edition), its cell run then
+stopping at it. The weekly schedule (`schedules.py`) reuses `check_portal`. The sensor never raises:
+a problem becomes a skip reason.
 """
 
 from __future__ import annotations
@@ -29,7 +34,6 @@ from dagster import (
 from oabench_pipeline.automation.discovery import AreaScheme, DiscoveryOutcome, discover_new_editions
 from oabench_pipeline.automation.discovery import record_discovered_editions as record_editions
 from oabench_pipeline.automation.jobs import (
-    cell_requests,
     editions_table_job,
     editions_table_request,
     inference_cell_job,
@@ -38,6 +42,8 @@ from oabench_pipeline.automation.jobs import (
 )
 from oabench_pipeline.automation.resources import PortalResource
 from oabench_pipeline.automation.sensor_support import (
+    AUTORUN_ENV,
+    autorun_cells,
     ingested_editions,
     missing_partitions,
     never_raise,
@@ -195,8 +201,20 @@ def _cells_for_ingested(
     if not runnable:
         # No model can run yet (none registered, or no credentials): keep the editions awaiting.
         return [], [], [*notes, f"editions {', '.join(ready)}: no registered model can run unattended"]
-    chosen = [m for m in models if m.key in runnable]
-    return cell_requests(ready, chosen, run_key_prefix="portal"), ready, notes
+    requests: list[RunRequest] = []
+    not_run: list[str] = []
+    store = warehouse.warehouse()
+    budget = models_registry.autorun_max_cost_usd
+    chosen = sorted((m for m in models if m.key in runnable), key=lambda m: m.key)
+    for edition, model in ((e, m) for e in sorted(ready, key=int) for m in chosen):
+        # The rule a new registry model follows: an API model only opted in, within the budget per edition.
+        by_hand = f"oabench run --models {model.key} --editions {edition}"
+        autorun = autorun_cells(store, model, [edition], budget, "portal", f"edition {edition}", by_hand)
+        requests += autorun.requests
+        not_run += [autorun.held_back] if autorun.held_back else []
+    if not_run:
+        context.log.warning(f"oab_portal_sensor: not run automatically: {'; '.join(not_run)}")
+    return requests, ready, notes
 
 
 @sensor(
@@ -204,7 +222,10 @@ def _cells_for_ingested(
     minimum_interval_seconds=PORTAL_SENSOR_TICK_S,
     default_status=DefaultSensorStatus.RUNNING,
     jobs=[ingest_edition_job, editions_table_job, inference_cell_job],
-    description="Finds new OAB editions on the portal (TOFU pins), ingests them, then runs their cells.",
+    description="Finds new OAB editions on the portal (TOFU pins) and ingests them, then runs their cells: "
+    "baselines (free) always; API models only when opted in with "
+    f"{AUTORUN_ENV} (off by default: nothing is spent), each within that budget in USD on the new edition, "
+    "and never one no price snapshot lists.",
 )
 def oab_portal_sensor(
     context: SensorEvaluationContext,

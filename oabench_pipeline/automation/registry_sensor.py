@@ -34,12 +34,13 @@ from dagster import (
 )
 
 from oabench_pipeline.automation.jobs import (
-    cell_requests,
     inference_cell_job,
     models_table_job,
     pricing_job,
 )
 from oabench_pipeline.automation.sensor_support import (
+    AUTORUN_ENV,
+    autorun_cells,
     ingested_editions,
     missing_partitions,
     never_raise,
@@ -49,7 +50,6 @@ from oabench_pipeline.core.editions import Suite, default_suite, load_editions
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.freshness import inferences_are_current
 from oabench_pipeline.inference.catalogue_store import retired_models
-from oabench_pipeline.inference.cost import cell_estimate
 from oabench_pipeline.inference.resources import ModelsRegistryResource
 from oabench_pipeline.partitions import (
     EDITIONS_PARTITIONS,
@@ -60,7 +60,6 @@ from oabench_pipeline.partitions import (
 from oabench_pipeline.resources import ExamSourcesResource, WarehouseResource
 
 MODELS_SENSOR_TICK_S = 60
-AUTORUN_ENV = "OABENCH_AUTORUN_MAX_COST_USD"  # the opt-in (settings.py), named in what the sensor says
 
 
 @dataclass(frozen=True)
@@ -174,37 +173,15 @@ def _cells_for_new_models(
             context.log.info(f"models_registry_sensor: {model.key}: {done} cell(s) already complete, not run")
         if not todo:
             continue
-        if model.kind == "baseline":  # offline and free
-            requests += cell_requests(todo, [model], run_key_prefix=prefix)
-            continue
-        if budget_usd is None:
-            held_back.append(
-                f"{model.key}: automatic runs of registry models are off ({AUTORUN_ENV} unset); "
-                f"`oabench run --models {model.key}` runs it on suite {suite.name}"
-            )
-            continue
-        estimates = {e: cell_estimate(store, model, e)[1] for e in todo}
-        known = {e: cost for e, cost in estimates.items() if cost is not None}
-        if len(known) < len(todo):
+        by_hand = f"oabench run --models {model.key}"
+        autorun = autorun_cells(store, model, todo, budget_usd, prefix, f"suite {suite.name}", by_hand)
+        requests += autorun.requests
+        if autorun.unpriced:
             waiting.append(model.key)
             if model.key in already_waiting:
                 continue  # said when it began to wait: not again at every tick
-            held_back.append(
-                f"{model.key}: no price snapshot lists {model.id}, so its cost cannot be held to "
-                f"{AUTORUN_ENV}=${budget_usd}; waiting for one (a local server or a misspelt id never gets "
-                f"one: `oabench run --models {model.key}` runs it by hand)"
-            )
-            continue
-        total = sum(known.values())
-        if total > budget_usd:
-            held_back.append(
-                f"{model.key}: estimated prompt cost ${total:.4f} on suite {suite.name} is over "
-                f"{AUTORUN_ENV}=${budget_usd}; `oabench run --models {model.key} --dry-run` shows it"
-            )
-            continue
-        for edition in todo:  # the budget split by estimate: reported spend stops each cell at its share
-            share = known[edition] * (budget_usd / total) if total > 0 else budget_usd / len(todo)
-            requests += cell_requests([edition], [model], run_key_prefix=prefix, max_cost_usd=share)
+        if autorun.held_back:
+            held_back.append(autorun.held_back)
     if held_back:
         context.log.warning(f"models_registry_sensor: not run automatically: {'; '.join(held_back)}")
     return requests, waiting

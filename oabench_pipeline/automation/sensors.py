@@ -7,7 +7,8 @@ discovered-editions file, adds the `editions` partition and requests the ingest 
 they are requested on a later tick, once that edition's questions are in the warehouse: requesting them in
 the same tick would race the ingest and fail. That is why the sensor ticks every 30 minutes while the
 portal itself is only asked every `PortalResource.check_interval_hours` (6 h; the time of the last check is
-in the cursor).
+in the cursor). Those cells follow the same opt-in as a new registry model's (below): baselines always,
+an API model only within `OABENCH_AUTORUN_MAX_COST_USD` on the new edition.
 
 `models_registry_sensor` watches the models registry file. Its first tick registers every registry
 model key and every registry edition as partitions (so a fresh `dagster dev` shows them all). Afterwards

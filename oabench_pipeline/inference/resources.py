@@ -30,7 +30,8 @@ class ModelsRegistryResource(ConfigurableResource):
     """The models registry users edit (`registry/models.toml`, plus `OABENCH_MODELS_FILE`), plus the entries
     the catalogue sensor generated (`catalogue_file`; a hand-written key wins) and the watch policy their
     runs are held to (`watch_file`, absent: none). `autorun_max_cost_usd` (`OABENCH_AUTORUN_MAX_COST_USD`)
-    is the opt-in to automatic runs of new hand-written API models: None, the default, runs none."""
+    is the opt-in to automatic runs of hand-written API models (new ones, and all on a new portal edition):
+    None, the default, runs none."""
 
     path: str
     catalogue_file: str | None = None

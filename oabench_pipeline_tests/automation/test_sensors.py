@@ -481,6 +481,63 @@ def test_new_edition_is_recorded_registered_ingested_then_its_cells_requested(pe
     assert "next portal check in" in skip_text(env.tick(oab_portal_sensor, cursor=third.cursor))
 
 
+def found_and_ingested(env: Env, ingested_template: Path, monkeypatch: pytest.MonkeyPatch) -> str | None:
+    """The cursor of the portal tick that found edition 46, now ingested (its questions: a copy of the
+    45th's), with the paid model in the registry since before and its key exported."""
+    copy_ingested(ingested_template, env.tmp / "warehouse")
+    env.models_file.write_text(REGISTRY_TOML + PAID_MODEL, encoding="utf-8")
+    monkeypatch.setenv(PAID_KEY_ENV, "sk-test")  # exported, as the README says to
+    env.apply(env.tick(models_registry_sensor))
+    env.portal.state = "definitive"
+    found = env.tick(oab_portal_sensor)
+    assert added(found) == {"editions": ["46"]}
+    env.apply(found)
+    questions = env.tmp / "warehouse" / "tables" / "questions"
+    shutil.copy(questions / "45.parquet", questions / "46.parquet")
+    return found.cursor
+
+
+def test_a_new_edition_runs_no_paid_cell_unless_opted_in(
+    env: Env, ingested_template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`OABENCH_AUTORUN_MAX_COST_USD` unset: a new edition's cells are the free baselines' only, even for a
+    priced API model whose key is exported; the edition is handled (not run later when the opt-in is set)."""
+    price_paid_model(env)
+    result = env.tick(oab_portal_sensor, cursor=found_and_ingested(env, ingested_template, monkeypatch))
+    assert cells(result.run_requests or []) == {("46", k) for k in BASELINES}
+    assert PortalCursor.parse(result.cursor).cells_requested == ["46"]
+    assert "OABENCH_AUTORUN_MAX_COST_USD" in (oab_portal_sensor.description or "")  # in the UI
+
+
+def test_opted_in_a_new_edition_runs_a_priced_model_within_the_budget(
+    env: Env, ingested_template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env.autorun_max_cost_usd = 5.0
+    price_paid_model(env)
+    cursor = found_and_ingested(env, ingested_template, monkeypatch)
+    runs = env.tick(oab_portal_sensor, cursor=cursor).run_requests or []
+    assert cells(runs) == {("46", k) for k in [*BASELINES, PAID_KEY]}
+    [paid] = [r for r in runs if cells([r]) == {("46", PAID_KEY)}]
+    assert ceiling_of(paid) == pytest.approx(5.0)  # the one cell may spend the budget, no more
+    assert all(ceiling_of(r) is None for r in runs if r is not paid and r.job_name == "run_inference_cell")
+
+    # A budget below the estimate (~$0.03 of prompt tokens on one edition): the baselines only.
+    env.autorun_max_cost_usd = 0.001
+    assert cells(env.tick(oab_portal_sensor, cursor=cursor).run_requests or []) == {
+        ("46", k) for k in BASELINES
+    }
+
+
+def test_opted_in_a_model_no_price_lists_gets_no_cell_of_a_new_edition(
+    env: Env, ingested_template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local server not listening, a misspelt id: no snapshot prices it, so its cost cannot be held to
+    the budget and it gets no run (`oabench run --models KEY --editions 46` runs it by hand)."""
+    env.autorun_max_cost_usd = 5.0
+    result = env.tick(oab_portal_sensor, cursor=found_and_ingested(env, ingested_template, monkeypatch))
+    assert cells(result.run_requests or []) == {("46", k) for k in BASELINES}
+
+
 def test_a_broken_models_registry_keeps_an_ingested_edition_waiting(env: Env) -> None:
     env.apply(env.tick(models_registry_sensor))
     env.portal.state = "definitive"
