@@ -100,7 +100,11 @@ def inferences_are_current(
     partition = cell_name(model.key, edition)
     if not (_readable(warehouse, "inferences", partition) and _readable(warehouse, "questions", edition)):
         return False
-    existing = with_logical_run_ids(warehouse.read("inferences", partition), model.key)
+    # Without the reasoning, which no check reads: for some models a megabyte a reply, held once more here
+    # (and once more as the rows of `planned_replicates`) while the response log is read.
+    existing = with_logical_run_ids(
+        warehouse.read("inferences", partition).drop("reasoning", strict=False), model.key
+    )
     if existing.is_empty():
         return False
     questions = warehouse.read("questions", edition)
@@ -116,7 +120,7 @@ def inferences_are_current(
 def damaged_log_lines(warehouse: Warehouse, model_key: str, edition: str) -> list[str]:
     """`file:line: why; ...` for each damaged line of the cell's response log (`log_records.py`)."""
     path = cell_log_path(warehouse.root / "responses", model_key, edition)
-    return [line.describe(path) for line in inspect_log(path).damaged]
+    return [line.describe(path) for line in inspect_log(path, keep_results=False).damaged]
 
 
 def planned_replicates(

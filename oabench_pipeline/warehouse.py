@@ -67,6 +67,19 @@ def partition_key_of(path: Path) -> str:
     return unquote(path.name.removesuffix(".parquet"))
 
 
+ROW_GROUP_BYTES = 16 * 1024 * 1024  # polars encodes a whole row group at once: ~4× its bytes at the peak
+
+
+def _rows_per_group(frame: pl.DataFrame) -> int | None:
+    """Rows per Parquet row group so that one holds about `ROW_GROUP_BYTES` (None: polars' default, one
+    group for any ordinary partition). A cell whose replies carry a megabyte of reasoning each is encoded a
+    few replies at a time instead of whole (benchmarks/reasoning_memory.py)."""
+    size = int(frame.estimated_size())
+    if size <= ROW_GROUP_BYTES or frame.height <= 1:
+        return None
+    return max(1, frame.height * ROW_GROUP_BYTES // size)
+
+
 def _remove_stale_temporaries(folder: Path) -> None:
     """Delete `.<uuid>.tmp` files a killed writer left behind (never one a live writer may still be using)."""
     cutoff = time.time() - STALE_TEMPORARY_S
@@ -142,7 +155,11 @@ class Warehouse:
         # Encoded in memory first: polars reports a full disk as "Invalid thrift: transport error",
         # while a plain file write says ENOSPC, which the user can act on.
         encoded = io.BytesIO()
-        frame.write_parquet(encoded, metadata={VERSION_METADATA: version} if version else None)
+        frame.write_parquet(
+            encoded,
+            metadata={VERSION_METADATA: version} if version else None,
+            row_group_size=_rows_per_group(frame),
+        )
         try:
             write_atomically(target, encoded.getvalue())
         except OSError as error:

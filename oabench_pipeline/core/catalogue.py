@@ -5,7 +5,8 @@ per unit, as decimal strings), `context_length`, `architecture.input_modalities`
 `supported_parameters`, and for some `knowledge_cutoff` and `expiration_date`. Prices become numbers in
 USD per million tokens (per request, image or search for the per-unit ones), converted through `Decimal`
 so that "0.0000003" is 0.3 and not 0.30000000000000004. A price that is missing, not a number or negative
-(OpenRouter's "-1": priced by the model it routes to) is NULL: never a guess; so is a count
+(OpenRouter's "-1": priced by the model it routes to) is NULL: never a guess; so is one too large for a
+float (`1e308` per token, `10**400`), per token or per million, never `inf`, and a count
 (`context_length`) that is negative or beyond a 64-bit integer. The whole `pricing` object is kept as JSON
 too, so a field this table does not name yet is not lost.
 
@@ -20,6 +21,7 @@ import calendar
 import datetime as dt
 import json
 import logging
+import math
 import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
@@ -56,23 +58,42 @@ class CatalogueFetchError(RuntimeError):
     """The catalogue could not be read (down, slow, not a listing); one line with the URL and the reason."""
 
 
-def decode_listing(body: bytes) -> Any:
-    """The JSON document of a listing body; `CatalogueFormatError` when it is not JSON."""
-    head = body[:60].decode("utf-8", "replace").replace("\n", " ")
+def decode_listing(body: bytes, echo_body: bool = True) -> Any:
+    """The JSON document of a listing body; `CatalogueFormatError` when it is not JSON.
+
+    `echo_body=False` (a body from a host the user did not name, reached by a redirect): the message says
+    what is wrong without quoting a byte of it.
+    """
+    head = body[:60].decode("utf-8", "replace").replace("\n", " ") if echo_body else None
     try:
-        return json.loads(body)
+        return json.loads(body, parse_float=_finite_float_or_text)
     except (ValueError, UnicodeDecodeError) as error:
+        if head is None:
+            raise CatalogueFormatError(f"not JSON ({len(body)} bytes, not shown)") from None
         raise CatalogueFormatError(f"not JSON ({error}); the body starts {head!r}") from None
     except RecursionError:  # `[[[[...` thousands deep: no listing looks like that
-        raise CatalogueFormatError(f"JSON nested too deep to decode; the body starts {head!r}") from None
+        shown = f"the body starts {head!r}" if head is not None else f"{len(body)} bytes, not shown"
+        raise CatalogueFormatError(f"JSON nested too deep to decode; {shown}") from None
 
 
-def listing_rows(document: Any) -> tuple[list[dict[str, Any]], int]:
-    """(one row per listed model, items left out): the table's columns but `fetched_at`/`catalogue_url`."""
+def _finite_float_or_text(literal: str) -> float | str:
+    """A JSON number as a float, or as its text when a float cannot hold it (`1e400`): never `inf`,
+    which `pricing_json` could not store as JSON."""
+    number = float(literal)
+    return number if math.isfinite(number) else literal
+
+
+def listing_rows(document: Any, echo_body: bool = True) -> tuple[list[dict[str, Any]], int]:
+    """(one row per listed model, items left out): the table's columns but `fetched_at`/`catalogue_url`.
+
+    `echo_body=False`: a refusal names the document's type, never its keys (see `decode_listing`).
+    """
     items = document.get("data") if isinstance(document, Mapping) else None
     if not isinstance(items, list):
         shape = (
-            type(document).__name__ if not isinstance(document, Mapping) else f"keys {sorted(document)[:5]}"
+            f"keys {sorted(document)[:5]}"
+            if isinstance(document, Mapping) and echo_body
+            else type(document).__name__
         )
         raise CatalogueFormatError(f"expected a JSON object with a `data` list of models, got {shape}")
     rows: dict[str, dict[str, Any]] = {}
@@ -143,7 +164,10 @@ def _price(value: Any, scale: Decimal) -> float | None:
         return None
     if not number.is_finite() or number < 0:
         return None
-    return float(number * scale)
+    price = float(number * scale)  # 1e308 per token is 1e314 per million: past a float, `inf`
+    if not math.isfinite(price) or not math.isfinite(float(number)):
+        return None
+    return price
 
 
 def _text(value: Any) -> str | None:

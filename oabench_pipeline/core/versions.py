@@ -39,8 +39,18 @@ def frame_version(frame: pl.DataFrame, exclude: Iterable[str] = ()) -> str:
     digest = hashlib.sha256()
     for name in columns:
         digest.update(f"{name}:{kept.schema[name]}\n".encode())
-    body = kept.select(columns).write_ndjson() if columns else ""
-    for line in sorted(body.splitlines()):
+    lines: list[str] = []
+    step = _rows_per_slice(kept)
+    for offset in range(0, kept.height if columns else 0, step):  # never the whole frame as one text
+        lines += kept.slice(offset, step).select(columns).write_ndjson().splitlines()
+    for line in sorted(lines):
         digest.update(line.encode())
         digest.update(b"\n")
     return digest.hexdigest()
+
+
+def _rows_per_slice(frame: pl.DataFrame, slice_bytes: int = 16 * 1024 * 1024) -> int:
+    """Rows of `frame` in about `slice_bytes`: a cell of replies with a megabyte of reasoning each is
+    written as JSON a few replies at a time (its text held once, as lines, not twice)."""
+    size = int(frame.estimated_size())
+    return max(1, frame.height if size <= slice_bytes else frame.height * slice_bytes // size)

@@ -173,11 +173,19 @@ def _answer_cell(
         )
     for row in rows:
         row.setdefault("dagster_run_id", context.run_id)
-    new = conform("inferences", pl.DataFrame(rows, infer_schema_length=None)) if rows else None
+    new = conform("inferences", _columns_frame(rows)) if rows else None
+    del rows  # the replies' texts are in `new` now: not held twice while the partition is written
     others = existing.filter(~pl.col("run_id").is_in(built)) if not existing.is_empty() else existing
     parts = [conform("inferences", f) for f in (others, new) if f is not None and not f.is_empty()]
     frame = pl.concat(parts) if parts else conform("inferences", pl.DataFrame())
     yield from _finish(context, store, questions, frame, built, sent)
+
+
+def _columns_frame(rows: list[dict]) -> pl.DataFrame:
+    """The rows as a frame, built column by column: from a list of dicts polars holds every text twice
+    while it builds (a cell of replies with a megabyte of reasoning each: twice the cell's bytes)."""
+    names = list(dict.fromkeys(name for row in rows for name in row))
+    return pl.DataFrame({name: [row.get(name) for row in rows] for name in names})
 
 
 @contextmanager
@@ -504,16 +512,26 @@ def _finish(
         .unique()
         .iter_rows()
     )
-    frame = partition.filter(pl.col("run_id").is_in(built))
+    # The checks read a few columns: filtering the whole partition would copy every reply's text (and
+    # reasoning: a megabyte each, for some models) once per filter.
+    frame = partition.select(
+        "run_id",
+        "qid",
+        "skipped",
+        "answer_strict",
+        "cost_usd",
+        pl.col("raw_response").is_not_null().alias("has_reply"),
+        pl.col("error").is_not_null().alias("has_error"),
+    ).filter(pl.col("run_id").is_in(built))
     active = frame.filter(~pl.col("skipped"))
     expected = set(questions.filter(pl.col("status") == "active")["qid"])
-    replied = active.filter(pl.col("raw_response").is_not_null() | pl.col("error").is_not_null())
+    replied = active.filter(pl.col("has_reply") | pl.col("has_error"))
     unaccounted = sorted(
         f"{run_id}: {qid}" if len(built) > 1 else qid
         for run_id in built
         for qid in expected - set(replied.filter(pl.col("run_id") == run_id)["qid"])
     )
-    errors = active.filter(pl.col("error").is_not_null()).height
+    errors = active.filter(pl.col("has_error")).height
     error_rate = errors / active.height if active.height else 0.0
     strict = (
         active.filter(pl.col("answer_strict").is_not_null()).height / active.height if active.height else 0.0

@@ -110,30 +110,35 @@ class LogContents:
     damaged: list[DamagedLine]
 
 
-def inspect_log(path: Path) -> LogContents:
-    """Read and validate every line of the log at `path` (a missing log is empty). Changes nothing."""
+def inspect_log(path: Path, keep_results: bool = True) -> LogContents:
+    """Read and validate every line of the log at `path` (a missing log is empty). Changes nothing.
+
+    `keep_results=False`: only the damaged lines are wanted (`results` stays empty; no reply is held).
+    """
     try:
-        data = path.read_bytes()
+        handle = path.open("rb")
     except FileNotFoundError:
         return LogContents([], [])
     results: list[ChatResult] = []
     damaged: list[DamagedLine] = []
-    lines = data.split(b"\n")
-    torn = lines[-1] != b""  # no newline after the last line: a crash while it was being written
-    if not torn:
-        lines = lines[:-1]
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue  # an empty line (the fresh line started after a torn one) holds nothing
-        last = torn and number == len(lines)
-        outcome = _validate(raw, half_written=last)
-        if isinstance(outcome, ChatResult):
-            results.append(outcome)
-            continue
-        why, salvaged, lost = outcome
-        damaged.append(DamagedLine(number, why, raw, salvaged, lost))
-        if salvaged is not None:
-            results.append(salvaged)
+    # Line by line, never the whole file at once: a reply's reasoning (a megabyte, for some models) is then
+    # held once, as its `ChatResult`, plus the one line being read (benchmarks/reasoning_memory.py).
+    with handle:
+        for number, line in enumerate(handle, start=1):
+            torn = not line.endswith(b"\n")  # only the last line can lack one: a crash while writing it
+            raw = line if torn else line[:-1]
+            del line
+            if not raw.strip():
+                continue  # an empty line (the fresh line started after a torn one) holds nothing
+            outcome = _validate(raw, half_written=torn)
+            if isinstance(outcome, ChatResult):
+                if keep_results:
+                    results.append(outcome)
+                continue
+            why, salvaged, lost = outcome
+            damaged.append(DamagedLine(number, why, raw, salvaged, lost))
+            if salvaged is not None and keep_results:
+                results.append(salvaged)
     return LogContents(results, damaged)
 
 

@@ -358,7 +358,7 @@ def test_nothing_is_sent_beyond_the_months_budget_or_without_a_policy(
     assert catalogue.listings_requested == 3 and replay.stats.total_requests == 0
 
 
-def test_a_catalogue_down_slow_or_malformed_changes_nothing_and_says_so_in_one_line(
+def test_a_catalogue_down_slow_malformed_or_redirecting_changes_nothing_and_says_so_in_one_line(
     env: PipelineEnv, catalogue: CatalogueServer, replay: ReplayServer
 ) -> None:
     only_edition_45(env)
@@ -373,6 +373,7 @@ def test_a_catalogue_down_slow_or_malformed_changes_nothing_and_says_so_in_one_l
             ("down", "HTTP 503"),
             ("slow", "longer than 0.5 s"),
             ("malformed", "not JSON"),
+            ("redirect", "redirected to http://169.254.169.254, which is 169.254.169.254, a link-local"),
         ]:
             catalogue.state = state  # type: ignore[assignment]
             result = env.cli("catalogue", "sync", "--run")

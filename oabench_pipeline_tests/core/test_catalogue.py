@@ -33,6 +33,17 @@ def test_prices_become_exact_usd_per_million_tokens_and_unusable_ones_null() -> 
     assert json.loads(row["pricing_json"])["image"] == "free"  # the whole object is kept as listed
 
 
+def test_prices_too_large_for_a_float_are_null_never_inf() -> None:
+    """1e308 per token is 1e314 per million and 10**400 is past a float either way: NULL, as unusable."""
+    model = catalogue_model("acme/m", CREATED, prompt="1e308", completion=str(10**400))
+    model["pricing"].update(request="1e400", image="1.5e-3")
+    body = json.dumps({"data": [model]}).encode().replace(b'"1e400"', b"1e400")  # a bare JSON number
+    [row], _ = listing_rows(decode_listing(body))
+    assert row["prompt_usd_per_mtok"] is None and row["completion_usd_per_mtok"] is None
+    assert row["request_usd"] is None and row["image_usd"] == 0.0015
+    assert json.loads(row["pricing_json"])["request"] == "1e400"  # kept as listed, still valid JSON
+
+
 def test_dates_times_and_modalities() -> None:
     model = catalogue_model("acme/m", CREATED, expiration_date="2026-06-30", knowledge_cutoff="2025-01")
     del model["architecture"]["input_modalities"]  # only `modality` left for the inputs

@@ -6,6 +6,7 @@
         server.state = "slow"        # headers at once, then the body one byte every `drip_s` seconds
         server.state = "malformed"   # HTTP 200 with a body that is not JSON
         server.state = "nested"      # HTTP 200 with JSON nested 100,000 deep (`[[[[...`)
+        server.state = "redirect"    # HTTP 302 to `server.redirect_to` (another host, a metadata address)
         server.models = [...]        # a later listing
 
 Fetches are counted (`listings_requested`). A real server on 127.0.0.1 (the loopback file server's), so
@@ -23,7 +24,7 @@ from typing import Any, Literal
 from oabench_pipeline_tests.servers.static_files import Override, StaticFileServer
 
 CATALOGUE_PATH = "/api/v1/models"
-State = Literal["up", "down", "slow", "malformed", "nested"]
+State = Literal["up", "down", "slow", "malformed", "nested", "redirect"]
 NESTING = 100_000  # "nested": the `data` list nested this deep, past what Python's JSON decoder can take
 
 
@@ -82,6 +83,7 @@ class CatalogueServer(StaticFileServer):
     models: list[dict[str, Any]] = field(default_factory=list)
     state: State = "up"
     drip_s: float = 0.2
+    redirect_to: str = "http://169.254.169.254/latest/meta-data/"
 
     @property
     def url(self) -> str:
@@ -98,6 +100,8 @@ class CatalogueServer(StaticFileServer):
             return Override(
                 b"<html><body>503 Service Temporarily Unavailable</body></html>", 503, "text/html"
             )
+        if self.state == "redirect":
+            return Override(b"", 302, "text/plain", headers={"Location": self.redirect_to})
         if self.state == "malformed":
             return Override(
                 b'{"data": [{"id": "acme/half-a-listing", "pricing": {"prompt": "0.0', 200, "application/json"

@@ -22,6 +22,8 @@ class Override:
     """Close the connection without sending any response (a flaky host or proxy)."""
     drip_interval_s: float | None = None
     """Send the body one byte at a time, this many seconds apart (a host that never quite stalls)."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """More response headers (a redirect's `Location`)."""
 
 
 @dataclass
@@ -62,6 +64,8 @@ class StaticFileServer:
                 self.send_response(override.status)
                 self.send_header("Content-Type", override.content_type)
                 self.send_header("Content-Length", str(len(override.body)))
+                for name, value in override.headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 if override.drip_interval_s is None:
                     self.wfile.write(override.body)
