@@ -10,7 +10,7 @@ import polars as pl
 
 from oabench_pipeline.cli.common import choose_suite, load_registry_suites, suite_option, table_format_option
 from oabench_pipeline.cli.group import main
-from oabench_pipeline.cli.output import format_table, leaderboard_summary
+from oabench_pipeline.cli.output import accuracy_text, format_table, leaderboard_summary
 from oabench_pipeline.core.public_endpoints import public_frame
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import Warehouse
@@ -252,12 +252,7 @@ def _current_law_summary(board: pl.DataFrame) -> pl.DataFrame:
     interval, beside the rank and accuracy on every question of the suite."""
 
     def interval(row: dict) -> str | None:
-        if row["official_accuracy"] is None:
-            return None
-        text = f"{row['official_accuracy']:.3f}"
-        if row["official_ci_low"] is not None and row["official_ci_high"] is not None:
-            text += f" [{row['official_ci_low']:.3f}–{row['official_ci_high']:.3f}]"
-        return text
+        return accuracy_text(row["official_accuracy"], row["official_ci_low"], row["official_ci_high"])
 
     rows = board.to_dicts()
     return pl.DataFrame(

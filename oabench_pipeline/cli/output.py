@@ -286,12 +286,7 @@ def leaderboard_summary(
         return passed_text(row, ran)
 
     def interval(row: dict) -> str | None:
-        if row["official_accuracy"] is None:
-            return None
-        text = f"{row['official_accuracy']:.3f}"
-        if row["accuracy_ci_low"] is not None and row["accuracy_ci_high"] is not None:
-            text += f" [{row['accuracy_ci_low']:.3f}–{row['accuracy_ci_high']:.3f}]"
-        return text
+        return accuracy_text(row["official_accuracy"], row["accuracy_ci_low"], row["accuracy_ci_high"])
 
     def ability(row: dict) -> str | None:
         if row.get("ability") is None:
@@ -349,6 +344,15 @@ def leaderboard_summary(
     if any(row.get("cost_source") == "estimated" for row in board.iter_rows(named=True)):
         notes.append(f"{ESTIMATED_MARK} after a cost: {ESTIMATED_NOTE}")
     return frame, "\n".join(notes) or None
+
+
+def accuracy_text(accuracy: float | None, low: float | None, high: float | None) -> str | None:
+    """An accuracy with its 95% interval as the terminal's tables show it: `0.850 [0.799–0.890]`."""
+    if accuracy is None:
+        return None
+    if low is None or high is None:
+        return f"{accuracy:.3f}"
+    return f"{accuracy:.3f} [{low:.3f}–{high:.3f}]"
 
 
 ESTIMATED_NOTE = "estimated: tokens x a price snapshot, as not every call reported its cost (cost_source)"

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from oabench_pipeline.inference.catalogue_store import Price
+from oabench_pipeline.inference.cell_lock import is_held
 from oabench_pipeline.inference.cost import cost_at
 from oabench_pipeline.inference.reservations import RESERVED_COMPLETION_TOKENS, Learned, SpendGate
 from oabench_pipeline.inference.response_log import cell_log_path, read_log
@@ -179,8 +180,8 @@ def _other_processes(responses_root: Path) -> dict[Path, tuple[str, float, float
     if not folder.is_dir():
         return found
     for path in folder.glob("*.json"):
-        if path.stem == str(os.getpid()) or not _alive(folder / f"{path.stem}.lock"):
-            continue
+        if path.stem == str(os.getpid()) or not is_held(folder / f"{path.stem}.lock"):
+            continue  # this process, or one that died (its lock is free): its holds are void
         try:
             entries = json.loads(path.read_text(encoding="utf-8"))
             for log, (month, all_time, in_month, held) in entries.items():
@@ -188,21 +189,6 @@ def _other_processes(responses_root: Path) -> dict[Path, tuple[str, float, float
         except (OSError, ValueError, TypeError):
             continue  # being replaced, or not ours: the next look reads it
     return found
-
-
-def _alive(lock_path: Path) -> bool:
-    """Whether the process owning `lock_path` still holds it (a free lock: it died, its holds are void)."""
-    try:
-        fd = os.open(lock_path, os.O_RDWR)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 @contextmanager
