@@ -155,7 +155,7 @@ def test_the_28th_37_is_unresolved_not_scored_on_its_preliminary_answer(the_28th
 def test_an_unresolved_question_is_in_neither_score(the_28th: PipelineEnv) -> None:
     result = the_28th.cli("run", "--models", "baseline/longest-choice", "--editions", "28")
     # Scored; the default suite (the study's 43rd-45th) has nothing to rank here, so no leaderboard.
-    assert "baseline/longest-choice × 28: answered with no model call, scored" in result.output, result.output
+    assert "baseline/longest-choice × 28: answered offline (baseline), scored" in result.output, result.output
     scores = the_28th.warehouse.query(
         "select number, status, is_correct_official, is_correct_technical, skipped from scores "
         "where edition = 28 order by number"

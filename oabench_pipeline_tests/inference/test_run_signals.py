@@ -65,7 +65,7 @@ def assert_status_says_interrupted(env: PipelineEnv, said: str, name: str, logs:
     its response log keeps, and give the command that resumes it."""
     assert "FAILED" not in said, said
     for edition in ("43", "44"):  # the cell's live line (wrapped at 80 columns when not a terminal)
-        assert re.search(rf"{re.escape(MODEL)} × {edition}: \d+/\d+ answered, .* interrupted\s", said), said
+        assert re.search(rf"{re.escape(MODEL)} × {edition}: \d+/\d+ answered\b.* interrupted\s", said), said
     report = env.cli("status", "--format", "json", "--models", MODEL, "--editions", "43,44")
     cells = {c["edition"]: c for c in json.loads(report.output)["cells"]}
     for edition, log in zip(("43", "44"), logs, strict=True):
