@@ -10,7 +10,6 @@ from dagster import (
     Selector,
     multi_or_in_process_executor,
 )
-from dagster._core.definitions.executor_definition import IN_PROC_CONFIG, MULTI_PROC_CONFIG
 
 from oabench_pipeline.automation.catalogue_sensor import model_catalogue_sensor
 from oabench_pipeline.automation.downstream import downstream_automation_sensor
@@ -40,7 +39,7 @@ from oabench_pipeline.settings import Settings
 in_process_by_default_executor = ExecutorDefinition(
     name=multi_or_in_process_executor.name,
     config_schema=Field(
-        Selector({"multiprocess": MULTI_PROC_CONFIG, "in_process": IN_PROC_CONFIG}),
+        Selector(dict(multi_or_in_process_executor.config_schema.config_type.fields)),
         default_value={"in_process": {}},
     ),
     requirements=multi_or_in_process_executor.get_requirements,

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from dagster import (
     AssetKey,
@@ -26,11 +26,8 @@ from dagster import (
     JobDefinition,
     define_asset_job,
 )
-from dagster._core.storage.defs_state.base import set_defs_state_storage
 
-from oabench_pipeline.event_log_connections import keep_event_log_connections
 from oabench_pipeline.interrupts import INTERRUPTED_METADATA
-from oabench_pipeline.schema_probes import remember_schema_probes
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import views_refreshed_once
 
@@ -81,158 +78,7 @@ def instance_for(settings: Settings) -> DagsterInstance:
         raise InstanceHomeError(
             f"{origin} {home_path}: cannot open the Dagster instance ({type(error).__name__}: {reason})"
         ) from None
-    _share_between_threads(instance)
-    _cache_dynamic_partitions(instance)
-    keep_event_log_connections(instance.event_log_storage)
-    remember_schema_probes(instance)
-    _reuse_sqlite_engines()
-    _reuse_migration_scripts()
     return instance
-
-
-def _share_between_threads(instance: DagsterInstance) -> None:
-    """Make the instance safe for several in-process runs at once (`oabench run` runs cells in threads).
-
-    Two pieces of Dagster 1.13's run setup are process-wide and break when runs overlap in threads:
-
-    - `logging.config.dictConfig` at each run start (`get_yaml_python_handlers`, even with no
-      `python_logs` configured) holds logging's module lock while it closes every handler, each under
-      its own lock; a run in another thread holding its event handler's lock while SQLAlchemy calls
-      `logging.getLogger` (each SQLite event write) waits for that module lock: a deadlock. The
-      handlers are the same for every run of the instance, so they are built once, here.
-    - Compute-log capture redirects file descriptors 1 and 2 for the whole process during a run and
-      puts back what it found: overlapping runs put back each other's log files, and the command's
-      own output ends in a run's log. This process's runs therefore do not capture stdout/stderr
-      (`NoOpComputeLogManager`): the assets report through `context.log`, which the event log keeps
-      for the UI; runs launched by the UI or the daemon still capture as configured.
-    """
-    from dagster._core.storage.noop_compute_log_manager import NoOpComputeLogManager
-
-    handlers = instance.get_yaml_python_handlers()
-    instance.get_yaml_python_handlers = lambda: handlers  # type: ignore[method-assign]
-    instance._compute_log_manager = NoOpComputeLogManager()
-
-
-def _cache_dynamic_partitions(instance: DagsterInstance) -> None:
-    """Answer the instance's dynamic-partition lookups from memory, reloading a definition's keys when
-    this process adds or deletes one.
-
-    Dagster asks for them many times per run (is the cell's model key a partition? which keys lie in the
-    cell's range?), each a new SQLite connection taken under the event log's one lock: with 58 cells in
-    flight, a fifth of `oabench run`'s CPU and most of its lock waits. `oabench` adds the partitions its
-    runs need itself (`ensure_partitions`) before starting them, so a key another process adds meanwhile
-    is one no run of this process uses.
-    """
-    load = instance.get_dynamic_partitions
-    add, delete = instance.add_dynamic_partitions, instance.delete_dynamic_partition
-    known: dict[str, tuple[list[str], frozenset[str]]] = {}
-    lock = threading.Lock()
-
-    def keys(partitions_def_name: str) -> tuple[list[str], frozenset[str]]:
-        with lock:
-            if partitions_def_name not in known:
-                loaded = list(load(partitions_def_name))
-                known[partitions_def_name] = (loaded, frozenset(loaded))
-            return known[partitions_def_name]
-
-    # The parameter names are Dagster's: it passes them as keywords.
-    def get_dynamic_partitions(partitions_def_name: str) -> list[str]:
-        return list(keys(partitions_def_name)[0])
-
-    def has_dynamic_partition(partitions_def_name: str, partition_key: str) -> bool:
-        return partition_key in keys(partitions_def_name)[1]
-
-    def get_existing_dynamic_partitions(partitions_def_name: str, partition_keys: Sequence[str]) -> set[str]:
-        return set(partition_keys) & keys(partitions_def_name)[1]
-
-    def add_dynamic_partitions(partitions_def_name: str, partition_keys: Sequence[str]) -> None:
-        add(partitions_def_name, partition_keys)
-        with lock:
-            known.pop(partitions_def_name, None)
-
-    def delete_dynamic_partition(partitions_def_name: str, partition_key: str) -> None:
-        delete(partitions_def_name, partition_key)
-        with lock:
-            known.pop(partitions_def_name, None)
-
-    instance.get_dynamic_partitions = get_dynamic_partitions  # type: ignore[method-assign]
-    instance.has_dynamic_partition = has_dynamic_partition  # type: ignore[method-assign]
-    instance.get_existing_dynamic_partitions = get_existing_dynamic_partitions  # type: ignore[method-assign]
-    instance.add_dynamic_partitions = add_dynamic_partitions  # type: ignore[method-assign]
-    instance.delete_dynamic_partition = delete_dynamic_partition  # type: ignore[method-assign]
-
-
-# Dagster's SQLite storages, and the name each calls to build a SQLAlchemy engine per connection.
-_SQLITE_STORAGE_MODULES = (
-    "dagster._core.storage.event_log.sqlite.sqlite_event_log",
-    "dagster._core.storage.runs.sqlite.sqlite_run_storage",
-    "dagster._core.storage.schedules.sqlite.sqlite_schedule_storage",
-)
-_ENGINES_KEPT = 256
-
-
-def _reuse_sqlite_engines() -> None:
-    """Give Dagster's SQLite storages one SQLAlchemy engine per database file instead of one per connection.
-
-    They build a new engine for every connection (each event stored, each record read): a new dialect to
-    initialise and an empty statement cache, so every query is compiled again. With the engine kept, a
-    cell run costs a quarter less CPU (0.33 -> 0.25 s per baseline cell, measured on /dev/shm), which is
-    most of what `oabench run` spends on the 58 baseline cells of the 29 editions. Connections are still
-    opened and closed per use (the engines keep `NullPool`), so what reaches the database is unchanged.
-    The most recently used `_ENGINES_KEPT` engines are kept (one per run's event-log file, a few more).
-    """
-    import importlib
-    from collections import OrderedDict
-
-    lock = threading.Lock()
-    engines: OrderedDict[tuple[str, str], Any] = OrderedDict()
-
-    def reusing(build: Any) -> Any:
-        def create_engine(url: Any, **kwargs: Any) -> Any:
-            key = (str(url), repr(sorted(kwargs.items(), key=lambda item: item[0])))
-            with lock:
-                if key in engines:
-                    engines.move_to_end(key)
-                    return engines[key]
-                engine = engines[key] = build(url, **kwargs)
-                if len(engines) > _ENGINES_KEPT:
-                    engines.popitem(last=False)
-                return engine
-
-        create_engine.reuses_engines = True  # type: ignore[attr-defined]
-        return create_engine
-
-    for name in _SQLITE_STORAGE_MODULES:
-        module = importlib.import_module(name)
-        build = getattr(module, "create_engine", None)
-        if build is not None and not getattr(build, "reuses_engines", False):
-            module.create_engine = reusing(build)  # type: ignore[attr-defined]
-
-
-def _reuse_migration_scripts() -> None:
-    """Read Dagster's storage migration scripts once per process instead of twice per run.
-
-    Each run gets its own SQLite event-log file, which Dagster creates, checks and stamps with its schema
-    revision, reading and parsing its ~50 migration scripts (alembic's `ScriptDirectory`) each time. The
-    scripts are part of the installed Dagster: they cannot change while this process runs.
-    """
-    from alembic.script import ScriptDirectory
-
-    if getattr(ScriptDirectory.from_config, "reuses_scripts", False):
-        return
-    build = ScriptDirectory.from_config
-    lock = threading.Lock()
-    scripts: dict[str, ScriptDirectory] = {}
-
-    def from_config(config: Any) -> ScriptDirectory:
-        location = str(config.get_main_option("script_location"))
-        with lock:
-            if location not in scripts:
-                scripts[location] = build(config)
-            return scripts[location]
-
-    from_config.reuses_scripts = True  # type: ignore[attr-defined]
-    ScriptDirectory.from_config = from_config  # type: ignore[method-assign]
 
 
 def _check_writable(home: Path, origin: str) -> None:
@@ -317,9 +163,7 @@ def run_assets(
     """
     log_level = Settings.from_env().log_level
     run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}, **(run_config or {})}
-    # Dagster keeps "the current definitions-state storage" in a context variable that another
-    # instance's exit can leave pointing at a disposed instance; pin it to ours for this run.
-    with set_defs_state_storage(instance.defs_state_storage), views_refreshed_once():
+    with views_refreshed_once():
         result = _materialize(defs, instance, selection, partition_key, run_config, tags)
     return RunOutcome(
         result.success,

@@ -32,13 +32,13 @@ from typing import Literal
 import polars as pl
 from dagster import (
     AssetKey,
+    AssetPartitionStatus,
     DagsterEventType,
     DagsterInstance,
     DagsterRunStatus,
     RunsFilter,
     partition_loading_context,
 )
-from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 
 from oabench_pipeline.automation.catalogue_watch import MonthBudget, month_budget
 from oabench_pipeline.core.editions import Suite, known_editions

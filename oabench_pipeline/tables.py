@@ -529,7 +529,11 @@ DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
         ),
         ("modal_answer", pl.String, "Letter most keys chose"),
         ("modal_share", pl.Float64, "Share of keys that chose it"),
-        ("flag", pl.String, "'possible_key_problem', 'hard' (under 25% right, of at least 3 models), 'annulled' or NULL"),
+        (
+            "flag",
+            pl.String,
+            "'possible_key_problem', 'hard' (under 25% right, of at least 3 models), 'annulled' or NULL",
+        ),
     ),
     "provider_summary": _columns(
         ("provider", pl.String, "Who makes the models (grouped case-insensitively; most used spelling)"),

@@ -222,7 +222,9 @@ def test_damaged_partition_is_one_line_naming_table_partition_file_and_remedy(wa
     # Only what reads the damaged file fails: other tables still read, and a step that reads other cells
     # leaves it out (issue 23.2: one damaged cell must not stop the models step or another cell's scoring).
     warehouse.write_partition("models", pl.DataFrame({"model_key": ["acme/model", "acme/other"]}))
-    warehouse.write_partition("inferences", rows.with_columns(model_key=pl.lit("acme/other")), "44|acme/other")
+    warehouse.write_partition(
+        "inferences", rows.with_columns(model_key=pl.lit("acme/other")), "44|acme/other"
+    )
     assert warehouse.query("select count(*) as n from models")["n"].item() == 2
     count_answers = lambda con: con.execute("select count(*) from inferences").fetchone()[0]  # noqa: E731
     assert warehouse.read_around_damage(count_answers, "inferences") == 4

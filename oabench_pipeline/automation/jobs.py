@@ -61,6 +61,12 @@ cell_job = define_asset_job(
     description="One cell as `oabench run` runs it: the model's answers to one edition (only what is "
     "missing), then their scores (scores alone when the answers are up to date).",
 )
+score_cell_job = define_asset_job(
+    "score_cell",
+    selection=AssetSelection.assets("scores"),
+    partitions_def=model_edition_partitions,
+    description="One cell's scores, from answers that are up to date (`oabench run`, `oabench import`).",
+)
 leaderboard_job = define_asset_job(
     "rebuild_leaderboard",
     selection=AssetSelection.assets("models", *ANALYSIS_TABLES, "leaderboard_report"),
@@ -87,6 +93,7 @@ ASSET_JOBS = [
     pricing_job,
     models_table_job,
     cell_job,
+    score_cell_job,
     leaderboard_job,
     import_job,
     site_job,

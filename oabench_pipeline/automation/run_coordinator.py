@@ -9,8 +9,7 @@ the host) before the run is queued, so the daemon sees it when it applies the li
 
 from __future__ import annotations
 
-from dagster import DagsterRun
-from dagster._core.run_coordinator import QueuedRunCoordinator, SubmitRunContext
+from dagster import DagsterRun, QueuedRunCoordinator, SubmitRunContext
 
 from oabench_pipeline.core.models_registry import ModelsRegistryError, known_models
 from oabench_pipeline.inference.endpoints import endpoint_tags_for_run

@@ -149,9 +149,10 @@ def leaderboard_outputs(warehouse: Warehouse) -> str:
     return f"`oabench leaderboard` prints it, the HTML report is {report}, `oabench site` writes the site"
 
 
-# Cell runs in flight in one `oabench` process. Requests are bounded by the models' capacities, not by
-# this; it only bounds the threads (and Dagster bookkeeping) at once.
-MAX_CELL_RUNS = 32
+# Cell runs one `oabench` command has in flight, each a process of its own (with the default run launcher):
+# as many as a new instance's `max_concurrent_runs`. Requests are bounded by the models' capacities, not by
+# this; edition-major order starts every model's first cell before any second one.
+MAX_CELL_RUNS = 16
 
 
 def _cell_pool(cells: int) -> ThreadPoolExecutor:

@@ -32,6 +32,8 @@ def import_runs(path: str) -> None:
     _set_aside_damaged_imports(Warehouse(settings.warehouse_path))
     defs, instance = _dagster(settings)
     config = {"ops": {"published_runs": {"config": {"path": str(Path(path).resolve())}}}}
+    from oabench_pipeline.automation.jobs import score_cell_job
+    from oabench_pipeline.engine.launch import PROGRESS_FOLDER, RunLauncher, RunSpec, launcher, run_launched
     from oabench_pipeline.inference.imports import unanswered_questions
     from oabench_pipeline.partitions import cell_partition_key
 
@@ -39,7 +41,9 @@ def import_runs(path: str) -> None:
     warehouse = Warehouse(settings.warehouse_path)
     cells = warehouse.query("select distinct model_key, edition from inferences where source = 'imported'")
 
-    def score_cell(model_key: str, edition: int) -> tuple[str, str | None, RunOutcome | None]:
+    def score_cell(
+        engine: RunLauncher, model_key: str, edition: int
+    ) -> tuple[str, str | None, RunOutcome | None]:
         """(cell, how much of it an incomplete run answered or None, the scores run or None when the edition
         is not ingested)."""
         partition = cell_partition_key(model_key, edition)
@@ -51,13 +55,14 @@ def import_runs(path: str) -> None:
         )
         active = questions.filter(questions["status"] == "active").height
         incomplete = f"{active - len(unanswered)} of {active} answered" if unanswered else None
-        outcome = run_assets(defs, instance, ["scores"], partition_key=partition)
+        spec = RunSpec(score_cell_job.name, partition_key=str(partition))
+        outcome = run_launched(engine, spec, warehouse.root / PROGRESS_FOLDER)
         return f"{model_key} × {edition}", incomplete, outcome
 
     scored, incomplete_cells, keys, editions = 0, [], set(), set()
-    # Every cell at once, each its own runs (as `oabench run`): Dagster's per-run bookkeeping overlaps.
-    with _cell_pool(cells.height) as pool:
-        results = list(pool.map(lambda row: score_cell(*row), cells.iter_rows()))
+    # Every cell at once, each a launched run of its own (as `oabench run`'s).
+    with launcher(instance, defs) as engine, _cell_pool(cells.height) as pool:
+        results = list(pool.map(lambda row: score_cell(engine, *row), cells.iter_rows()))
     for (model_key, edition), (name, incomplete, outcome) in zip(cells.iter_rows(), results, strict=True):
         if outcome is None:
             click.echo(

@@ -340,7 +340,9 @@ def leaderboard_summary(
             f"unranked ({status})"
         )
     if retired:
-        notes.append("† retired: its expiration_date in the model catalogue has passed; kept, never requested again")
+        notes.append(
+            "† retired: its expiration_date in the model catalogue has passed; kept, never requested again"
+        )
     if any(row.get("cost_source") == "estimated" for row in board.iter_rows(named=True)):
         notes.append(f"{ESTIMATED_MARK} after a cost: {ESTIMATED_NOTE}")
     return frame, "\n".join(notes) or None

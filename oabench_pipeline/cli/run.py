@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from dagster import DagsterInstance, Definitions
     from rich.console import Console
 
+    from oabench_pipeline.engine.launch import RunLauncher, RunSpec
     from oabench_pipeline.runner import RunOutcome
 
 
@@ -558,44 +559,26 @@ def _run_cells(
     replicates: int = 1,
     retry_invalid: bool = False,
 ) -> dict[str, str]:
-    """Every cell at once, each its own in-process Dagster run (own checks, own state in the UI), in a
-    thread of this process: the requests of a model key's cells share its `concurrency` (and its host's
-    `endpoint_concurrency`) through `inference/capacity.py`, so the model's pool stays full across its
-    editions, and each run's Dagster bookkeeping overlaps other cells' model calls. Returns cell → why,
-    in one line, for each cell whose run failed."""
-    from oabench_pipeline.partitions import cell_partition_key
+    """Every cell at once (up to `MAX_CELL_RUNS` in flight), each a Dagster run that the instance's run
+    launcher starts in a process of its own (`engine/launch.py`): the requests of a model key's cells share
+    its `concurrency` (and its host's `endpoint_concurrency`) across those processes through
+    `inference/capacity.py`, so the model's pool stays full across its editions. Returns cell → why, in one
+    line, for each cell whose run failed."""
+    from oabench_pipeline.engine.launch import PROGRESS_FOLDER, launcher, run_launched
     from oabench_pipeline.runner import cell_failure_line
 
-    def one_cell(model: ModelConfig, edition: str) -> tuple[RunOutcome, str] | None:
+    def one_cell(engine: RunLauncher, model: ModelConfig, edition: str) -> tuple[RunOutcome, str] | None:
         if interrupts.requested():
             return None  # a cell not started yet after a Ctrl-C is not started at all
         # Answers already complete (e.g. imported) need only re-scoring: no inference run at all.
-        assets = (
-            ["scores"]
-            if inferences_are_current(warehouse, model, edition, replicates, retry_invalid)
-            else ["inferences", "scores"]
-        )
-        settings: dict[str, int | bool] = {"concurrency": concurrency} if concurrency else {}
-        if replicates != 1:
-            settings["replicates"] = replicates
-        if retry_invalid:
-            settings["retry_invalid"] = True
-        run_config = (
-            {"ops": {"inferences": {"config": settings}}} if settings and "inferences" in assets else None
-        )
-        if "inferences" in assets:
+        answers_current = inferences_are_current(warehouse, model, edition, replicates, retry_invalid)
+        if not answers_current:
             _announce_cell_lock(bar.console, warehouse, model, edition)
         bar.start_cell(f"{model.key} × {edition}")
-        outcome = run_assets(
-            defs,
-            instance,
-            assets,
-            partition_key=cell_partition_key(model.key, int(edition)),
-            run_config=run_config,
-            tags=endpoint_tags(model),
-        )
+        spec = _cell_run(model, edition, answers_current, concurrency, replicates, retry_invalid)
+        outcome = run_launched(engine, spec, warehouse.root / PROGRESS_FOLDER)
         # What a cell that sent no model call did (a cell that sent any has its counts instead).
-        if assets == ["scores"]:
+        if answers_current:
             quiet = "answers up to date, re-scored"
         elif model.kind == "baseline":
             quiet = "answered offline (baseline), scored"
@@ -604,10 +587,12 @@ def _run_cells(
         return outcome, quiet
 
     failures: dict[str, str] = {}
-    with ProgressBar() as bar, _cell_pool(len(cells)) as pool:
-        # Edition-major order: when there are more cells than threads, every model starts at once.
+    with ProgressBar() as bar, launcher(instance, defs) as engine, _cell_pool(len(cells)) as pool:
+        # Edition-major order: when there are more cells than runs in flight, every model starts at once.
         ordered = sorted(cells, key=lambda cell: (int(cell[1]), cells.index(cell)))
-        running = {pool.submit(one_cell, model, edition): (model, edition) for model, edition in ordered}
+        running = {
+            pool.submit(one_cell, engine, model, edition): (model, edition) for model, edition in ordered
+        }
         for future in as_completed(running):
             model, edition = running[future]
             result = future.result()
@@ -622,6 +607,34 @@ def _run_cells(
                     model.key, edition, outcome.errors
                 )
     return failures
+
+
+def _cell_run(
+    model: ModelConfig,
+    edition: str,
+    answers_current: bool,
+    concurrency: int | None,
+    replicates: int,
+    retry_invalid: bool,
+) -> RunSpec:
+    """The run of one cell: `oabench_cell` (answers, then scores), or `score_cell` when the answers are
+    up to date; the run-config overrides of the command's options."""
+    from oabench_pipeline.automation.jobs import cell_job, score_cell_job
+    from oabench_pipeline.engine.launch import RunSpec
+    from oabench_pipeline.partitions import cell_partition_key
+
+    settings: dict[str, int | bool] = {"concurrency": concurrency} if concurrency else {}
+    if replicates != 1:
+        settings["replicates"] = replicates
+    if retry_invalid:
+        settings["retry_invalid"] = True
+    run_config = {"ops": {"inferences": {"config": settings}}} if settings and not answers_current else {}
+    return RunSpec(
+        job=score_cell_job.name if answers_current else cell_job.name,
+        partition_key=str(cell_partition_key(model.key, int(edition))),
+        run_config=run_config,
+        tags=endpoint_tags(model),
+    )
 
 
 def _announce_cell_lock(console: Console, warehouse: Warehouse, model: ModelConfig, edition: str) -> None:

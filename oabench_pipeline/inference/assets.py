@@ -11,6 +11,8 @@ no answer yet. The partition file is written only when the cell completes: on a 
 exhausted budget the step fails and the table keeps its last good rows (the log keeps the new answers).
 """
 
+import os
+import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -49,7 +51,13 @@ from oabench_pipeline.inference.cell_lock import CellLock, LockHolder, LockWaitS
 from oabench_pipeline.inference.client import run_blocking, run_chat_requests
 from oabench_pipeline.inference.cost import estimated_prompt_cost, listed_price
 from oabench_pipeline.inference.endpoints import cell_capacity
-from oabench_pipeline.inference.progress import CellProgress, notify, publish
+from oabench_pipeline.inference.progress import (
+    PROGRESS_FILE_TAG,
+    CellProgress,
+    notify,
+    publish,
+    relaying,
+)
 from oabench_pipeline.inference.reservations import Learned, SpendGate
 from oabench_pipeline.inference.resources import (
     MissingApiKeyError,
@@ -70,6 +78,7 @@ from oabench_pipeline.inference.types import ChatRequest, ChatResult, FatalEndpo
 from oabench_pipeline.metadata import table_schema
 from oabench_pipeline.partitions import model_edition_partitions
 from oabench_pipeline.resources import WarehouseResource
+from oabench_pipeline.runner import HOST_TAG, PID_TAG
 from oabench_pipeline.tables import conform
 from oabench_pipeline.warehouse import Warehouse
 
@@ -144,7 +153,11 @@ def inferences(
         raise Failure(
             description=f"edition {edition} has no questions yet: run `oabench ingest --editions {edition}`"
         )
-    with _cell_lock(context, store, model.key, edition):
+    # Which process answers the cell: `oabench status` tells a run whose process died from one in progress.
+    context.instance.add_run_tags(context.run_id, {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()})
+    # `oabench run` follows its launched runs' progress through a file it names (progress.py).
+    relay = context.run.tags.get(PROGRESS_FILE_TAG)
+    with relaying(Path(relay)) if relay else nullcontext(), _cell_lock(context, store, model.key, edition):
         # Read under the lock: a run that held it before may have answered and written the cell.
         existing = with_logical_run_ids(store.read("inferences", context.partition_key), model.key)
         yield from _answer_cell(

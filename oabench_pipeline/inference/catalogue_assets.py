@@ -9,6 +9,8 @@ both tables, their columns and every snapshot and decision, with the same truth 
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 from dagster import (
     AssetMaterialization,
@@ -20,8 +22,6 @@ from dagster import (
     MetadataValue,
     asset,
 )
-from dagster._core.definitions.data_version import DATA_VERSION_TAG
-from dagster._core.definitions.metadata import RawMetadataMapping
 
 from oabench_pipeline.automation.catalogue_watch import TickOutcome
 from oabench_pipeline.core.catalogue import CatalogueFetchError
@@ -55,6 +55,10 @@ catalogue_decisions = AssetsDefinition(
     ]
 )
 
+# The tag a materialization carries its data version in: the name Dagster reads when it compares versions
+# (`dagster/data_version`, as the UI shows it), stated here since Dagster exports no constant for it.
+DATA_VERSION_TAG = "dagster/data_version"
+
 
 @asset(group_name="inference", metadata={"dagster/column_schema": table_schema("model_catalogue").value})
 def model_catalogue(catalogue: ModelCatalogueResource, warehouse: WarehouseResource) -> MaterializeResult:
@@ -77,7 +81,7 @@ def model_catalogue(catalogue: ModelCatalogueResource, warehouse: WarehouseResou
     )
 
 
-def snapshot_metadata(snapshot: Snapshot, previous: Snapshot | None, left_out: int) -> RawMetadataMapping:
+def snapshot_metadata(snapshot: Snapshot, previous: Snapshot | None, left_out: int) -> dict[str, Any]:
     """What a snapshot holds and what changed since the one before it, for the asset page."""
     changes = snapshot_changes(previous.frame if previous else None, snapshot.frame)
     counts = dict(changes.group_by("change").len().iter_rows())

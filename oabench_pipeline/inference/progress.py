@@ -7,10 +7,14 @@ run) they are only in the run's log, where the step also writes them.
 
 from __future__ import annotations
 
+import json
+import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass
@@ -83,3 +87,91 @@ def notify(text: str) -> None:
     """A one-line notice for the person running the command (see the module docstring)."""
     for listener in list(_notice_listeners):
         listener(text)
+
+
+# A launched run answers its cell in a process of its own; the `oabench run` that launched it asks it (run tag
+# `PROGRESS_FILE_TAG`) to relay its progress and notices through a file, which it reads back and publishes
+# as if they were its own. JSON, replaced atomically, so a reader never sees half of it.
+PROGRESS_FILE_TAG = "oabench/progress-file"
+RELAY_EVERY_S = 0.25
+
+
+class ProgressRelay:
+    """Writes a cell's progress and notices to `path` (at most every `RELAY_EVERY_S`, and at the end)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._progress: CellProgress | None = None
+        self._notices: list[str] = []
+        self._written = 0.0
+
+    def update(self, progress: CellProgress) -> None:
+        with self._lock:
+            self._progress = progress
+            if time.monotonic() - self._written >= RELAY_EVERY_S:
+                self._write()
+
+    def notice(self, text: str) -> None:
+        with self._lock:
+            self._notices.append(text)
+            self._write()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._write()
+
+    def _write(self) -> None:
+        self._written = time.monotonic()
+        progress = self._progress
+        state = {
+            "notices": self._notices,
+            "progress": None
+            if progress is None
+            else {
+                "cell": progress.cell,
+                "total": progress.total,
+                "already_done": progress.already_done,
+                "answered": progress.answered,
+                "errors": progress.errors,
+                "cost_usd": progress.cost_usd,
+                "elapsed_s": time.monotonic() - progress.started,
+            },
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.path.with_name(self.path.name + ".partial")
+        partial.write_text(json.dumps(state), encoding="utf-8")
+        os.replace(partial, self.path)
+
+
+@contextmanager
+def relaying(path: Path) -> Iterator[None]:
+    """Relay every progress update and notice published within the block to `path`."""
+    relay = ProgressRelay(path)
+    with listening(relay.update, relay.notice):
+        try:
+            yield
+        finally:
+            relay.flush()
+
+
+class RelayReader:
+    """The launching side: publishes what a relay file holds that it has not published yet."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._notices_seen = 0
+        self._started = time.monotonic()
+
+    def poll(self) -> None:
+        try:
+            state = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return  # not written yet
+        notices = state.get("notices") or []
+        for text in notices[self._notices_seen :]:
+            notify(text)
+        self._notices_seen = len(notices)
+        if (fields := state.get("progress")) is not None:
+            elapsed = fields.pop("elapsed_s", 0.0)
+            publish(CellProgress(**fields, started=time.monotonic() - elapsed))

@@ -177,7 +177,9 @@ def test_a_model_with_no_answer_reads_no_answer_not_dashes_and_wrong(
     assert row.cells[1:4] == ["", "", "sem resposta"]
     assert 'title="Nenhuma alternativa lida na resposta: conta como não acertada."' in page
     right = sum(r.cells[3].startswith("✓") for r in answers)
-    assert f"({right}/{len(answers)})" in page  # "Modelos que acertaram": the no-answer row among the not right
+    assert (
+        f"({right}/{len(answers)})" in page
+    )  # "Modelos que acertaram": the no-answer row among the not right
 
     build(store, tmp_path / "en", lang="en")
     english = (tmp_path / "en" / paths.question_page(unanswered["qid"])).read_text(encoding="utf-8")

@@ -70,13 +70,17 @@ def test_a_reply_with_no_reported_cost_is_priced_as_listed_when_it_arrived(tmp_p
         "acme/a",
         "45",
         [
-            result("q1", dt.datetime(2026, 4, 30, tzinfo=dt.UTC), None),  # before the first listing: its price
+            result(
+                "q1", dt.datetime(2026, 4, 30, tzinfo=dt.UTC), None
+            ),  # before the first listing: its price
             result("q2", MAY, None),  # the 20th: still $2
             result("q3", dt.datetime(2026, 5, 21, 6, tzinfo=dt.UTC), None),  # the cut's snapshot on
         ],
     )
     spend = keys_spend(tmp_path / "responses", {"acme/a": "acme/a"}, {"acme/a": price})
-    assert round(spend.estimated_usd, 9) == round(2 * (1000 * 2e-6 + 10 * 4e-6) + 1000 * 0.5e-6 + 10 * 1e-6, 9)
+    assert round(spend.estimated_usd, 9) == round(
+        2 * (1000 * 2e-6 + 10 * 4e-6) + 1000 * 0.5e-6 + 10 * 1e-6, 9
+    )
     assert price.at(None) == price and Price(1e-6, 2e-6).at(MAY) == Price(1e-6, 2e-6)
 
 
@@ -121,7 +125,9 @@ def test_cells_sending_in_one_process_see_each_others_spend_at_once(tmp_path: Pa
     a44, a45, b45 = cell("acme/a", "44"), cell("acme/a", "45"), cell("acme/b", "45")
     with a44.sending(), a45.sending(), b45.sending():
         assert a44.reached(0.5) is None  # 0.25 on disk + 0.5
-        assert "max_run_cost_usd $1" in (a45.reached(0.25) or "")  # + 0.5 of the sibling cell, not yet on disk
+        assert "max_run_cost_usd $1" in (
+            a45.reached(0.25) or ""
+        )  # + 0.5 of the sibling cell, not yet on disk
         assert "monthly_budget_usd $1.5" in (b45.reached(0.6) or "")  # 0.25 + 0.5 + 0.25 of acme/a, + 0.6
     assert a45.reached(0.25) is None  # the siblings stopped sending: only what their logs hold counts again
 

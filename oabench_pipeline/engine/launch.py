@@ -1,0 +1,244 @@
+"""Cells as runs that Dagster launches: `oabench run` hands each cell's run to the instance's run launcher,
+as the UI's Launch button, a backfill or a sensor does, and follows it to its end.
+
+The code location is this package's definitions module, loaded by Dagster into a code server of its own
+(as `dagster job launch -m oabench_pipeline.definitions` loads it). Each run is created in the instance with
+its job's snapshot and execution plan, its partition's tags and the caller's tags and config, then launched:
+with the default launcher that is a process per run, its compute logs captured; with Docker's or
+Kubernetes' launcher a container or a pod. So the UI shows the same runs, logs and states whichever way a
+cell was started, and what a run does (one writer per cell, request limits across processes, the response
+log) is the same code in every case.
+
+Following a run reads only what Dagster records: its status, and its step failures and check evaluations
+from the event log. Live progress comes through a small file the run writes (`inference/progress.py`).
+A stop (Ctrl-C) terminates every launched run through the run launcher.
+
+Dagster has no public Python name for "a workspace loaded from this module" that `instance.launch_run`
+needs; `WorkspaceProcessContext` and `ModuleTarget` are the two private imports this costs (ARCHITECTURE,
+"Dagster's private names").
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, Definitions
+from dagster._core.workspace.context import WorkspaceProcessContext
+from dagster._core.workspace.load_target import ModuleTarget
+
+from oabench_pipeline.inference.progress import PROGRESS_FILE_TAG, RelayReader
+from oabench_pipeline.runner import RunOutcome
+from oabench_pipeline.settings import Settings
+
+DEFINITIONS_MODULE = "oabench_pipeline.definitions"
+PROGRESS_FOLDER = "progress"  # under the warehouse: the relay files of runs being followed
+POLL_S = 0.5  # between looks at a launched run's status and progress
+FINISHED = frozenset({DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED})
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run to launch: a job of the definitions, its partition, config and tags."""
+
+    job: str
+    partition_key: str | None = None
+    run_config: Mapping[str, Any] = field(default_factory=dict)
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LaunchedOutcome:
+    """How a launched run ended, read back from the instance."""
+
+    run_id: str
+    status: DagsterRunStatus
+    step_failures: list[Any]
+    """The run's STEP_FAILURE events (DagsterEvent), for `runs.step_failure_messages`/`interruption`."""
+    failed_checks: list[str]
+    run_failure: str | None
+    """The run's own failure message when no step failed (a launch or process failure)."""
+
+    @property
+    def success(self) -> bool:
+        return self.status == DagsterRunStatus.SUCCESS
+
+
+class RunLauncher:
+    """Launches runs of the definitions' jobs through `instance`'s run launcher; use as a context manager
+    (it starts the code server on entry and stops it on exit)."""
+
+    def __init__(self, instance: DagsterInstance, defs: Definitions) -> None:
+        self.instance = instance
+        self._defs = defs
+        self._stack = ExitStack()
+        self._plans: dict[tuple[str, str], Any] = {}
+        self._plans_lock = threading.Lock()
+        self._launched: set[str] = set()
+
+    def __enter__(self) -> RunLauncher:
+        target = ModuleTarget(
+            module_name=DEFINITIONS_MODULE, attribute=None, working_directory=os.getcwd(), location_name=None
+        )
+        workspace = self._stack.enter_context(
+            WorkspaceProcessContext(self.instance, target, code_server_log_level="WARNING")
+        )
+        self._context = workspace.create_request_context()
+        (self._location,) = self._context.code_locations
+        error = self._context.get_code_location_error(self._location.name)
+        if error is not None:
+            raise RuntimeError(f"the definitions did not load in Dagster's code server: {error.message}")
+        (self._repository,) = self._location.get_repositories().values()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stack.close()
+
+    def launch(self, spec: RunSpec) -> str:
+        """Create the run in the instance and hand it to the run launcher; its run id."""
+        job = self._repository.get_full_job(spec.job)
+        # Dagster's console logger at the command's level (WARNING unless OABENCH_LOG_LEVEL says otherwise):
+        # a run's process writes to this command's terminal; the event log keeps everything for the UI.
+        log_level = Settings.from_env().log_level
+        run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}, **spec.run_config}
+        tags = {**job.tags, **self._partition_tags(spec), **spec.tags}
+        run = self.instance.create_run(
+            job_name=job.name,
+            run_id=None,
+            run_config=run_config,
+            resolved_op_selection=None,
+            step_keys_to_execute=None,
+            op_selection=None,
+            status=None,
+            root_run_id=None,
+            parent_run_id=None,
+            tags=tags,
+            job_snapshot=job.job_snapshot,
+            execution_plan_snapshot=self._plan(job, run_config),
+            parent_job_snapshot=job.parent_job_snapshot,
+            remote_job_origin=job.get_remote_origin(),
+            job_code_origin=job.get_python_origin(),
+            asset_selection=None,
+            asset_check_selection=None,
+            asset_graph=self._repository.asset_graph,
+        )
+        self._launched.add(run.run_id)
+        self.instance.launch_run(run.run_id, self._context)
+        return run.run_id
+
+    def _partition_tags(self, spec: RunSpec) -> Mapping[str, str]:
+        if spec.partition_key is None:
+            return {}
+        partitions = self._defs.resolve_job_def(spec.job).partitions_def
+        if partitions is None:
+            raise ValueError(f"job {spec.job} is not partitioned: no partition {spec.partition_key!r}")
+        return partitions.get_tags_for_partition_key(str(spec.partition_key))
+
+    def _plan(self, job: Any, run_config: dict[str, Any]) -> Any:
+        """The job's execution plan for this config: the same for every partition, so asked once."""
+        key = (job.name, repr(sorted(run_config.items())))
+        with self._plans_lock:
+            if key not in self._plans:
+                plan = self._location.get_execution_plan(
+                    job, run_config, step_keys_to_execute=None, known_state=None, instance=self.instance
+                )
+                self._plans[key] = plan.execution_plan_snapshot
+            return self._plans[key]
+
+    def terminate(self, run_id: str) -> None:
+        """Ask the run launcher to stop the run (its process gets the interrupt a UI terminate sends)."""
+        run = self.instance.get_run_by_id(run_id)
+        if run is not None and run.status not in FINISHED:
+            self.instance.run_launcher.terminate(run_id)
+
+    def follow(
+        self,
+        run_id: str,
+        on_poll: Callable[[], None] | None = None,
+        stop_requested: Callable[[], object] | None = None,
+        stop_grace_s: float = 4.0,
+    ) -> LaunchedOutcome:
+        """Wait for the run to finish, calling `on_poll` at each look. Once `stop_requested()` is true the
+        run is terminated; a run still not finished `stop_grace_s` later is left to its launcher and
+        reported as it stands."""
+        stopped_at: float | None = None
+        while True:
+            run = self.instance.get_run_by_id(run_id)
+            if on_poll is not None:
+                on_poll()
+            if run is None or run.status in FINISHED:
+                break
+            if stop_requested is not None and stop_requested():
+                if stopped_at is None:
+                    stopped_at = time.monotonic()
+                    self.terminate(run_id)
+                elif time.monotonic() - stopped_at > stop_grace_s:
+                    break
+            time.sleep(POLL_S)
+        return self.outcome(run_id)
+
+    def outcome(self, run_id: str) -> LaunchedOutcome:
+        run = self.instance.get_run_by_id(run_id)
+        status = run.status if run is not None else DagsterRunStatus.FAILURE
+        wanted = {
+            DagsterEventType.STEP_FAILURE,
+            DagsterEventType.ASSET_CHECK_EVALUATION,
+            DagsterEventType.RUN_FAILURE,
+        }
+        records = self.instance.get_records_for_run(run_id, of_type=wanted).records
+        events = [r.event_log_entry.dagster_event for r in records if r.event_log_entry.dagster_event]
+        failures = [e for e in events if e.is_step_failure]
+        checks = []
+        for event in events:
+            if event.event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
+                evaluation = event.asset_check_evaluation_data
+                if not evaluation.passed:
+                    partition = f" [{evaluation.partition}]" if evaluation.partition else ""
+                    checks.append(
+                        f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name}{partition}"
+                    )
+        run_failure = next(
+            (e.message for e in events if e.event_type == DagsterEventType.RUN_FAILURE and e.message), None
+        )
+        if status not in FINISHED:
+            run_failure = (
+                f"still {status.value.lower()} in the instance when this command stopped following it"
+            )
+        return LaunchedOutcome(run_id, status, failures, checks, None if failures else run_failure)
+
+
+@contextmanager
+def launcher(instance: DagsterInstance, defs: Definitions) -> Iterator[RunLauncher]:
+    with RunLauncher(instance, defs) as opened:
+        yield opened
+
+
+def run_launched(engine: RunLauncher, spec: RunSpec, relay_folder: Path) -> RunOutcome:
+    """Launch `spec`, publish its progress here as it runs (`inference/progress.py` relays it from the
+    run's process), and follow it to its end; a Ctrl-C here terminates it."""
+    from oabench_pipeline import interrupts
+    from oabench_pipeline.runner import interruption, step_failure_messages
+
+    relay_folder.mkdir(parents=True, exist_ok=True)
+    relay = relay_folder / f"{uuid.uuid4().hex}.json"
+    reader = RelayReader(relay)
+    tags = {**spec.tags, PROGRESS_FILE_TAG: str(relay)}
+    try:
+        run_id = engine.launch(replace(spec, tags=tags))
+        launched = engine.follow(run_id, reader.poll, interrupts.requested)
+    finally:
+        relay.unlink(missing_ok=True)
+    errors = step_failure_messages(launched.step_failures)
+    if not errors and not launched.success:
+        errors = [launched.run_failure or f"run {run_id} ended {launched.status.value.lower()}"]
+    interrupted = interruption(launched.step_failures) is not None or (
+        launched.status == DagsterRunStatus.CANCELED and interrupts.requested() is not None
+    )
+    return RunOutcome(launched.success, run_id, errors, launched.failed_checks, interrupted)
