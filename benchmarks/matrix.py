@@ -44,7 +44,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from oabench_pipeline.partitions import cell_partition_key  # noqa: E402
+from oabench_pipeline.shared.partitions import cell_partition_key  # noqa: E402
 from oabench_pipeline.warehouse import Warehouse  # noqa: E402
 from oabench_pipeline_tests.conftest import shared_oab_dir  # noqa: E402
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV, question_texts  # noqa: E402

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from dagster import (
     AssetsDefinition,
     Definitions,
@@ -28,18 +30,20 @@ from oabench_pipeline.inference.resources import (
     ModelClientResource,
     ModelsRegistryResource,
 )
-from oabench_pipeline.resources import ExamSourcesResource, WarehouseResource
 from oabench_pipeline.scoring.assets import leaderboard, leaderboard_report, scores
 from oabench_pipeline.scoring.site_asset import leaderboard_site
 from oabench_pipeline.settings import Settings
+from oabench_pipeline.shared.resources import ExamSourcesResource, WarehouseResource
 
 # Dagster's default executor with the other default: in-process unless a run asks for `multiprocess`. The
 # same name and config as Dagster's, so `--config-json '{"execution":{"config":{"in_process":{}}}}'` (docs/ui.md)
 # and `{"multiprocess": {...}}` from the launchpad keep working; only an empty config changes meaning.
+# Its two choices, read from its own (public) config schema: a Selector of `multiprocess` and `in_process`.
+_EXECUTOR_CHOICES = cast("Selector", multi_or_in_process_executor.config_schema.config_type).fields
 in_process_by_default_executor = ExecutorDefinition(
     name=multi_or_in_process_executor.name,
     config_schema=Field(
-        Selector(dict(multi_or_in_process_executor.config_schema.config_type.fields)),
+        Selector(dict(_EXECUTOR_CHOICES)),
         default_value={"in_process": {}},
     ),
     requirements=multi_or_in_process_executor.get_requirements,
@@ -102,7 +106,7 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
             downstream_automation_sensor(enabled=settings.automation),
         ],
         schedules=[weekly_portal_discovery, daily_model_catalogue],
-        jobs=ASSET_JOBS,  # `oabench`'s runs execute these too (`runner.py`): the UI names what each run is
+        jobs=ASSET_JOBS,  # `oabench`'s runs execute these too (`engine/runs.py`): the UI names what each run is
         resources=build_resources(settings),
         # Every run (UI backfill, sensor, schedule, `dagster asset materialize`) executes its steps in the
         # run's own process, as `oabench run` does: a subprocess per step re-imports the code location

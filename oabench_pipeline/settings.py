@@ -18,7 +18,7 @@
 | OABENCH_DOWNLOAD_TIMEOUT_S | 300                                     | overall deadline of one PDF download   |
 | OABENCH_MODEL_BACKOFF_S  | 0.5                                       | first retry's backoff ceiling (doubles) |
 | OABENCH_LOG_LEVEL        | CRITICAL (step logs in the instance only) | Dagster console log level of the CLI   |
-| DAGSTER_HOME             | <warehouse folder>/dagster_home           | the Dagster instance (runner.py)       |
+| DAGSTER_HOME             | <warehouse folder>/dagster_home           | the Dagster instance (engine/runs.py)       |
 
 An empty variable counts as unset. A value that cannot be used (`OABENCH_MODEL_TIMEOUT_S=abc`) raises
 `SettingsError`, whose message names the variable. API keys and `{ env = "VAR" }` header values are named

@@ -68,7 +68,7 @@ def save_ingested_env(
     What `fresh_env` gives, minus the instance's creation (its SQLite schema: ~0.25 s of CPU), which a
     test would otherwise pay on its first Dagster run.
     """
-    from oabench_pipeline.runner import instance_for
+    from oabench_pipeline.engine.runs import instance_for
 
     with building_env(tmp_path_factory, name, ingested_template, source_base_url) as env:
         with instance_for(env.settings):

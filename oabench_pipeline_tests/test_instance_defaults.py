@@ -15,7 +15,7 @@ from dagster._core.instance.config import PoolGranularity
 from dagster._core.run_coordinator import SubmitRunContext
 
 from oabench_pipeline.automation.run_coordinator import EndpointTaggingRunCoordinator
-from oabench_pipeline.runner import instance_for
+from oabench_pipeline.engine.runs import instance_for
 from oabench_pipeline.settings import Settings
 from oabench_pipeline_tests.pipeline_env import write_models_file
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from oabench_pipeline.partitions import cell_partition_key
+from oabench_pipeline.shared.partitions import cell_partition_key
 from oabench_pipeline.warehouse import Warehouse
 from oabench_pipeline_tests.conftest import REPO_ROOT
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV, published_replies

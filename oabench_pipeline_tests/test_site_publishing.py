@@ -161,7 +161,7 @@ def test_a_key_pasted_into_base_url_never_reaches_the_warehouse(
 
     from oabench_pipeline.inference.registry_assets import models
     from oabench_pipeline.inference.resources import ModelsRegistryResource
-    from oabench_pipeline.resources import WarehouseResource
+    from oabench_pipeline.shared.resources import WarehouseResource
 
     key = "sk-acme-0123456789abcdef"
     monkeypatch.setenv("ACME_TEST_KEY", key)

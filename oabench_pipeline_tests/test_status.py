@@ -22,11 +22,11 @@ from dagster import DagsterRunStatus, RunsFilter
 
 from oabench_pipeline.core.models_registry import load_models_registry
 from oabench_pipeline.definitions import build_definitions
+from oabench_pipeline.engine.runs import ensure_partitions, instance_for, instance_home, run_assets
+from oabench_pipeline.engine.status import select_cells
 from oabench_pipeline.inference.cell import build_requests
 from oabench_pipeline.inference.cost import estimated_prompt_tokens
-from oabench_pipeline.partitions import cell_partition_key
-from oabench_pipeline.runner import ensure_partitions, instance_for, instance_home, run_assets
-from oabench_pipeline.status import select_cells
+from oabench_pipeline.shared.partitions import cell_partition_key
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
 from oabench_pipeline_tests.saved_envs import SavedEnv, building_env, save_env
 from oabench_pipeline_tests.servers.openai_replay import FaultProfile, ModelPricing, ReplayServer

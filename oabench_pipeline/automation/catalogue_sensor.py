@@ -35,13 +35,13 @@ from oabench_pipeline.automation.jobs import (
 from oabench_pipeline.automation.sensor_support import missing_partitions, never_raise
 from oabench_pipeline.inference.catalogue_assets import tick_materializations
 from oabench_pipeline.inference.resources import ModelCatalogueResource, ModelsRegistryResource
-from oabench_pipeline.partitions import (
+from oabench_pipeline.shared.partitions import (
     EDITIONS_PARTITIONS,
     MODEL_KEYS_PARTITIONS,
     editions_partitions,
     model_keys_partitions,
 )
-from oabench_pipeline.resources import ExamSourcesResource, WarehouseResource
+from oabench_pipeline.shared.resources import ExamSourcesResource, WarehouseResource
 
 CATALOGUE_SENSOR_NAME = "model_catalogue_sensor"
 # Several models appear in the catalogue every week: four looks a day find them within hours, and keep

@@ -43,7 +43,7 @@ from oabench_pipeline.core.models_registry import (
 )
 from oabench_pipeline.core.prompts import Protocol
 from oabench_pipeline.core.watch_policy import WatchPolicy, load_watch_policy
-from oabench_pipeline.freshness import inferences_are_current, scores_are_current
+from oabench_pipeline.engine.freshness import inferences_are_current, scores_are_current
 from oabench_pipeline.inference.catalogue_snapshots import (
     STAMP_FORMAT,
     Snapshot,

@@ -52,12 +52,12 @@ from oabench_pipeline.automation.sensor_support import (
 from oabench_pipeline.core.editions import Edition, load_editions
 from oabench_pipeline.inference.catalogue_store import retired_models
 from oabench_pipeline.inference.resources import ModelsRegistryResource
-from oabench_pipeline.partitions import (
+from oabench_pipeline.shared.partitions import (
     EDITIONS_PARTITIONS,
     MODEL_KEYS_PARTITIONS,
     editions_partitions,
 )
-from oabench_pipeline.resources import ExamSourcesResource, WarehouseResource
+from oabench_pipeline.shared.resources import ExamSourcesResource, WarehouseResource
 
 PORTAL_SENSOR_TICK_S = 30 * 60
 

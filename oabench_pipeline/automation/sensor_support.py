@@ -19,7 +19,7 @@ from oabench_pipeline.automation.jobs import cell_requests
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.inference.cost import cell_estimate
 from oabench_pipeline.inference.credentials import credentials_problem
-from oabench_pipeline.resources import WarehouseResource
+from oabench_pipeline.shared.resources import WarehouseResource
 from oabench_pipeline.warehouse import Warehouse
 
 AUTORUN_ENV = "OABENCH_AUTORUN_MAX_COST_USD"  # the opt-in (settings.py), named in what the sensors say

@@ -17,13 +17,13 @@ from oabench_pipeline.core.editions import (
     resolve_suite,
 )
 from oabench_pipeline.settings import Settings
-from oabench_pipeline.tables import ANALYSIS_TABLES
+from oabench_pipeline.shared.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import Warehouse
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance, Definitions
 
-    from oabench_pipeline.runner import RunOutcome
+    from oabench_pipeline.engine.runs import RunOutcome
 
 # `--format` of the commands that print a table: `format_table` renders each (cli/output.py).
 table_format_option = click.option(
@@ -91,7 +91,7 @@ def _dagster(settings: Settings) -> tuple[Definitions, DagsterInstance]:
 
 def _instance(settings: Settings) -> DagsterInstance:
     """The persistent Dagster instance, entered (made current) until the command ends."""
-    from oabench_pipeline.runner import InstanceHomeError, instance_for
+    from oabench_pipeline.engine.runs import InstanceHomeError, instance_for
 
     try:
         instance = instance_for(settings)
@@ -101,7 +101,7 @@ def _instance(settings: Settings) -> DagsterInstance:
 
 
 def ensure_partitions(instance: DagsterInstance, partitions_name: str, keys: list[str]) -> list[str]:
-    from oabench_pipeline.runner import ensure_partitions as ensure
+    from oabench_pipeline.engine.runs import ensure_partitions as ensure
 
     return ensure(instance, partitions_name, keys)
 
@@ -109,7 +109,7 @@ def ensure_partitions(instance: DagsterInstance, partitions_name: str, keys: lis
 def run_assets(
     defs: Definitions, instance: DagsterInstance, selection: list[str], **kwargs: Any
 ) -> RunOutcome:
-    from oabench_pipeline.runner import run_assets as run
+    from oabench_pipeline.engine.runs import run_assets as run
 
     return run(defs, instance, selection, **kwargs)
 

@@ -21,7 +21,7 @@ from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import Warehouse, partition_key_of
 
 if TYPE_CHECKING:
-    from oabench_pipeline.runner import RunOutcome
+    from oabench_pipeline.engine.runs import RunOutcome
 
 
 @main.command(name="import")
@@ -35,7 +35,7 @@ def import_runs(path: str) -> None:
     from oabench_pipeline.automation.jobs import score_cell_job
     from oabench_pipeline.engine.launch import PROGRESS_FOLDER, RunLauncher, RunSpec, launcher, run_launched
     from oabench_pipeline.inference.imports import unanswered_questions
-    from oabench_pipeline.partitions import cell_partition_key
+    from oabench_pipeline.shared.partitions import cell_partition_key
 
     _must(run_assets(defs, instance, ["published_runs"], run_config=config), f"import {path}")
     warehouse = Warehouse(settings.warehouse_path)

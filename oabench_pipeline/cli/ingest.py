@@ -19,8 +19,8 @@ from oabench_pipeline.cli.common import (
 )
 from oabench_pipeline.cli.group import main
 from oabench_pipeline.core.editions import format_editions, known_editions
+from oabench_pipeline.engine.freshness import edition_is_current
 from oabench_pipeline.exams.raw_store import RawStore
-from oabench_pipeline.freshness import edition_is_current
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse
 

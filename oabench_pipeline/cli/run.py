@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 import click
 import polars as pl
 
-from oabench_pipeline import interrupts
 from oabench_pipeline.cli.common import (
     EDITIONS_HELP,
     REPORT_ASSETS,
@@ -38,7 +37,8 @@ from oabench_pipeline.core.models_registry import (
 )
 from oabench_pipeline.core.runs import with_logical_run_ids
 from oabench_pipeline.core.watch_policy import load_watch_policy
-from oabench_pipeline.freshness import (
+from oabench_pipeline.engine import interrupts
+from oabench_pipeline.engine.freshness import (
     inferences_are_current,
     leaderboard_is_current,
     models_table_is_current,
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from oabench_pipeline.engine.launch import RunLauncher, RunSpec
-    from oabench_pipeline.runner import RunOutcome
+    from oabench_pipeline.engine.runs import RunOutcome
 
 
 @main.command()
@@ -188,7 +188,7 @@ def answer_cells(
     models_files = (*settings.models_files, settings.catalogue_models_file)
 
     def work() -> int:
-        """The Dagster part, on a worker thread: Ctrl-C stays ours (`interrupts.py`)."""
+        """The Dagster part, on a worker thread: Ctrl-C stays ours (`engine/interrupts.py`)."""
         ensure_partitions(instance, "editions", editions)
         ensure_partitions(instance, "model_keys", [m.key for m in chosen])
         if force or not models_table_is_current(warehouse, *models_files):
@@ -205,7 +205,7 @@ def answer_cells(
                 f"cell(s) run; {leaderboard_outputs(warehouse)}"
             )
         else:
-            from oabench_pipeline.runner import one_line
+            from oabench_pipeline.engine.runs import one_line
 
             click.echo(f"leaderboard not rebuilt: {one_line(board.errors)}", err=True)
         incomplete = _report_incomplete(warehouse, cells, replicates, failures)
@@ -565,7 +565,7 @@ def _run_cells(
     `inference/capacity.py`, so the model's pool stays full across its editions. Returns cell → why, in one
     line, for each cell whose run failed."""
     from oabench_pipeline.engine.launch import PROGRESS_FOLDER, launcher, run_launched
-    from oabench_pipeline.runner import cell_failure_line
+    from oabench_pipeline.engine.runs import cell_failure_line
 
     def one_cell(engine: RunLauncher, model: ModelConfig, edition: str) -> tuple[RunOutcome, str] | None:
         if interrupts.requested():
@@ -621,7 +621,7 @@ def _cell_run(
     up to date; the run-config overrides of the command's options."""
     from oabench_pipeline.automation.jobs import cell_job, score_cell_job
     from oabench_pipeline.engine.launch import RunSpec
-    from oabench_pipeline.partitions import cell_partition_key
+    from oabench_pipeline.shared.partitions import cell_partition_key
 
     settings: dict[str, int | bool] = {"concurrency": concurrency} if concurrency else {}
     if replicates != 1:

@@ -1,4 +1,4 @@
-"""`oabench status`: where every cell stands (the report itself: `oabench_pipeline/status.py`)."""
+"""`oabench status`: where every cell stands (the report itself: `oabench_pipeline/engine/status.py`)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def status_cmd(models_opt: str | None, editions_opt: str | None, suite: str | No
         raise click.UsageError("--suite and --editions both choose the editions: give one")
     chosen = choose_suite(load_registry_suites(settings), suite) if suite is not None else None
     editions = [str(e) for e in chosen.editions] if chosen else listed
-    from oabench_pipeline.status import collect_status
+    from oabench_pipeline.engine.status import collect_status
 
     report = collect_status(settings, _instance(settings), editions, _split(models_opt))
     if fmt == "json":

@@ -88,7 +88,7 @@ def ui_cmd(port: int, host: str) -> None:
     `dg dev` with DAGSTER_HOME set to the instance `oabench` uses (`<warehouse folder>/dagster_home`
     unless DAGSTER_HOME is exported). Ctrl-C stops it.
     """
-    from oabench_pipeline.runner import InstanceHomeError, instance_home
+    from oabench_pipeline.engine.runs import InstanceHomeError, instance_home
 
     settings = Settings.from_env()
     try:

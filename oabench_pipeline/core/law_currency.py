@@ -34,7 +34,7 @@ from oabench_pipeline.core.toml_errors import (
     table_spans,
     validation_error,
 )
-from oabench_pipeline.tables import column_names, column_schema
+from oabench_pipeline.shared.tables import column_names, column_schema
 
 DEFAULT_REFORMS_FILE = REGISTRY_DIR / "legal_reforms.toml"
 DEFAULT_NOTES_FILE = REGISTRY_DIR / "law_currency_notes.toml"

@@ -25,7 +25,7 @@ from oabench_pipeline.core.markdown import markdown_table
 from oabench_pipeline.core.numbers import grouped, short_decimal
 from oabench_pipeline.core.public_endpoints import public_frame
 from oabench_pipeline.core.rendering import render
-from oabench_pipeline.tables import csv_ready
+from oabench_pipeline.shared.tables import csv_ready
 
 # `leaderboard_report`'s code version: bump it when the report's files change, to have it rebuilt.
 REPORT_VERSION = "report-5"  # 4: costs and latencies with the terminal's digits; 5: answer keys' provenance

@@ -34,8 +34,8 @@ from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, Definit
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import ModuleTarget
 
+from oabench_pipeline.engine.runs import RunOutcome
 from oabench_pipeline.inference.progress import PROGRESS_FILE_TAG, RelayReader
-from oabench_pipeline.runner import RunOutcome
 from oabench_pipeline.settings import Settings
 
 DEFINITIONS_MODULE = "oabench_pipeline.definitions"
@@ -223,8 +223,8 @@ def launcher(instance: DagsterInstance, defs: Definitions) -> Iterator[RunLaunch
 def run_launched(engine: RunLauncher, spec: RunSpec, relay_folder: Path) -> RunOutcome:
     """Launch `spec`, publish its progress here as it runs (`inference/progress.py` relays it from the
     run's process), and follow it to its end; a Ctrl-C here terminates it."""
-    from oabench_pipeline import interrupts
-    from oabench_pipeline.runner import interruption, step_failure_messages
+    from oabench_pipeline.engine import interrupts
+    from oabench_pipeline.engine.runs import interruption, step_failure_messages
 
     relay_folder.mkdir(parents=True, exist_ok=True)
     relay = relay_folder / f"{uuid.uuid4().hex}.json"

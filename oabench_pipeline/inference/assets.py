@@ -33,12 +33,12 @@ from dagster import (
     asset,
 )
 
-from oabench_pipeline import interrupts
-from oabench_pipeline.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.runs import baseline_run_id, live_run_id, with_logical_run_ids
 from oabench_pipeline.core.versions import INFERENCE_BOOKKEEPING_COLUMNS, frame_version
-from oabench_pipeline.freshness import summary_editions
+from oabench_pipeline.engine import interrupts
+from oabench_pipeline.engine.freshness import summary_editions
+from oabench_pipeline.engine.runs import HOST_TAG, PID_TAG
 from oabench_pipeline.inference.catalogue_store import catalogue_prices, retirement_problem
 from oabench_pipeline.inference.cell import (
     CellPlan,
@@ -75,11 +75,11 @@ from oabench_pipeline.inference.response_log import (
 )
 from oabench_pipeline.inference.spend import AutomaticBudget, CellCeiling
 from oabench_pipeline.inference.types import ChatRequest, ChatResult, FatalEndpointError
-from oabench_pipeline.metadata import table_schema
-from oabench_pipeline.partitions import model_edition_partitions
-from oabench_pipeline.resources import WarehouseResource
-from oabench_pipeline.runner import HOST_TAG, PID_TAG
-from oabench_pipeline.tables import conform
+from oabench_pipeline.shared.checks import check_specs, problems_result, stop_on_blocking_failures
+from oabench_pipeline.shared.metadata import table_schema
+from oabench_pipeline.shared.partitions import model_edition_partitions
+from oabench_pipeline.shared.resources import WarehouseResource
+from oabench_pipeline.shared.tables import conform
 from oabench_pipeline.warehouse import Warehouse
 
 MAX_ERROR_RATE = 0.02

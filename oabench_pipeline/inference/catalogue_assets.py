@@ -32,8 +32,8 @@ from oabench_pipeline.inference.catalogue_snapshots import (
     take_snapshot,
 )
 from oabench_pipeline.inference.resources import ModelCatalogueResource
-from oabench_pipeline.metadata import table_schema
-from oabench_pipeline.resources import WarehouseResource
+from oabench_pipeline.shared.metadata import table_schema
+from oabench_pipeline.shared.resources import WarehouseResource
 
 CATALOGUE_DECISIONS_DESCRIPTION = (
     "Every decision of the model catalogue watch (`model_catalogue_sensor`, `oabench catalogue sync`): per "

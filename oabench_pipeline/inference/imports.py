@@ -36,9 +36,9 @@ from oabench_pipeline.core.published_runs import (
 )
 from oabench_pipeline.inference.cell import ANSWERED
 from oabench_pipeline.inference.cell_lock import CellLock, cell_lock_path
-from oabench_pipeline.metadata import table_schema
-from oabench_pipeline.partitions import cell_partition_key
-from oabench_pipeline.resources import WarehouseResource
+from oabench_pipeline.shared.metadata import table_schema
+from oabench_pipeline.shared.partitions import cell_partition_key
+from oabench_pipeline.shared.resources import WarehouseResource
 from oabench_pipeline.warehouse import Warehouse
 
 

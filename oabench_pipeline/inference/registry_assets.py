@@ -14,8 +14,8 @@ from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.pricing import PricingFetchError, fetch_model_prices
 from oabench_pipeline.inference.redaction import redact
 from oabench_pipeline.inference.resources import ModelCatalogueResource, ModelsRegistryResource, api_key_for
-from oabench_pipeline.metadata import table_schema
-from oabench_pipeline.resources import WarehouseResource
+from oabench_pipeline.shared.metadata import table_schema
+from oabench_pipeline.shared.resources import WarehouseResource
 from oabench_pipeline.warehouse import Warehouse
 
 

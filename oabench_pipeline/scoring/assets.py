@@ -28,7 +28,6 @@ from oabench_pipeline.automation.downstream import (
     REPORT_CONDITION,
     SCORES_CONDITION,
 )
-from oabench_pipeline.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.core.analysis.table_checks import TABLE_CHECKS, table_problems
 from oabench_pipeline.core.editions import EditionsRegistryError, Suite, default_suite
 from oabench_pipeline.core.leaderboard import build_leaderboard_tables, suite_view
@@ -36,11 +35,12 @@ from oabench_pipeline.core.reports import REPORT_VERSION, write_reports
 from oabench_pipeline.core.scoring import SCORING_VERSION, score_inferences
 from oabench_pipeline.core.versions import ANALYSIS_VERSION, frame_version
 from oabench_pipeline.inference.assets import cell_keys
-from oabench_pipeline.metadata import table_schema
-from oabench_pipeline.partitions import model_edition_partitions
-from oabench_pipeline.resources import ExamSourcesResource, WarehouseResource
 from oabench_pipeline.scoring.inputs import healthy_reader
-from oabench_pipeline.tables import ANALYSIS_DESCRIPTIONS, ANALYSIS_TABLES
+from oabench_pipeline.shared.checks import check_specs, problems_result, stop_on_blocking_failures
+from oabench_pipeline.shared.metadata import table_schema
+from oabench_pipeline.shared.partitions import model_edition_partitions
+from oabench_pipeline.shared.resources import ExamSourcesResource, WarehouseResource
+from oabench_pipeline.shared.tables import ANALYSIS_DESCRIPTIONS, ANALYSIS_TABLES
 
 LEADERBOARD_TABLES = ANALYSIS_TABLES  # every table the `leaderboard` step builds, one asset each
 

@@ -10,10 +10,10 @@ from oabench_pipeline.core.site import SITE_VERSION, SiteOptions, build_site
 from oabench_pipeline.core.site.labels import LANGS
 from oabench_pipeline.core.site.paths import INDEX
 from oabench_pipeline.inference.cell import cell_name
-from oabench_pipeline.metadata import table_schema
-from oabench_pipeline.resources import WarehouseResource
 from oabench_pipeline.scoring.inputs import CELL_TABLES, analysis_inputs
-from oabench_pipeline.tables import ANALYSIS_TABLES
+from oabench_pipeline.shared.metadata import table_schema
+from oabench_pipeline.shared.resources import WarehouseResource
+from oabench_pipeline.shared.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import Warehouse
 
 SITE_FOLDER = "site"  # under the warehouse folder: warehouse/site/

@@ -29,9 +29,9 @@ from dagster._core.loader import LoadingContextForTest
 from oabench_pipeline.automation.downstream import DOWNSTREAM_SENSOR_NAME
 from oabench_pipeline.cli.common import REPORT_ASSETS
 from oabench_pipeline.definitions import ASSETS, build_definitions, build_resources
-from oabench_pipeline.partitions import cell_partition_key
-from oabench_pipeline.runner import ensure_partitions, instance_for, run_assets
+from oabench_pipeline.engine.runs import ensure_partitions, instance_for, run_assets
 from oabench_pipeline.settings import Settings
+from oabench_pipeline.shared.partitions import cell_partition_key
 from oabench_pipeline_tests.automation.snapshot import EnvSnapshot
 from oabench_pipeline_tests.automation.ticks import REPORT, SCORES, SITE, TABLES, Ticks
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, copy_ingested, make_env, write_models_file

@@ -17,7 +17,7 @@ from oabench_pipeline.core.text_safety import (
     spreadsheet_safe_expr,
     terminal_safe,
 )
-from oabench_pipeline.tables import csv_ready
+from oabench_pipeline.shared.tables import csv_ready
 
 FORMULAS = ['=HYPERLINK("http://evil.example/x","click")', "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx"]
 HOSTILE_LABELS = {

@@ -261,7 +261,7 @@ def assert_failed_check_recorded(asset: str, check_name: str, partition: str, pr
     from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
     from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 
-    from oabench_pipeline.partitions import editions_partitions
+    from oabench_pipeline.shared.partitions import editions_partitions
 
     with DagsterInstance.get() as instance:
         key = AssetCheckKey(AssetKey(asset), check_name)

@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from oabench_pipeline.partitions import cell_partition_key
+from oabench_pipeline.shared.partitions import cell_partition_key
 from oabench_pipeline_tests.inference.replay import question_texts
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
 from oabench_pipeline_tests.servers.openai_replay import (

@@ -6,9 +6,9 @@ import polars as pl
 import pytest
 
 from oabench_pipeline.definitions import build_definitions
+from oabench_pipeline.engine.runs import instance_for, run_assets
 from oabench_pipeline.inference.response_log import cell_log_path, read_log
-from oabench_pipeline.partitions import cell_partition_key
-from oabench_pipeline.runner import instance_for, run_assets
+from oabench_pipeline.shared.partitions import cell_partition_key
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV, question_texts, use_replay_models
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
 from oabench_pipeline_tests.saved_envs import fresh_env_with_instance_per_module

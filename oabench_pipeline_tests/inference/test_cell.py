@@ -19,7 +19,7 @@ from oabench_pipeline.inference.cell import (
     replicate_plans,
 )
 from oabench_pipeline.inference.types import ChatRequest, ChatResult
-from oabench_pipeline.tables import conform, empty_frame
+from oabench_pipeline.shared.tables import conform, empty_frame
 
 T0 = dt.datetime(2026, 3, 3, 12, 0, tzinfo=dt.UTC)
 MODEL = ModelConfig.model_validate({"id": "acme/jurista-1", "base_url": "http://127.0.0.1:9/v1"})

@@ -25,8 +25,8 @@ import polars as pl
 import pytest
 
 from oabench_pipeline.definitions import build_definitions
-from oabench_pipeline.partitions import cell_partition_key
-from oabench_pipeline.runner import ensure_partitions, instance_for, run_assets
+from oabench_pipeline.engine.runs import ensure_partitions, instance_for, run_assets
+from oabench_pipeline.shared.partitions import cell_partition_key
 from oabench_pipeline_tests.conftest import REPO_ROOT
 from oabench_pipeline_tests.inference.paid_calls import error_rows
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV, published_replies

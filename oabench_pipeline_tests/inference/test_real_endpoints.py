@@ -13,9 +13,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from oabench_pipeline.engine.runs import instance_for
 from oabench_pipeline.inference.response_log import cell_log_path, read_log
-from oabench_pipeline.partitions import cell_partition_key
-from oabench_pipeline.runner import instance_for
+from oabench_pipeline.shared.partitions import cell_partition_key
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
 from oabench_pipeline_tests.inference.test_client import _self_signed_localhost
 from oabench_pipeline_tests.pipeline_env import PipelineEnv

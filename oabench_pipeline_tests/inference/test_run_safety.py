@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from dagster import DagsterRunStatus
 
+from oabench_pipeline.engine.runs import instance_for
 from oabench_pipeline.inference.cell_lock import cell_lock_path, read_holder
 from oabench_pipeline.inference.response_log import cell_log_path
-from oabench_pipeline.runner import instance_for
 from oabench_pipeline_tests.inference.paid_calls import active_prompt_keys, cell_rows, log_line_count
 from oabench_pipeline_tests.inference.replay import use_replay_models
 from oabench_pipeline_tests.inference.run_processes import (

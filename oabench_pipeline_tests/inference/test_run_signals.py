@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from oabench_pipeline.engine.runs import ensure_partitions, instance_for
 from oabench_pipeline.inference.response_log import cell_log_path
-from oabench_pipeline.runner import ensure_partitions, instance_for
 from oabench_pipeline_tests.conftest import REPO_ROOT
 from oabench_pipeline_tests.inference.paid_calls import active_prompt_keys, cell_rows, log_line_count
 from oabench_pipeline_tests.inference.run_processes import (

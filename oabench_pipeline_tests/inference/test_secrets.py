@@ -23,7 +23,7 @@ import polars as pl
 import pytest
 
 from oabench_pipeline.inference.response_log import cell_log_path, read_log
-from oabench_pipeline.partitions import cell_partition_key
+from oabench_pipeline.shared.partitions import cell_partition_key
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
 from oabench_pipeline_tests.servers.openai_replay import FaultProfile, ReplayServer

@@ -202,7 +202,7 @@ def test_import_twice_changes_nothing(imported: PipelineEnv, shared_oab: Path) -
     that writes `inferences`, materialized again with the same folder (the module's fixture ran the whole
     command once; its other steps re-score the cells and rebuild the report, and write no answer)."""
     from oabench_pipeline.definitions import build_definitions
-    from oabench_pipeline.runner import instance_for, run_assets
+    from oabench_pipeline.engine.runs import instance_for, run_assets
 
     # Only the Dagster run that wrote the rows changes: the runs and their answers stay as they were.
     before = imported.warehouse.read("inferences").sort("model_key", "run_id", "qid")
@@ -238,8 +238,8 @@ def test_partial_run_is_a_missing_cell_in_the_instance_as_in_status_not_a_failur
     from dagster import AssetCheckKey, AssetKey, DagsterInstance
     from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
-    from oabench_pipeline.partitions import model_edition_partitions
-    from oabench_pipeline.status import collect_status, run_states
+    from oabench_pipeline.engine.status import collect_status, run_states
+    from oabench_pipeline.shared.partitions import model_edition_partitions
 
     partition = f"45|{PARTIAL_RUN_KEY}"
     with DagsterInstance.get() as instance:

@@ -19,7 +19,7 @@ import polars as pl
 from oabench_pipeline.core.law_currency import flag_counts
 from oabench_pipeline.core.leaderboard import suite_view
 from oabench_pipeline.core.scoring import QUESTION_STATUS_SQL
-from oabench_pipeline.tables import BY_SUITE
+from oabench_pipeline.shared.tables import BY_SUITE
 
 # How much of a reply a question page shows: the full text is in the `inferences` download.
 REPLY_HEAD_CHARS = 280

@@ -27,7 +27,7 @@ from dagster import (
     define_asset_job,
 )
 
-from oabench_pipeline.interrupts import INTERRUPTED_METADATA
+from oabench_pipeline.engine.interrupts import INTERRUPTED_METADATA
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import views_refreshed_once
 

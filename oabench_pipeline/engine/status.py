@@ -45,25 +45,25 @@ from oabench_pipeline.core.editions import Suite, known_editions
 from oabench_pipeline.core.models_registry import ModelConfig, automatic_models, known_models
 from oabench_pipeline.core.runs import live_run_id, with_logical_run_ids
 from oabench_pipeline.core.watch_policy import WatchPolicyError, load_watch_policy
-from oabench_pipeline.freshness import (
+from oabench_pipeline.engine.freshness import (
     damaged_log_lines,
     planned_replicates,
     scores_are_current,
     stale_reasons,
     summary_editions,
 )
-from oabench_pipeline.inference.cell import ANSWERED, REPLIED, CellPlan
-from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
-from oabench_pipeline.inference.cost import PRICING_HINT, UNKNOWN_PRICE, estimated_prompt_cost
-from oabench_pipeline.partitions import cell_partition_key, model_edition_partitions
-from oabench_pipeline.runner import (
+from oabench_pipeline.engine.runs import (
     HOST_TAG,
     PID_TAG,
     cell_failure_line,
     interruption,
     step_failure_messages,
 )
+from oabench_pipeline.inference.cell import ANSWERED, REPLIED, CellPlan
+from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
+from oabench_pipeline.inference.cost import PRICING_HINT, UNKNOWN_PRICE, estimated_prompt_cost
 from oabench_pipeline.settings import Settings
+from oabench_pipeline.shared.partitions import cell_partition_key, model_edition_partitions
 from oabench_pipeline.warehouse import DamagedPartitionError, Warehouse
 
 PARTITION_TAG = "dagster/partition"

@@ -34,7 +34,7 @@ from oabench_pipeline.inference.cell import (
 )
 from oabench_pipeline.inference.log_records import inspect_log
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
-from oabench_pipeline.tables import ANALYSIS_TABLES
+from oabench_pipeline.shared.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse
 
 
