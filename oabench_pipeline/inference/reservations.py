@@ -48,6 +48,12 @@ class Limits(Protocol):
     def add(self, held_usd: float, paid_usd: float) -> None:
         """Count a change of this cell's holds and of what it paid."""
 
+    def others_piloting(self) -> bool:
+        """Whether another process under the same limits has a request of unknown cost in flight."""
+
+    def learned_elsewhere(self) -> dict[str, float]:
+        """What other processes under the same limits learned a reply of each model costs at most."""
+
     def atomically(self) -> AbstractContextManager[object]:
         """Held while a hold is checked and taken, so that two cells never take the same dollar."""
 
@@ -109,15 +115,19 @@ class SpendGate:
     ) -> Hold | str:
         """Hold the worst case of one attempt, or say why it cannot be sent (the cell then stops)."""
         while True:
-            need = self.worst_case(request)  # a reply meanwhile may have taught what one costs
             with self.limits.atomically():
+                # A reply meanwhile, here or in another process (each cell run is one), may have taught
+                # what one costs.
+                for model_id, cost in self.limits.learned_elsewhere().items():
+                    self.learned.learn(model_id, cost)
+                need = self.worst_case(request)
                 pilot = self.model_id not in self.learned.max_cost
-                pilot_busy = pilot and self.learned.unknown_in_flight > 0
+                pilot_busy = pilot and (self.learned.unknown_in_flight > 0 or self.limits.others_piloting())
                 problem = None if pilot_busy else self.limits.over(need)
                 if not pilot_busy and problem is None:
                     self.held_usd += need
+                    self.learned.unknown_in_flight += pilot  # before `add`, which publishes it
                     self.limits.add(need, 0.0)
-                    self.learned.unknown_in_flight += pilot
                     return Hold(need, pilot)
                 waiting = pilot_busy or self.held_usd > 0 or self.limits.holds_elsewhere()
             if not waiting:
@@ -144,11 +154,11 @@ class SpendGate:
             cost = cost_of(self.price, *tokens) or 0.0
         with self.limits.atomically():
             self.held_usd -= hold.usd
-            self.limits.add(-hold.usd, cost or 0.0)
             self._counted[request.request_hash] = self._counted.get(request.request_hash, 0.0) + (cost or 0.0)
             if cost is not None:
                 self.learned.learn(self.model_id, cost)
             self.learned.unknown_in_flight -= hold.pilot
+            self.limits.add(-hold.usd, cost or 0.0)  # last: it publishes what was learned
 
     def finish(self, result: ChatResult) -> None:
         """The request's final result: count what the response log will say it cost, not the attempts'."""

@@ -142,7 +142,8 @@ def learned_for(responses_root: Path) -> Learned:
 
 
 def _publish(responses_root: Path) -> None:
-    """Write this process's sending cells under `responses_root` where the other processes read them."""
+    """Write this process's sending cells under `responses_root` where the other processes read them, with
+    its requests of unknown cost in flight and what it learned replies cost (`reservations.Learned`)."""
     folder = budget_folder(responses_root)
     with _SENDING_LOCK:
         mine = {str(log): list(v) for log, v in _SENDING.items() if log.parent.parent == responses_root}
@@ -152,8 +153,10 @@ def _publish(responses_root: Path) -> None:
         if not mine:  # nothing sending: nothing to leave behind
             path.unlink(missing_ok=True)
             return
+        learned = _LEARNED.get(responses_root) or Learned()
+        state = {"cells": mine, "pilots": learned.unknown_in_flight, "learned": dict(learned.max_cost)}
         temporary = path.with_suffix(".json.tmp")
-        temporary.write_text(json.dumps(mine), encoding="utf-8")
+        temporary.write_text(json.dumps(state), encoding="utf-8")
         temporary.replace(path)
 
 
@@ -173,20 +176,34 @@ def _hold_life_lock(folder: Path) -> None:
     _LIFE_LOCKS[folder] = fd
 
 
-def _other_processes(responses_root: Path) -> dict[Path, tuple[str, float, float, float]]:
-    """The automatic cells other live processes publish as sending on this warehouse."""
+@dataclass
+class OtherProcesses:
+    """What the other live processes sending automatic cells on this warehouse publish."""
+
+    cells: dict[Path, tuple[str, float, float, float]] = field(default_factory=dict)
+    pilots: int = 0
+    """Their requests of unknown cost in flight."""
+    learned: dict[str, float] = field(default_factory=dict)
+    """Model id → the most one of its replies cost, as they learned it."""
+
+
+def _other_processes(responses_root: Path) -> OtherProcesses:
+    """The automatic cells other live processes publish as sending on this warehouse, and their pilots."""
     folder = budget_folder(responses_root)
-    found: dict[Path, tuple[str, float, float, float]] = {}
+    found = OtherProcesses()
     if not folder.is_dir():
         return found
     for path in folder.glob("*.json"):
         if path.stem == str(os.getpid()) or not is_held(folder / f"{path.stem}.lock"):
             continue  # this process, or one that died (its lock is free): its holds are void
         try:
-            entries = json.loads(path.read_text(encoding="utf-8"))
-            for log, (month, all_time, in_month, held) in entries.items():
-                found[Path(log)] = (str(month), float(all_time), float(in_month), float(held))
-        except (OSError, ValueError, TypeError):
+            state = json.loads(path.read_text(encoding="utf-8"))
+            for log, (month, all_time, in_month, held) in state["cells"].items():
+                found.cells[Path(log)] = (str(month), float(all_time), float(in_month), float(held))
+            found.pilots += int(state["pilots"])
+            for model_id, cost in state["learned"].items():
+                found.learned[model_id] = max(float(cost), found.learned.get(model_id, 0.0))
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
             continue  # being replaced, or not ours: the next look reads it
     return found
 
@@ -312,6 +329,12 @@ class AutomaticBudget:
     def holds_elsewhere(self) -> bool:
         return any(held > 0 for _, _, _, held in self._siblings().values())
 
+    def others_piloting(self) -> bool:
+        return _other_processes(self.responses_root).pilots > 0
+
+    def learned_elsewhere(self) -> dict[str, float]:
+        return _other_processes(self.responses_root).learned
+
     # -- what is spent
 
     def _siblings(self) -> dict[Path, tuple[str, float, float, float]]:
@@ -321,7 +344,7 @@ class AutomaticBudget:
             here = {log: v for log, v in _SENDING.items() if log != self.own_log and log.parent in folders}
         there = {
             log: v
-            for log, v in _other_processes(self.responses_root).items()
+            for log, v in _other_processes(self.responses_root).cells.items()
             if log != self.own_log and log.parent in folders
         }
         return {**there, **here}
@@ -418,3 +441,10 @@ class CellCeiling:
 
     def holds_elsewhere(self) -> bool:
         return False
+
+    # One cell's own ceiling: what other processes send is not under it.
+    def others_piloting(self) -> bool:
+        return False
+
+    def learned_elsewhere(self) -> dict[str, float]:
+        return {}
