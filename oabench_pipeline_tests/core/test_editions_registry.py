@@ -179,7 +179,7 @@ def block_ends(rows: list[tuple[int, ...]], types: tuple[int, ...], count: int) 
 
 
 def test_every_area_boundary_is_one_no_booklet_type_crosses(shared_oab: Path) -> None:
-    """The structural half of how the schemes were established (ARCHITECTURE.md, "Area schemes")."""
+    """The structural half of how the schemes were established (docs/registry.md, "Area schemes")."""
     with_table = []
     for number, edition in registry().items():
         rows = correspondence_rows(shared_oab / manifests()[number]["answer_key"]["file"])
