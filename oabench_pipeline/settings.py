@@ -100,9 +100,9 @@ class Settings:
     model_backoff_s: float = 0.5
     # False (`OABENCH_AUTOMATION=off`): the downstream_automation sensor starts STOPPED (automation/downstream.py).
     automation: bool = True
-    # Dagster's console log level in `oabench` runs (runner.run_assets).
+    # Dagster's console log level in `oabench` runs (engine/runs.py, engine/launch.py).
     log_level: str = "CRITICAL"
-    # `$DAGSTER_HOME` as set (None: `<warehouse folder>/dagster_home`, runner.instance_for decides).
+    # `$DAGSTER_HOME` as set (None: `<warehouse folder>/dagster_home`, engine/runs.instance_for decides).
     dagster_home: str | None = None
     # The model catalogue the `model_catalogue` asset snapshots and its sensor watches (OpenRouter's).
     catalogue_url: str = DEFAULT_CATALOGUE_URL

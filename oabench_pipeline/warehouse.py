@@ -103,7 +103,7 @@ _deferred_view_refresh: ContextVar[dict[Path, Warehouse] | None] = ContextVar(
 def views_refreshed_once() -> Iterator[None]:
     """Partition writes inside leave the catalogue alone; each warehouse written refreshes it once at the end.
 
-    For a whole run (runner.run_assets): the leaderboard step writes a dozen tables, and a fresh warehouse
+    For a whole run (engine/runs.run_assets): the leaderboard step writes a dozen tables, and a fresh warehouse
     rebuilt its catalogue after each new one. Nothing inside a run reads the catalogue (steps read the
     files through an in-memory DuckDB), and a run killed before the end leaves partition files whose views
     the next `oabench` command makes, as after any crash.

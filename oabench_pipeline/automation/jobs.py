@@ -52,7 +52,7 @@ models_table_job = define_asset_job(
     "refresh_models_table", selection=AssetSelection.assets("models"), description="Rebuild the models table."
 )
 
-# The jobs of `oabench`'s own runs (`runner.run_assets` executes the job of the definitions whose selection
+# The jobs of `oabench`'s own runs (`engine/runs.run_assets` runs, and `engine/launch.py` launches, the job whose selection
 # is the run's, or a part of the smallest one holding it), so the UI's Runs page names what each run is.
 cell_job = define_asset_job(
     "oabench_cell",

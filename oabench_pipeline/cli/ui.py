@@ -4,7 +4,7 @@
 through the repository's `dagster.yaml`, but Dagster then announces a temporary instance folder ("set the
 environment variable DAGSTER_HOME") that holds nothing; with DAGSTER_HOME exported and that `dagster.yaml`
 in the working directory it warns that the file is ignored. This command therefore starts `dg dev` with
-DAGSTER_HOME set to the instance `oabench` opens (`runner.instance_home`), from that folder, and with every
+DAGSTER_HOME set to the instance `oabench` opens (`engine/runs.instance_home`), from that folder, and with every
 path setting made absolute, so the code server and the runs it launches read the same warehouse as the
 command line, wherever it was started.
 """

@@ -27,7 +27,7 @@ T = TypeVar("T")
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # The metadata key a step's `Failure` carries when a signal stopped it: `oabench run`'s live line and
-# `oabench status` then say "interrupted" (a cell to resume), not "failed" (runner.was_interrupted).
+# `oabench status` then say "interrupted" (a cell to resume), not "failed" (engine/runs.interruption).
 INTERRUPTED_METADATA = "oabench/interrupted"
 _received: list[int] = []
 
