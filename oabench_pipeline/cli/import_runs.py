@@ -33,7 +33,7 @@ def import_runs(path: str) -> None:
     defs, instance = _dagster(settings)
     config = {"ops": {"published_runs": {"config": {"path": str(Path(path).resolve())}}}}
     from oabench_pipeline.automation.jobs import score_cell_job
-    from oabench_pipeline.engine.launch import PROGRESS_FOLDER, RunLauncher, RunSpec, launcher, run_launched
+    from oabench_pipeline.engine.launch import RunLauncher, RunSpec, launcher, run_launched
     from oabench_pipeline.inference.imports import unanswered_questions
     from oabench_pipeline.shared.partitions import cell_partition_key
 
@@ -56,12 +56,12 @@ def import_runs(path: str) -> None:
         active = questions.filter(questions["status"] == "active").height
         incomplete = f"{active - len(unanswered)} of {active} answered" if unanswered else None
         spec = RunSpec(score_cell_job.name, partition_key=str(partition))
-        outcome = run_launched(engine, spec, warehouse.root / PROGRESS_FOLDER)
+        outcome = run_launched(engine, spec)
         return f"{model_key} × {edition}", incomplete, outcome
 
     scored, incomplete_cells, keys, editions = 0, [], set(), set()
     # Every cell at once, each a launched run of its own (as `oabench run`'s).
-    with launcher(instance, defs) as engine, _cell_pool(cells.height) as pool:
+    with launcher(instance, defs, warehouse.root) as engine, _cell_pool(cells.height) as pool:
         results = list(pool.map(lambda row: score_cell(engine, *row), cells.iter_rows()))
     for (model_key, edition), (name, incomplete, outcome) in zip(cells.iter_rows(), results, strict=True):
         if outcome is None:

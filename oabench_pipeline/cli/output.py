@@ -138,7 +138,13 @@ class ProgressBar:
                 what = progress.summary()
             else:
                 self._finished[name] = CellProgress(cell=name, total=0, already_done=0)
-                what = quiet_note if success else "failed before any model call"
+                what = (
+                    quiet_note
+                    if success
+                    else "no model call sent"
+                    if interrupted
+                    else "failed before any model call"
+                )
                 self._quiet[what] += 1
             status = (
                 "" if success else " [yellow]interrupted[/yellow]" if interrupted else " [red]FAILED[/red]"

@@ -564,7 +564,7 @@ def _run_cells(
     its `concurrency` (and its host's `endpoint_concurrency`) across those processes through
     `inference/capacity.py`, so the model's pool stays full across its editions. Returns cell → why, in one
     line, for each cell whose run failed."""
-    from oabench_pipeline.engine.launch import PROGRESS_FOLDER, launcher, run_launched
+    from oabench_pipeline.engine.launch import launcher, run_launched
     from oabench_pipeline.engine.runs import cell_failure_line
 
     def one_cell(engine: RunLauncher, model: ModelConfig, edition: str) -> tuple[RunOutcome, str] | None:
@@ -576,7 +576,7 @@ def _run_cells(
             _announce_cell_lock(bar.console, warehouse, model, edition)
         bar.start_cell(f"{model.key} × {edition}")
         spec = _cell_run(model, edition, answers_current, concurrency, replicates, retry_invalid)
-        outcome = run_launched(engine, spec, warehouse.root / PROGRESS_FOLDER)
+        outcome = run_launched(engine, spec)
         # What a cell that sent no model call did (a cell that sent any has its counts instead).
         if answers_current:
             quiet = "answers up to date, re-scored"
@@ -587,7 +587,11 @@ def _run_cells(
         return outcome, quiet
 
     failures: dict[str, str] = {}
-    with ProgressBar() as bar, launcher(instance, defs) as engine, _cell_pool(len(cells)) as pool:
+    with (
+        ProgressBar() as bar,
+        launcher(instance, defs, warehouse.root) as engine,
+        _cell_pool(len(cells)) as pool,
+    ):
         # Edition-major order: when there are more cells than runs in flight, every model starts at once.
         ordered = sorted(cells, key=lambda cell: (int(cell[1]), cells.index(cell)))
         running = {

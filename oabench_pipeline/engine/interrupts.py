@@ -11,6 +11,13 @@ only on the main thread, so it leaves ours in place, and the main thread stays f
 Ctrl-C by exiting at once (`os._exit`: nothing is flushed, as with SIGKILL; every answer already written to
 a response log is kept). A step that runs on a process's main thread (`dagster asset materialize`, a run
 worker) installs the same handlers around its model calls (`stop_on_signals`).
+
+A cell run that `oabench run` launched is a process of its own, which a Ctrl-C sent to the command alone
+never reaches; Dagster's terminate reaches it only after a round trip through the code server. So the
+command also writes the stop to a file the moment the signal arrives (`announcing_stops_to`), and its runs,
+told the file's path by a run tag (`STOP_FILE_TAG`), read it before every request (`watching`): nothing is
+sent after the signal, whatever the launcher. Such a run leaves a second signal to the command that
+launched it (which exits at once): it only finishes saving the replies in flight.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -29,14 +37,55 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # The metadata key a step's `Failure` carries when a signal stopped it: `oabench run`'s live line and
 # `oabench status` then say "interrupted" (a cell to resume), not "failed" (engine/runs.interruption).
 INTERRUPTED_METADATA = "oabench/interrupted"
+# The run tag naming the file a launched run reads its launcher's stop from (see the module docstring).
+STOP_FILE_TAG = "oabench/stop-file"
 _received: list[int] = []
+_announced_to: list[Path] = []  # written when a signal arrives here
+_watched: list[Path] = []  # read by `requested`: the stop of the command that launched this run
 
 
 def requested() -> str | None:
     """Why sending must stop ("interrupted (SIGINT)"), or None."""
-    if not _received:
-        return None
-    return f"interrupted ({signal.Signals(_received[0]).name})"
+    if _received:
+        return f"interrupted ({signal.Signals(_received[0]).name})"
+    for path in _watched:
+        try:
+            return path.read_text(encoding="utf-8") or "interrupted"
+        except FileNotFoundError:
+            continue
+    return None
+
+
+@contextmanager
+def announcing_stops_to(path: Path) -> Iterator[None]:
+    """Within the block, a signal here is also written to `path` (at once if one came already); the file is
+    removed after."""
+    _announced_to.append(path)
+    if reason := requested():
+        _write_stop(path, reason)
+    try:
+        yield
+    finally:
+        _announced_to.remove(path)
+        path.unlink(missing_ok=True)
+
+
+@contextmanager
+def watching(path: Path) -> Iterator[None]:
+    """Within the block, a stop written to `path` by the launching command counts as a signal here."""
+    _watched.append(path)
+    try:
+        yield
+    finally:
+        _watched.remove(path)
+
+
+def _write_stop(path: Path, reason: str) -> None:
+    """Whole or not at all: a reader sees no file or the reason (written beside it, then renamed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_text(reason, encoding="utf-8")
+    os.replace(partial, path)
 
 
 def exit_code() -> int:
@@ -52,8 +101,12 @@ def reset() -> None:
 def _handler(announce: Callable[[str], None] | None) -> Callable[[int, Any], None]:
     def handle(signum: int, _frame: Any) -> None:
         if _received:
+            if _watched:
+                return  # a launched run: the command that launched it quits at once, this one saves what lands
             os._exit(128 + signum)  # the second one: at once
         _received.append(signum)
+        for path in _announced_to:
+            _write_stop(path, f"interrupted ({signal.Signals(signum).name})")
         if announce is not None:
             announce(
                 f"{signal.Signals(signum).name}: stopping; no new request is sent, replies in flight are "

@@ -11,7 +11,8 @@ log) is the same code in every case.
 
 Following a run reads only what Dagster records: its status, and its step failures and check evaluations
 from the event log. Live progress comes through a small file the run writes (`inference/progress.py`).
-A stop (Ctrl-C) terminates every launched run through the run launcher.
+A stop (Ctrl-C) is written at once to a file every launched run reads before each request
+(`engine/interrupts.py`), then terminates every launched run through the run launcher.
 
 Dagster has no public Python name for "a workspace loaded from this module" that `instance.launch_run`
 needs; `WorkspaceProcessContext` and `ModuleTarget` are the two private imports this costs (ARCHITECTURE,
@@ -34,6 +35,7 @@ from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, Definit
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import ModuleTarget
 
+from oabench_pipeline.engine import interrupts
 from oabench_pipeline.engine.runs import RunOutcome
 from oabench_pipeline.inference.progress import PROGRESS_FILE_TAG, RelayReader
 from oabench_pipeline.settings import Settings
@@ -73,10 +75,13 @@ class LaunchedOutcome:
 
 class RunLauncher:
     """Launches runs of the definitions' jobs through `instance`'s run launcher; use as a context manager
-    (it starts the code server on entry and stops it on exit)."""
+    (it starts the code server on entry and stops it on exit). `progress_folder` holds the files through
+    which its runs relay their progress and hear a stop."""
 
-    def __init__(self, instance: DagsterInstance, defs: Definitions) -> None:
+    def __init__(self, instance: DagsterInstance, defs: Definitions, progress_folder: Path) -> None:
         self.instance = instance
+        self.progress_folder = progress_folder
+        self.stop_file = progress_folder / f"{uuid.uuid4().hex}.stop"
         self._defs = defs
         self._stack = ExitStack()
         self._plans: dict[tuple[str, str], Any] = {}
@@ -84,6 +89,8 @@ class RunLauncher:
         self._launched: set[str] = set()
 
     def __enter__(self) -> RunLauncher:
+        self.progress_folder.mkdir(parents=True, exist_ok=True)
+        self._stack.enter_context(interrupts.announcing_stops_to(self.stop_file))
         target = ModuleTarget(
             module_name=DEFINITIONS_MODULE, attribute=None, working_directory=os.getcwd(), location_name=None
         )
@@ -108,7 +115,12 @@ class RunLauncher:
         # a run's process writes to this command's terminal; the event log keeps everything for the UI.
         log_level = Settings.from_env().log_level
         run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}, **spec.run_config}
-        tags = {**job.tags, **self._partition_tags(spec), **spec.tags}
+        tags = {
+            **job.tags,
+            **self._partition_tags(spec),
+            **spec.tags,
+            interrupts.STOP_FILE_TAG: str(self.stop_file),
+        }
         run = self.instance.create_run(
             job_name=job.name,
             run_id=None,
@@ -215,19 +227,18 @@ class RunLauncher:
 
 
 @contextmanager
-def launcher(instance: DagsterInstance, defs: Definitions) -> Iterator[RunLauncher]:
-    with RunLauncher(instance, defs) as opened:
+def launcher(instance: DagsterInstance, defs: Definitions, warehouse_root: Path) -> Iterator[RunLauncher]:
+    """A `RunLauncher` whose progress and stop files are in the warehouse's `PROGRESS_FOLDER`."""
+    with RunLauncher(instance, defs, warehouse_root / PROGRESS_FOLDER) as opened:
         yield opened
 
 
-def run_launched(engine: RunLauncher, spec: RunSpec, relay_folder: Path) -> RunOutcome:
+def run_launched(engine: RunLauncher, spec: RunSpec) -> RunOutcome:
     """Launch `spec`, publish its progress here as it runs (`inference/progress.py` relays it from the
     run's process), and follow it to its end; a Ctrl-C here terminates it."""
-    from oabench_pipeline.engine import interrupts
     from oabench_pipeline.engine.runs import interruption, step_failure_messages
 
-    relay_folder.mkdir(parents=True, exist_ok=True)
-    relay = relay_folder / f"{uuid.uuid4().hex}.json"
+    relay = engine.progress_folder / f"{uuid.uuid4().hex}.json"
     reader = RelayReader(relay)
     tags = {**spec.tags, PROGRESS_FILE_TAG: str(relay)}
     try:

@@ -155,9 +155,15 @@ def inferences(
         )
     # Which process answers the cell: `oabench status` tells a run whose process died from one in progress.
     context.instance.add_run_tags(context.run_id, {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()})
-    # `oabench run` follows its launched runs' progress through a file it names (progress.py).
+    # `oabench run` follows its launched runs' progress through a file it names (progress.py), and tells
+    # them of its Ctrl-C through another (engine/interrupts.py).
     relay = context.run.tags.get(PROGRESS_FILE_TAG)
-    with relaying(Path(relay)) if relay else nullcontext(), _cell_lock(context, store, model.key, edition):
+    stop = context.run.tags.get(interrupts.STOP_FILE_TAG)
+    with (
+        relaying(Path(relay)) if relay else nullcontext(),
+        interrupts.watching(Path(stop)) if stop else nullcontext(),
+        _cell_lock(context, store, model.key, edition),
+    ):
         # Read under the lock: a run that held it before may have answered and written the cell.
         existing = with_logical_run_ids(store.read("inferences", context.partition_key), model.key)
         yield from _answer_cell(

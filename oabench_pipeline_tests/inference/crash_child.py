@@ -4,8 +4,11 @@
 
 Nothing of the pipeline is replaced: a `sys.addaudithook` hook watches the interpreter's own audit events
 (`open` of a path, `os.rename` — which `os.replace` raises — to a destination) and, at the N-th event whose
-path matches REGEX, sends SIGKILL to this very process. That hits points an outside observer cannot hit
-reliably, e.g. "a partition file is written and fsynced but not yet renamed into place".
+path matches REGEX, sends SIGKILL to this process's group: the command, Dagster's code server and the cell
+runs it launched, as a crash of the machine would. That hits points an outside observer cannot hit
+reliably, e.g. "a partition file is written and fsynced but not yet renamed into place". The processes the
+command starts install the same hook at start-up (`crash_site/sitecustomize.py`), each counting its own
+events.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ import re
 import signal
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 WATCHED_EVENTS = ("open", "os.rename")
+DIE_ON_VARIABLE = "OABENCH_TEST_DIE_ON"  # read by crash_site/sitecustomize.py in the processes started here
+CRASH_SITE = Path(__file__).parent / "crash_site"
 
 
 def _event_path(event: str, args: tuple[Any, ...]) -> str | None:
@@ -46,7 +52,7 @@ def kill_hook(spec: str) -> Callable[[str, tuple[Any, ...]], None]:
             return
         seen += 1
         if seen >= nth:
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.killpg(os.getpgrp(), signal.SIGKILL)
 
     return hook
 
@@ -57,7 +63,14 @@ def main(argv: list[str]) -> None:
     split = argv.index("--")
     own, cli_args = argv[:split], argv[split + 1 :]
     if own[:1] == ["--die-on"] and len(own) == 2:
+        if os.getpgrp() != os.getpid():
+            raise SystemExit(
+                "--die-on kills its process group: start it in one of its own (start_new_session)"
+            )
         sys.addaudithook(kill_hook(own[1]))
+        os.environ[DIE_ON_VARIABLE] = own[1]
+        paths = [str(CRASH_SITE), str(CRASH_SITE.parents[2]), os.environ.get("PYTHONPATH", "")]
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     elif own:
         raise SystemExit(f"unexpected arguments {own}")
     from oabench_pipeline.cli import main as oabench

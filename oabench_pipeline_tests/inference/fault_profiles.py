@@ -10,10 +10,12 @@ from __future__ import annotations
 from oabench_pipeline_tests.servers.openai_replay import FaultProfile
 
 # A client timeout the hangs outlast: a hung request is abandoned after this many seconds and retried.
-# Short, so that the suite does not sleep through hangs, yet 8× the storm's replay latency: a loaded
-# machine's slow answer must not look like a hang (a spurious timeout spends the transient retry budget).
-CLIENT_TIMEOUT_S = 0.4
-HANG_S = 0.8
+# Short, so that the suite does not sleep through hangs, yet 20× the storm's replay latency: a loaded
+# machine's slow answer must not look like a hang (a spurious timeout spends the transient retry budget,
+# and pays for the answer the server sent twice). Each cell answers in a process of its own, which on two
+# busy cores can be descheduled for a few hundred milliseconds.
+CLIENT_TIMEOUT_S = 1.0
+HANG_S = 1.6
 # The 429 storm answers 429 (Retry-After: 0.2) to whatever is in flight beyond this many requests; the
 # client honours a fractional Retry-After as it does a whole one (`parse_retry_after`). A fifth of the
 # second a real gateway asks for, yet long enough for the storm to calm before the retries come back.

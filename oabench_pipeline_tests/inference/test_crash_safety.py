@@ -3,12 +3,13 @@
 One warehouse goes through a chain of killed runs, each one resuming what the previous left, then one clean
 run (in the test's own process: nothing kills it). Kill points are hit deterministically in one of two ways:
 
-- from outside, by polling the cell's response log: SIGKILL once this run added k complete lines to it
-  (answers are then in flight: the server may have answered a request whose reply the client never got;
-  those, and only those, may be paid twice — as with a real provider);
-- from inside, by `crash_child`'s audit hook: SIGKILL at the N-th `open`/`os.replace` of a matching path,
-  e.g. a partition file written and fsynced but not yet renamed into place (the other edition's cell,
-  running at the same time, may have requests in flight then).
+- from outside, by polling the cells' response logs: SIGKILL the run's process group (the command and the
+  cell runs it launched) once this run added k complete lines to them (answers are then in flight: the
+  server may have answered a request whose reply the client never got; those, and only those, may be
+  paid twice — as with a real provider);
+- from inside, by `crash_child`'s audit hook, in whichever of the group's processes gets there: SIGKILL at
+  the N-th `open`/`os.replace` of a matching path, e.g. a partition file written and fsynced but not yet
+  renamed into place (the other edition's cell, running at the same time, may have requests in flight).
 
 After every kill the answers already in the response log must never be asked again; at the end every
 active question has exactly one answer row, the DuckDB catalogue opens read-only and the final run
@@ -59,21 +60,20 @@ POLL_S = 0.01  # a kill a few answers after the mark is as good; a tighter poll 
 
 @dataclass(frozen=True)
 class KillPoint:
-    """Where to kill one run: once it added `lines` complete lines to `edition`'s log, or at an audit event."""
+    """Where to kill one run: once it added `lines` complete lines to the cells' logs, or at an audit event."""
 
     name: str
-    edition: str | None = None
     lines: int = 0
     die_on: str | None = None
 
 
-# The two cells run at once, sharing the key's slots: both are mid-way until one is fully answered, so the
-# outside kills come first (a kill "10 answers into 44" after 43 was fully answered found 44's log already
-# that long, and killed the run as it started).
+# The two cells run at once, each in its run's process, sharing the key's slots; which one answers first
+# depends on which process starts first, so the outside kills count the lines of both logs. They come
+# first, while both cells have questions left.
 KILL_POINTS = [
-    KillPoint("first answer of 43 logged", edition="43", lines=1),
-    KillPoint("10 more answers of 44 logged", edition="44", lines=10),
-    KillPoint("40 more answers of 43 logged", edition="43", lines=40),
+    KillPoint("first answer logged", lines=1),
+    KillPoint("10 more answers logged", lines=10),
+    KillPoint("40 more answers logged", lines=40),
     KillPoint("43 fully answered, partition not yet renamed", die_on=r"os.rename:tables/inferences/"),
     KillPoint("scores of 43 written, not yet fsynced", die_on=r"open:tables/scores/\.[0-9a-f]+\.tmp$"),
     KillPoint("leaderboard half replaced", die_on=r"os.rename:tables/leaderboard_by_area/"),
@@ -117,25 +117,29 @@ def start(point: KillPoint, log_dir: Path, index: int) -> subprocess.Popen[bytes
     )
 
 
-def kill_when_logged(proc: subprocess.Popen[bytes], log: Path, lines: int) -> None:
-    """SIGKILL `proc` as soon as `log` holds `lines` complete lines (fails if the run ends first)."""
+def logged_lines(env: PipelineEnv) -> int:
+    """Complete lines in the cells' response logs."""
+    return sum(log_line_count(cell_log_path(env.warehouse.root / "responses", MODEL, e)) for e in EDITIONS)
+
+
+def kill_when_logged(proc: subprocess.Popen[bytes], env: PipelineEnv, lines: int) -> None:
+    """SIGKILL `proc`'s group as soon as the logs hold `lines` complete lines (fails if the run ends first)."""
     deadline = time.monotonic() + RUN_TIMEOUT_S
-    while log_line_count(log) < lines:
+    while logged_lines(env) < lines:
         if proc.poll() is not None:
-            pytest.fail(f"the run ended (exit {proc.returncode}) before {log} had {lines} lines")
+            pytest.fail(f"the run ended (exit {proc.returncode}) before the logs had {lines} lines")
         if time.monotonic() > deadline:
-            pytest.fail(f"{log} never reached {lines} lines")
+            pytest.fail(f"the logs never reached {lines} lines")
         time.sleep(POLL_S)
     os.killpg(proc.pid, signal.SIGKILL)
 
 
 def run_to(point: KillPoint, env: PipelineEnv, server: ReplayServer, index: int) -> AfterKill:
-    log = cell_log_path(env.warehouse.root / "responses", MODEL, point.edition or EDITIONS[0])
-    logged_before = log_line_count(log)
+    logged_before = logged_lines(env)
     proc = start(point, env.root, index)
     try:
-        if point.edition is not None:
-            kill_when_logged(proc, log, logged_before + point.lines)
+        if point.die_on is None:
+            kill_when_logged(proc, env, logged_before + point.lines)
         proc.wait(timeout=RUN_TIMEOUT_S)
     finally:
         if proc.poll() is None:

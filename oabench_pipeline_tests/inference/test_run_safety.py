@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,8 @@ def test_two_runs_of_one_cell_send_each_question_once(
         stop_children.append(first)
         log = cell_log_path(fresh_env.warehouse.root / "responses", MODEL, "44")
         wait_until(lambda: log_line_count(log) >= 2, first, "the first run logged answers")
+        answering = read_holder(cell_lock_path(fresh_env.warehouse.root, MODEL, "44"))
+        assert answering is not None  # the process of the first command's cell run
         second = start_run(fresh_env, "second", "--models", MODEL, "--editions", "44")
         third = start_run(fresh_env, "third", "--models", MODEL, "--editions", "44")
         stop_children.extend([second, third])
@@ -74,7 +77,7 @@ def test_two_runs_of_one_cell_send_each_question_once(
     assert set(stats.answers_per_prompt) == set(keys.values())
     assert set(stats.answers_per_prompt.values()) == {1}, "a question was paid twice"
     said = output(fresh_env, "second")
-    assert f"{MODEL} × 44: being answered by PID {first.pid} on " in said, said
+    assert f"{MODEL} × 44: being answered by PID {answering.pid} on " in said, said
     rows = cell_rows(fresh_env.warehouse, MODEL, "44")
     assert rows.height == 80 and rows["run_id"].n_unique() == 1
 
@@ -89,13 +92,15 @@ def test_a_killed_run_is_not_running_and_its_stale_lock_is_taken_over(
         stop_children.append(killed)
         log = cell_log_path(fresh_env.warehouse.root / "responses", MODEL, "44")
         wait_until(lambda: log_line_count(log) >= 3, killed, "answers logged")
-        os.kill(killed.pid, signal.SIGSTOP)  # frozen mid-cell: still alive, still holding the lock
+        # Frozen mid-cell, the command and the cell run's process it launched: alive, holding the lock.
+        os.killpg(killed.pid, signal.SIGSTOP)
         status = fresh_env.cli("status", "--models", MODEL, "--editions", "44", "--format", "json")
         assert json.loads(status.output)["cells"][0]["state"] == "running", status.output
+        holder = read_holder(cell_lock_path(fresh_env.warehouse.root, MODEL, "44"))
+        assert holder is not None and holder.run_id
         os.killpg(killed.pid, signal.SIGKILL)
         killed.wait()
-        holder = read_holder(cell_lock_path(fresh_env.warehouse.root, MODEL, "44"))
-        assert holder is not None and holder.pid == killed.pid and holder.run_id
+        wait_until_dead(holder.pid)
 
         status = fresh_env.cli("status", "--models", MODEL, "--editions", "44", "--format", "json")
         cell = json.loads(status.output)["cells"][0]
@@ -104,7 +109,7 @@ def test_a_killed_run_is_not_running_and_its_stale_lock_is_taken_over(
         server.release_replies()
         rerun = fresh_env.cli("run", "--models", MODEL, "--editions", "44")
         assert rerun.exit_code == 0, rerun.output
-        assert f"taking over the lock of PID {killed.pid} on " in rerun.output
+        assert f"taking over the lock of PID {holder.pid} on " in rerun.output
     finally:
         server.__exit__(None, None, None)
     with instance_for(fresh_env.settings) as instance:
@@ -113,6 +118,19 @@ def test_a_killed_run_is_not_running_and_its_stale_lock_is_taken_over(
     status = fresh_env.cli("status", "--models", MODEL, "--editions", "44", "--format", "json")
     assert json.loads(status.output)["cells"][0]["state"] == "complete", status.output
     assert read_holder(cell_lock_path(fresh_env.warehouse.root, MODEL, "44")) is None
+
+
+def wait_until_dead(pid: int) -> None:
+    """Until `pid` is gone (a killed process of the group is reaped by its parent, also killed, or by init)."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            if "zombie" in Path(f"/proc/{pid}/status").read_text():
+                return
+        except FileNotFoundError:
+            return
+        assert time.monotonic() < deadline, f"PID {pid} outlived the SIGKILL of its process group"
+        time.sleep(0.05)
 
 
 def test_a_cell_whose_every_call_failed_exits_1_and_is_named(fresh_env: PipelineEnv) -> None:
