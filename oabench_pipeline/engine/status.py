@@ -12,8 +12,8 @@ Read-only. The state of a cell comes from three places:
 
 States: `complete`; `missing` (no rows yet, only an incomplete imported run, or the edition is not ingested);
 `failed` (last run failed, with its one-line reason from the instance's event log, or error or unanswered
-rows); `interrupted` (a signal stopped its last run: the answers its response log keeps, and the command that
-resumes it); `stale` (complete, but built before its inputs changed, or its response log has damaged lines,
+rows); `interrupted` (a signal stopped its last run, or Dagster terminated it: the answers its response log keeps,
+and the command that resumes it); `stale` (complete, but built before its inputs changed, or its response log has damaged lines,
 each named `file:line: why`); `queued` (a run waits in the instance's run queue, no process holds the cell:
 the daemon of `oabench ui` starts it); `running` (a live process holds the cell).
 Cells are the registry's models × the editions of the registry (plus discovered ones), and the existing
@@ -298,6 +298,27 @@ def last_failure(
     return cell_failure_line(model_key, edition, step_failure_messages(events)), interruption(events)
 
 
+def terminated_cells(instance: DagsterInstance | None, keys: Iterable[str]) -> dict[str, str]:
+    """Cell key → how its newest run stopped, for cells whose newest run was terminated (CANCELED: a Ctrl-C
+    of `oabench run`, a UI terminate): "interrupted (SIGINT)" when its step said so, else "terminated".
+    Dagster counts such a partition neither failed nor in progress, yet the cell was stopped mid-way and its
+    response log keeps what arrived."""
+    if instance is None:
+        return {}
+    wanted = set(keys)
+    canceled = instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.CANCELED]), limit=1000)
+    candidates = {run.tags[PARTITION_TAG] for run in canceled if run.tags.get(PARTITION_TAG) in wanted}
+    stopped = {}
+    for key in candidates:
+        (newest,) = instance.get_runs(RunsFilter(tags={PARTITION_TAG: key}), limit=1)
+        if newest.status != DagsterRunStatus.CANCELED:
+            continue
+        records = instance.all_logs(newest.run_id, of_type=DagsterEventType.STEP_FAILURE)
+        events = [record.dagster_event for record in records if record.dagster_event is not None]
+        stopped[key] = interruption(events) or "terminated"
+    return stopped
+
+
 def process_gone(tags: Mapping[str, str]) -> bool:
     """Whether the run's process (`oabench/pid` on `oabench/host`, tags of `oabench`'s runs) is gone."""
     pid, host = tags.get(PID_TAG), tags.get(HOST_TAG)
@@ -527,6 +548,9 @@ def collect_status(
     editions = sorted(set(known_edition_keys(settings)) | ingested, key=int)
     cells = select_cells(editions, registry, history_cells(store), only_editions, only_models)
     runs = run_states(instance, [c for c in cells if c[0] in ingested])
+    terminated = terminated_cells(
+        instance, (str(cell_partition_key(m, e)) for e, m in cells if e in ingested)
+    )
     statuses, unpriced = [], set()
     questions_by_edition = {e: store.read("questions", e) for e in {c[0] for c in cells} & ingested}
     for edition, model_key in cells:
@@ -538,6 +562,9 @@ def collect_status(
         failure = last_failure(instance, model_key, edition) if run_state == "failed" else None
         if failure is not None and failure[1] is not None:
             run_state = "interrupted"
+        key = str(cell_partition_key(model_key, edition))
+        if run_state in (None, "failed") and key in terminated:
+            run_state, failure = "interrupted", (terminated[key], terminated[key])
         status, no_price = cell_status(
             store,
             edition,

@@ -184,10 +184,14 @@ def test_sigkill_at_seven_points_loses_and_repeats_nothing(
     for run, (earlier, later) in enumerate(itertools.pairwise(counts)):
         asked_twice = [key for key, n in later.items() if n - earlier.get(key, 0) > 1]
         assert not asked_twice, f"run {run} asked {asked_twice} more than once"
-    for before, kill in itertools.pairwise(kills):
-        new_answers = sum(kill.answers.values()) - sum(before.answers.values())
-        new_prompts = len(kill.answers) - len(before.answers)
-        assert new_answers - new_prompts <= CONCURRENCY, f"{kill.point.name}: paid twice beyond the in-flight"
+    # Each extra payment is a reply in flight at an earlier kill, at most `CONCURRENCY` per kill. Not
+    # necessarily re-asked by the very next run: each cell answers in its own process, and the one that
+    # starts first may fill the key's slots with its own questions until that run is killed too.
+    for earlier_kills, kill in enumerate(kills):
+        paid_again = sum(kill.answers.values()) - len(kill.answers)
+        assert paid_again <= CONCURRENCY * earlier_kills, (
+            f"{kill.point.name}: paid twice beyond the in-flight"
+        )
     assert len(twice) <= CONCURRENCY * len(kills)
     assert set(answers) == set(keys.values())
 

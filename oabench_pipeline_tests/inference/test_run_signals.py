@@ -74,14 +74,17 @@ def assert_status_says_interrupted(env: PipelineEnv, said: str, name: str, logs:
     cells = {c["edition"]: c for c in json.loads(report.output)["cells"]}
     for edition, log in zip(("43", "44"), logs, strict=True):
         cell = cells[edition]
-        if log_line_count(log) == 0 and cell["state"] == "missing":
-            continue  # its run was terminated before its step began: Dagster too shows it missing
         assert cell["state"] == "interrupted", cell
         assert cell["answered"] == log_line_count(log), cell  # every reply held is an answer
-        assert cell["reason"] == (
-            f"last run interrupted ({name}); {cell['answered']} answer(s) kept in its response log; "
+        kept = f"{cell['answered']} answer(s) kept in its response log; " if cell["answered"] else ""
+        resume = (
             f"`oabench run --models {MODEL} --editions {edition}` resumes it (nothing kept is asked again)"
         )
+        # A run terminated by Dagster before its step began cannot tell which signal stopped the command.
+        assert cell["reason"] in (
+            f"last run interrupted ({name}); {kept}{resume}",
+            f"last run terminated; {kept}{resume}",
+        ), cell
 
 
 def assert_runs_terminated(env: PipelineEnv) -> None:
