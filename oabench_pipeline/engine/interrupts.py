@@ -40,26 +40,32 @@ INTERRUPTED_METADATA = "oabench/interrupted"
 # The run tag naming the file a launched run reads its launcher's stop from (see the module docstring).
 STOP_FILE_TAG = "oabench/stop-file"
 _received: list[int] = []
+_reason: list[str] = []  # what `requested` said first
 _announced_to: list[Path] = []  # written when a signal arrives here
 _watched: list[Path] = []  # read by `requested`: the stop of the command that launched this run
 
 
 def requested() -> str | None:
-    """Why sending must stop ("interrupted (SIGINT)"), or None."""
-    if _received:
-        return f"interrupted ({signal.Signals(_received[0]).name})"
-    for path in _watched:
-        try:
-            return path.read_text(encoding="utf-8") or "interrupted"
-        except FileNotFoundError:
-            continue
-    return None
+    """Why sending must stop ("interrupted (SIGINT)"), or None. In a launched run the launching command's
+    stop comes first: it names the user's signal, where the SIGINT of Dagster's terminate that follows it
+    would not. Once given, the reason stays (the command removes its file when it exits)."""
+    if not _reason:
+        for path in _watched:
+            try:
+                _reason.append(path.read_text(encoding="utf-8") or "interrupted")
+                break
+            except FileNotFoundError:
+                continue
+        else:
+            if _received:
+                _reason.append(f"interrupted ({signal.Signals(_received[0]).name})")
+    return _reason[0] if _reason else None
 
 
 @contextmanager
 def announcing_stops_to(path: Path) -> Iterator[None]:
-    """Within the block, a signal here is also written to `path` (at once if one came already); the file is
-    removed after."""
+    """Within the block, a signal here is also written to `path` (at once if one came already). The file
+    stays after the block: a launched run still starting when the command exits must find it."""
     _announced_to.append(path)
     if reason := requested():
         _write_stop(path, reason)
@@ -67,7 +73,6 @@ def announcing_stops_to(path: Path) -> Iterator[None]:
         yield
     finally:
         _announced_to.remove(path)
-        path.unlink(missing_ok=True)
 
 
 @contextmanager
@@ -96,6 +101,7 @@ def exit_code() -> int:
 def reset() -> None:
     """Forget a received signal (tests running several commands in one process)."""
     _received.clear()
+    _reason.clear()
 
 
 def _handler(announce: Callable[[str], None] | None) -> Callable[[int, Any], None]:

@@ -43,6 +43,7 @@ from oabench_pipeline.settings import Settings
 DEFINITIONS_MODULE = "oabench_pipeline.definitions"
 PROGRESS_FOLDER = "progress"  # under the warehouse: the relay files of runs being followed
 POLL_S = 0.5  # between looks at a launched run's status and progress
+STOPPING_POLL_S = 0.1  # the same once a stop was asked: its runs end within a second or two
 FINISHED = frozenset({DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED})
 
 
@@ -90,6 +91,7 @@ class RunLauncher:
 
     def __enter__(self) -> RunLauncher:
         self.progress_folder.mkdir(parents=True, exist_ok=True)
+        _remove_old_stop_files(self.progress_folder)
         self._stack.enter_context(interrupts.announcing_stops_to(self.stop_file))
         target = ModuleTarget(
             module_name=DEFINITIONS_MODULE, attribute=None, working_directory=os.getcwd(), location_name=None
@@ -165,17 +167,25 @@ class RunLauncher:
             return self._plans[key]
 
     def terminate(self, run_id: str) -> None:
-        """Ask the run launcher to stop the run (its process gets the interrupt a UI terminate sends)."""
+        """Ask the run launcher to stop the run (its process gets the interrupt a UI terminate sends). A
+        launcher that cannot reach the run (its code server gone) leaves it to the stop file, which it
+        reads before every request (`engine/interrupts.py`)."""
         run = self.instance.get_run_by_id(run_id)
-        if run is not None and run.status not in FINISHED:
+        if run is None or run.status in FINISHED:
+            return
+        try:
             self.instance.run_launcher.terminate(run_id)
+        except Exception as error:  # any launcher's failure: the stop file still stops the run
+            self.instance.report_engine_event(
+                f"oabench could not terminate the run through its run launcher: {error}", run
+            )
 
     def follow(
         self,
         run_id: str,
         on_poll: Callable[[], None] | None = None,
         stop_requested: Callable[[], object] | None = None,
-        stop_grace_s: float = 4.0,
+        stop_grace_s: float = 3.0,
     ) -> LaunchedOutcome:
         """Wait for the run to finish, calling `on_poll` at each look. Once `stop_requested()` is true the
         run is terminated; a run still not finished `stop_grace_s` later is left to its launcher and
@@ -193,7 +203,7 @@ class RunLauncher:
                     self.terminate(run_id)
                 elif time.monotonic() - stopped_at > stop_grace_s:
                     break
-            time.sleep(POLL_S)
+            time.sleep(POLL_S if stopped_at is None else STOPPING_POLL_S)
         return self.outcome(run_id)
 
     def outcome(self, run_id: str) -> LaunchedOutcome:
@@ -226,6 +236,17 @@ class RunLauncher:
         return LaunchedOutcome(run_id, status, failures, checks, None if failures else run_failure)
 
 
+def _remove_old_stop_files(folder: Path, older_than_s: float = 86_400.0) -> None:
+    """Stop files of interrupted commands (one each) outlive them for their runs; a day later no run of
+    theirs is still starting."""
+    for path in folder.glob("*.stop"):
+        try:
+            if time.time() - path.stat().st_mtime > older_than_s:
+                path.unlink()
+        except FileNotFoundError:
+            continue
+
+
 @contextmanager
 def launcher(instance: DagsterInstance, defs: Definitions, warehouse_root: Path) -> Iterator[RunLauncher]:
     """A `RunLauncher` whose progress and stop files are in the warehouse's `PROGRESS_FOLDER`."""
@@ -249,7 +270,9 @@ def run_launched(engine: RunLauncher, spec: RunSpec) -> RunOutcome:
     errors = step_failure_messages(launched.step_failures)
     if not errors and not launched.success:
         errors = [launched.run_failure or f"run {run_id} ended {launched.status.value.lower()}"]
+    # A run that had not ended well when a stop came was stopped by it: terminated (CANCELED), or still
+    # ending when this command stopped following it (a process still starting takes a while to hear).
     interrupted = interruption(launched.step_failures) is not None or (
-        launched.status == DagsterRunStatus.CANCELED and interrupts.requested() is not None
+        not launched.success and interrupts.requested() is not None
     )
     return RunOutcome(launched.success, run_id, errors, launched.failed_checks, interrupted)

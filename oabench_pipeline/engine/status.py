@@ -293,9 +293,14 @@ def last_failure(
     )
     if not runs:
         return None
-    records = instance.all_logs(runs[0].run_id, of_type=DagsterEventType.STEP_FAILURE)
+    wanted = {DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_CANCELING}
+    records = instance.all_logs(runs[0].run_id, of_type=wanted)
     events = [record.dagster_event for record in records if record.dagster_event is not None]
-    return cell_failure_line(model_key, edition, step_failure_messages(events)), interruption(events)
+    # A run asked to terminate that then failed (its process stopped while starting) was stopped, too.
+    asked_to_stop = any(event.event_type == DagsterEventType.RUN_CANCELING for event in events)
+    stopped = interruption(events) or ("terminated" if asked_to_stop else None)
+    failures = [event for event in events if event.is_step_failure]
+    return cell_failure_line(model_key, edition, step_failure_messages(failures)), stopped
 
 
 def terminated_cells(instance: DagsterInstance | None, keys: Iterable[str]) -> dict[str, str]:
