@@ -48,7 +48,7 @@ _watched: list[Path] = []  # read by `requested`: the stop of the command that l
 def requested() -> str | None:
     """Why sending must stop ("interrupted (SIGINT)"), or None. In a launched run the launching command's
     stop comes first: it names the user's signal, where the SIGINT of Dagster's terminate that follows it
-    would not. Once given, the reason stays (the command removes its file when it exits)."""
+    would not. Once given, the reason stays, so a step compares its stop with it."""
     if not _reason:
         for path in _watched:
             try:

@@ -41,7 +41,7 @@ from oabench_pipeline.inference.progress import PROGRESS_FILE_TAG, RelayReader
 from oabench_pipeline.settings import Settings
 
 DEFINITIONS_MODULE = "oabench_pipeline.definitions"
-PROGRESS_FOLDER = "progress"  # under the warehouse: the relay files of runs being followed
+PROGRESS_FOLDER = "progress"  # under the warehouse: the relay files of runs being followed, stop files
 POLL_S = 0.5  # between looks at a launched run's status and progress
 STOPPING_POLL_S = 0.1  # the same once a stop was asked: its runs end within a second or two
 FINISHED = frozenset({DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED})
