@@ -12,6 +12,7 @@ opens its own after it.
 from __future__ import annotations
 
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,5 +29,22 @@ class EnvSnapshot:
 
     def restore(self) -> None:
         """The root exactly as it was when the snapshot was taken, whatever the last test did to it."""
-        shutil.rmtree(self.root)
+        _remove_tree(self.root)
         shutil.copytree(self.saved, self.root, symlinks=True)
+
+
+def _remove_tree(root: Path, within_s: float = 10.0) -> None:
+    """`shutil.rmtree`, again while it fails: the last test's launched cell runs end their processes a moment
+    after the instance records them finished, writing their last files (compute logs, event-log files)
+    meanwhile, so a folder emptied can be refilled before it is removed."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            shutil.rmtree(root)
+            return
+        except OSError:  # a file gone or added under it meanwhile
+            if not root.exists():
+                return
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
