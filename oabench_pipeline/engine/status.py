@@ -33,6 +33,7 @@ import polars as pl
 from dagster import (
     AssetKey,
     AssetPartitionStatus,
+    DagsterEvent,
     DagsterEventType,
     DagsterInstance,
     DagsterRunStatus,
@@ -293,14 +294,20 @@ def last_failure(
     )
     if not runs:
         return None
-    wanted = {DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_CANCELING}
-    records = instance.all_logs(runs[0].run_id, of_type=wanted)
-    events = [record.dagster_event for record in records if record.dagster_event is not None]
-    # A run asked to terminate that then failed (its process stopped while starting) was stopped, too.
-    asked_to_stop = any(event.event_type == DagsterEventType.RUN_CANCELING for event in events)
-    stopped = interruption(events) or ("terminated" if asked_to_stop else None)
-    failures = [event for event in events if event.is_step_failure]
+    failures, stopped = _how_it_stopped(instance, runs[0].run_id)
     return cell_failure_line(model_key, edition, step_failure_messages(failures)), stopped
+
+
+def _how_it_stopped(instance: DagsterInstance, run_id: str) -> tuple[list[DagsterEvent], str | None]:
+    """(the run's step failures, "interrupted (SIGINT)" when a signal stopped its step, "terminated" when it
+    was asked to terminate, else None). A run asked to terminate that then failed (its process stopped while
+    starting) was stopped, too."""
+    wanted = {DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_CANCELING}
+    records = instance.all_logs(run_id, of_type=wanted)
+    events = [record.dagster_event for record in records if record.dagster_event is not None]
+    asked_to_stop = any(event.event_type == DagsterEventType.RUN_CANCELING for event in events)
+    failures = [event for event in events if event.is_step_failure]
+    return failures, interruption(failures) or ("terminated" if asked_to_stop else None)
 
 
 def terminated_cells(instance: DagsterInstance | None, keys: Iterable[str]) -> dict[str, str]:
@@ -318,9 +325,7 @@ def terminated_cells(instance: DagsterInstance | None, keys: Iterable[str]) -> d
         (newest,) = instance.get_runs(RunsFilter(tags={PARTITION_TAG: key}), limit=1)
         if newest.status != DagsterRunStatus.CANCELED:
             continue
-        records = instance.all_logs(newest.run_id, of_type=DagsterEventType.STEP_FAILURE)
-        events = [record.dagster_event for record in records if record.dagster_event is not None]
-        stopped[key] = interruption(events) or "terminated"
+        stopped[key] = _how_it_stopped(instance, newest.run_id)[1] or "terminated"
     return stopped
 
 
