@@ -569,12 +569,15 @@ def collect_status(
             statuses.append(CellStatus(edition, model_key, "missing", None, None, None, None, None, reason))
             continue
         run_state = live_run_state(instance, store, model_key, edition, runs)
-        failure = last_failure(instance, model_key, edition) if run_state == "failed" else None
-        if failure is not None and failure[1] is not None:
-            run_state = "interrupted"
         key = str(cell_partition_key(model_key, edition))
+        failure: tuple[str, str | None] | None
+        # The newest run terminated says how the cell stopped, before any older failed run does.
         if run_state in (None, "failed") and key in terminated:
             run_state, failure = "interrupted", (terminated[key], terminated[key])
+        else:
+            failure = last_failure(instance, model_key, edition) if run_state == "failed" else None
+            if failure is not None and failure[1] is not None:
+                run_state = "interrupted"
         status, no_price = cell_status(
             store,
             edition,
