@@ -212,6 +212,13 @@ query Runs($id: String!) {
 }
 """
 TERMINAL = {"SUCCESS", "FAILURE", "CANCELED"}
+RUNS_NOT_ENDED = """
+query RunsNotEnded {
+  runsOrError(filter: {statuses: [QUEUED, NOT_STARTED, STARTING, STARTED, CANCELING]}) {
+    ... on Runs { results { runId jobName status } }
+  }
+}
+"""
 
 
 @contextmanager
