@@ -35,8 +35,6 @@ from urllib.parse import quote, unquote
 
 import duckdb
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 from filelock import FileLock
 from filelock import Timeout as FileLockTimeout
 
@@ -605,6 +603,11 @@ def repair_hint(table: str, partition_key: str) -> str:
 
 def _unreadable(path: Path, thorough: bool = True) -> str | None:
     """Why a Parquet file cannot be read in full, or (not `thorough`) its footer (None: it can)."""
+    # Imported here: pyarrow (with numpy) is a sixth of a second of every cell run's start-up, and only
+    # damage checks need it.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     try:
         if thorough:
             pq.read_table(path)
