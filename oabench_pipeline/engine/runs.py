@@ -1,7 +1,9 @@
-"""Materialize assets in-process through Dagster, for the `oabench` CLI.
+"""The instance `oabench` uses, and the runs it executes in its own process.
 
-The CLI runs the very assets the UI shows, against the same instance (`DAGSTER_HOME`), with the in-process
-executor: no subprocess per step, so a no-op rerun costs little more than Dagster's own bookkeeping.
+The CLI runs the very assets the UI shows, against the same instance (`DAGSTER_HOME`). Cells are launched
+as runs of their own (`engine/launch.py`); everything else (models, ingest, the leaderboard tables, the site)
+is an in-process run here (`run_assets`), which costs little more than Dagster's own bookkeeping. Both
+read failures and interruptions the same way (`step_failure_messages`, `interruption`).
 """
 
 from __future__ import annotations
@@ -103,9 +105,9 @@ def ensure_partitions(instance: DagsterInstance, partitions_name: str, keys: Seq
 
 
 # The run limits of a new instance, the same in the repository's `dagster.yaml` (`test_instance_defaults.py`
-# keeps them equal). They hold runs the run queue starts (UI backfills, sensors); `oabench run` executes its
-# cells in its own process and, with `granularity: run`, claims no pool slot: the request limits
-# (`concurrency`, `endpoint_concurrency`) bound every path.
+# keeps them equal). They hold runs the run queue starts (UI backfills, sensors); `oabench run` launches its
+# cells' runs itself, past the queue, so with `granularity: run` they claim no pool slot: the request
+# limits (`concurrency`, `endpoint_concurrency`) bound every path.
 DEFAULT_CONCURRENCY_YAML = """\
 run_coordinator:               # the run queue, tagging each cell run with its endpoint (oabench/endpoint)
   module: oabench_pipeline.automation.run_coordinator
