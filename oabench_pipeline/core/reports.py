@@ -27,9 +27,6 @@ from oabench_pipeline.core.public_endpoints import public_frame
 from oabench_pipeline.core.rendering import render
 from oabench_pipeline.shared.tables import csv_ready
 
-# `leaderboard_report`'s code version: bump it when the report's files change, to have it rebuilt.
-REPORT_VERSION = "report-5"  # 4: costs and latencies with the terminal's digits; 5: answer keys' provenance
-
 COST_PLOT = "cost_vs_accuracy.png"
 AREA_PLOT = "accuracy_by_area.png"
 

@@ -27,6 +27,13 @@ BOOKLET_PARSER_VERSION = "booklet-5"  # 5: the 38th's layout; bare numbers by ba
 # reads the version each table was written with (`freshness.leaderboard_is_current`).
 ANALYSIS_VERSION = "analysis-7"  # 2: Rasch tables; 3: per-edition costs; 4: suites (`_by_suite`, `suites`); 5: `retired`; 6: contamination_by_cutoff pooled row; 7: law currency (legal_reforms, question_law_currency, law_currency_effect, leaderboard_current_law)
 
+# The report's code version (`leaderboard_report`, the site's pages): bump it with any change to what the
+# report shows. Kept here so that the definitions read it without importing the report's builder.
+REPORT_VERSION = "report-5"  # 4: costs and latencies with the terminal's digits; 5: answer keys' provenance
+
+# The site's code version (`leaderboard_site`): bump it when the pages change, to have the site rebuilt.
+SITE_VERSION = "site-3"  # 2: an Início per suite with a switcher; passed editions of the suite's editions; 3: law currency; key provenance on question pages
+
 # Columns of `inferences` that say when or by which Dagster run a row was (re)written: a rebuild of an
 # unchanged cell (a baseline recomputed, skipped rows re-dated, a rerun that sent nothing) changes them.
 INFERENCE_BOOKKEEPING_COLUMNS: tuple[str, ...] = ("created_at", "dagster_run_id")

@@ -30,10 +30,8 @@ from oabench_pipeline.automation.downstream import (
 )
 from oabench_pipeline.core.analysis.table_checks import TABLE_CHECKS, table_problems
 from oabench_pipeline.core.editions import EditionsRegistryError, Suite, default_suite
-from oabench_pipeline.core.leaderboard import build_leaderboard_tables, suite_view
-from oabench_pipeline.core.reports import REPORT_VERSION, write_reports
 from oabench_pipeline.core.scoring import SCORING_VERSION, score_inferences
-from oabench_pipeline.core.versions import ANALYSIS_VERSION, frame_version
+from oabench_pipeline.core.versions import ANALYSIS_VERSION, REPORT_VERSION, frame_version
 from oabench_pipeline.inference.assets import cell_keys
 from oabench_pipeline.scoring.inputs import healthy_reader
 from oabench_pipeline.shared.checks import check_specs, problems_result, stop_on_blocking_failures
@@ -42,6 +40,9 @@ from oabench_pipeline.shared.partitions import model_edition_partitions
 from oabench_pipeline.shared.resources import ExamSourcesResource, WarehouseResource
 from oabench_pipeline.shared.tables import ANALYSIS_DESCRIPTIONS, ANALYSIS_TABLES
 
+# The leaderboard's and the report's builders (`core/leaderboard.py`, `core/reports.py`, with numpy and
+# jinja2) are imported inside the steps that use them: every cell run's process loads this module for
+# `scores`, and does not pay for them.
 LEADERBOARD_TABLES = ANALYSIS_TABLES  # every table the `leaderboard` step builds, one asset each
 
 LEADERBOARD_CHECKS = {
@@ -197,6 +198,8 @@ def leaderboard(
     selected tables are written and only their checks evaluated. A selected blocking check that fails
     stops the step before any table is written.
     """
+    from oabench_pipeline.core.leaderboard import build_leaderboard_tables
+
     store = warehouse.warehouse()
     if not store.has_table("scores"):
         raise Failure(description="nothing is scored yet: materialize inferences and scores first")
@@ -265,6 +268,8 @@ def analysis_checks(
     tables: dict[str, pl.DataFrame], row_counts: pl.DataFrame, answered_at: pl.DataFrame
 ) -> list[AssetCheckResult]:
     """Every check of every analysis table, each result naming its asset (check names repeat across them)."""
+    from oabench_pipeline.core.leaderboard import suite_view
+
     default = tables["suites"].filter(pl.col("is_default")).row(0, named=True)
     # The plain leaderboard is the default suite's: its sums are over that suite's editions.
     plain = {**tables, **suite_view(tables, default["suite"], default["editions"], plain=True)}
@@ -321,6 +326,8 @@ def suite_board_checks(
 ) -> list[AssetCheckResult]:
     """The leaderboard's checks on each suite's rows of `leaderboard_by_suite` (against the suite's editions
     of `leaderboard_by_edition`); a failure names the suite."""
+    from oabench_pipeline.core.leaderboard import suite_view
+
     per_check: dict[str, list[AssetCheckResult]] = {}
     for suite in tables["suites"].iter_rows(named=True):
         view = suite_view(tables, suite["suite"], suite["editions"])
@@ -419,6 +426,9 @@ def leaderboard_report(
     With `as_of` set, the tables are rebuilt in memory for that day (the stored ones are left as they are).
     The suite it ranks heads it (`suite`: the default one, else `reports/suites/<name>/`).
     """
+    from oabench_pipeline.core.leaderboard import build_leaderboard_tables
+    from oabench_pipeline.core.reports import write_reports
+
     store = warehouse.warehouse()
     as_of = config.as_of_date()
     if as_of is None:

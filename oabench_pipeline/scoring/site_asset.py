@@ -6,9 +6,7 @@ from pathlib import Path
 from dagster import AssetExecutionContext, Config, Failure, MaterializeResult, MetadataValue, asset
 
 from oabench_pipeline.automation.downstream import SITE_CONDITION
-from oabench_pipeline.core.site import SITE_VERSION, SiteOptions, build_site
-from oabench_pipeline.core.site.labels import LANGS
-from oabench_pipeline.core.site.paths import INDEX
+from oabench_pipeline.core.versions import SITE_VERSION
 from oabench_pipeline.inference.cell import cell_name
 from oabench_pipeline.scoring.inputs import CELL_TABLES, analysis_inputs
 from oabench_pipeline.shared.metadata import table_schema
@@ -67,6 +65,12 @@ def leaderboard_site(
     file and the command that rebuilds it), one they do not count is left out, and `left_out` says so
     (`oabench site` prints it). Two builds into one folder take turns (`core/site/writer.py`).
     """
+    # The site's builder (numpy, jinja2, the charts) is imported here, not with the definitions: every
+    # run's process loads those, cell runs included.
+    from oabench_pipeline.core.site import SiteOptions, build_site
+    from oabench_pipeline.core.site.labels import LANGS
+    from oabench_pipeline.core.site.paths import INDEX
+
     if config.lang not in LANGS:
         raise Failure(description=f"lang {config.lang!r}: expected one of {', '.join(LANGS)}")
     store = warehouse.warehouse()

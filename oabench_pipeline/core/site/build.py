@@ -25,7 +25,7 @@ from oabench_pipeline.core.answer_parsing import PARSER_VERSIONS
 from oabench_pipeline.core.editions import format_editions
 from oabench_pipeline.core.prompts import SYSTEM_PROMPTS, TEMPERATURE, TOP_P, user_prompt
 from oabench_pipeline.core.rendering import render, template_bytes
-from oabench_pipeline.core.reports import REPORT_VERSION, editions_covered, frame_bytes, passed_text
+from oabench_pipeline.core.reports import editions_covered, frame_bytes, passed_text
 from oabench_pipeline.core.scoring import SCORING_VERSION
 from oabench_pipeline.core.site import paths
 from oabench_pipeline.core.site.data import SiteData, SuiteBoard, load_site_data
@@ -36,11 +36,10 @@ from oabench_pipeline.core.versions import (
     ANALYSIS_VERSION,
     ANSWER_KEY_PARSER_VERSION,
     BOOKLET_PARSER_VERSION,
+    REPORT_VERSION,
+    SITE_VERSION,
     frame_version,
 )
-
-# The site's code version (`leaderboard_site`): bump it when the pages change, to have the site rebuilt.
-SITE_VERSION = "site-3"  # 2: an Início per suite with a switcher; passed editions of the suite's editions; 3: law currency; key provenance on question pages
 
 # Columns left out of the downloads: paths on the machine that built the site, of no use to a reader.
 LOCAL_COLUMNS: dict[str, tuple[str, ...]] = {"source_files": ("fetched_from", "stored_at")}
