@@ -5,6 +5,7 @@ that two workers run them at once."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -28,7 +29,8 @@ def start_run(env: PipelineEnv, name: str, *args: str) -> subprocess.Popen[bytes
     return subprocess.Popen(
         command,
         cwd=REPO_ROOT,
-        env=dict(os.environ),
+        # Python's fault handler: a SIGABRT (`exit_within`) writes every thread's stack to the output.
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
         stdout=(env.root / f"{name}.out").open("wb"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -37,6 +39,19 @@ def start_run(env: PipelineEnv, name: str, *args: str) -> subprocess.Popen[bytes
 
 def output(env: PipelineEnv, name: str) -> str:
     return (env.root / f"{name}.out").read_text(errors="replace")
+
+
+def exit_within(proc: subprocess.Popen[bytes], env: PipelineEnv, name: str, seconds: float) -> int:
+    """The run's exit code, if it exits within `seconds`; else it is aborted and the test fails with what
+    every thread of it was doing (its fault handler's dump, at the end of its output)."""
+    try:
+        return proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        proc.wait(timeout=30)
+        pytest.fail(
+            f"{name}: still running {seconds} s later; its threads then:\n{output(env, name)[-6000:]}"
+        )
 
 
 def wait_until(condition: object, proc: subprocess.Popen[bytes], what: str) -> None:

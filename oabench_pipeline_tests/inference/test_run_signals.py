@@ -29,6 +29,7 @@ from oabench_pipeline_tests.conftest import REPO_ROOT
 from oabench_pipeline_tests.inference.paid_calls import active_prompt_keys, cell_rows, log_line_count
 from oabench_pipeline_tests.inference.run_processes import (
     MODEL,
+    exit_within,
     output,
     replay,
     start_run,
@@ -128,7 +129,7 @@ def test_sigint_then_sigterm_stop_sending_keep_what_arrived_and_say_how_to_resum
             server.release_replies()
             # The bar is 5 s: ~1.2 s on an idle machine, most of it the interpreter's own exit; up to ~5 s
             # with the rest of the slow suite on the two cores, hence the margin.
-            returncode = proc.wait(timeout=STOPPED_WITHIN_S)
+            returncode = exit_within(proc, fresh_env, name, STOPPED_WITHIN_S)
             said = output(fresh_env, name)
             assert returncode == code, said
             assert_runs_end(fresh_env, by=signalled + STOPPED_WITHIN_S)
