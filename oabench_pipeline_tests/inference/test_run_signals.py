@@ -163,7 +163,7 @@ def test_a_second_ctrl_c_exits_at_once(fresh_env: PipelineEnv, shared_oab: Path,
         proc.send_signal(signal.SIGINT)
         wait_until(lambda: "SIGINT: stopping" in output(fresh_env, "run"), proc, "the stop is announced")
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=10) == 130, output(fresh_env, "run")
+        assert exit_within(proc, fresh_env, "run", 10) == 130, output(fresh_env, "run")
         log = cell_log_path(fresh_env.warehouse.root / "responses", MODEL, "43")
         assert log_line_count(log) == 0, "it waited for the replies in flight instead of exiting"
     finally:
