@@ -12,7 +12,10 @@ other. Also checked: every question answered, none paid twice.
 
 Scenarios (`--scenarios`):
 - `matrix`: the 4 complete published models × 3 editions, `--concurrency` 20 each (target ≥ 0.85);
-- `one`: one model × 3 editions at a fixed 200 ms per call (target ≥ 0.95).
+- `one`: one model × 3 editions at a fixed 200 ms per call (target ≥ 0.95). Measured next to it, on a
+  fresh server and slot folder: the same requests sent by the model client alone, one plain process per
+  edition (`benchmarks/client_floor.py`: no Dagster, no run, no response log). Its efficiency is what the
+  request path itself reaches on this machine; the pipeline's ÷ it is what the engine costs.
 
 `--ui-backfill`: after each `matrix` measurement, the same cells again as a person launches them from the UI:
 `dagster-webserver` and `dagster-daemon` on 127.0.0.1 over a fresh DAGSTER_HOME and warehouse (its
@@ -44,6 +47,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+from benchmarks.client_floor import client_floor  # noqa: E402
 from oabench_pipeline.shared.partitions import cell_partition_key  # noqa: E402
 from oabench_pipeline.warehouse import Warehouse  # noqa: E402
 from oabench_pipeline_tests.conftest import shared_oab_dir  # noqa: E402
@@ -60,6 +64,7 @@ from oabench_pipeline_tests.servers.dagster_webserver import (  # noqa: E402
 from oabench_pipeline_tests.servers.openai_replay import (  # noqa: E402
     RecordedReply,
     ReplayServer,
+    ServerStats,
     prompt_key,
 )
 
@@ -89,6 +94,7 @@ class Result:
     duplicate_paid: int
     max_in_flight: int
     exit_code: int
+    client_floor: float | None = None  # the client alone on the same requests (`one`), its efficiency
 
     @property
     def efficiency(self) -> float:
@@ -174,15 +180,20 @@ def measure(
         stats = server.stats
     if exit_code != 0:
         print(output[-3000:], file=sys.stderr)
-    reference = max(
-        pool_makespan([latency_of[key] for key in stats.arrival_order if key[0] == model], concurrency)
-        for model in models
-    )
-    elapsed = (
-        stats.last_response_at - stats.first_request_at
-        if stats.first_request_at is not None and stats.last_response_at is not None
-        else 0.0
-    )
+    reference, elapsed = pool_figures(stats, latency_of, models, concurrency)
+    floor = None
+    if scenario == "one":
+        with ReplayServer(replies=replies, api_key=TEST_KEY) as server:
+            models_file = write_models_file(
+                root / "client-floor-models.toml", [{**entries[0], "base_url": server.base_url}]
+            )
+            editions = ("43", "44", "45")
+            floor_answered = client_floor(env, warehouse.root, editions, models_file, root, concurrency)
+            floor_stats = server.stats
+        floor_reference, floor_elapsed = pool_figures(floor_stats, latency_of, models, concurrency)
+        if floor_answered != 238 or not floor_elapsed:
+            raise SystemExit(f"the client alone answered {floor_answered}/238")
+        floor = floor_reference / floor_elapsed
     answered = len(warehouse.query("select 1 from inferences where not skipped and error is null"))
     return Result(
         scenario=scenario,
@@ -195,7 +206,25 @@ def measure(
         duplicate_paid=len(stats.duplicate_answers),
         max_in_flight=stats.max_in_flight,
         exit_code=exit_code,
+        client_floor=floor,
     )
+
+
+def pool_figures(
+    stats: ServerStats, latency_of: dict[tuple[str, str], float], models: Sequence[str], concurrency: int
+) -> tuple[float, float]:
+    """(reference, first request → last response): the reference is the slowest model's pool makespan
+    on the server's arrival order."""
+    reference = max(
+        pool_makespan([latency_of[key] for key in stats.arrival_order if key[0] == model], concurrency)
+        for model in models
+    )
+    elapsed = (
+        stats.last_response_at - stats.first_request_at
+        if stats.first_request_at is not None and stats.last_response_at is not None
+        else 0.0
+    )
+    return reference, elapsed
 
 
 @dataclass(frozen=True)
@@ -308,14 +337,15 @@ def main() -> None:
     print(f"load average: {os.getloadavg()[0]:.1f} (1 min), {os.cpu_count()} cores")
     print(
         "| scenario | models × editions | reference | first request → last response | efficiency | target "
-        "| wall (oabench run) | answered | paid twice | max in flight | exit |"
+        "| wall (oabench run) | answered | paid twice | max in flight | exit | client alone | ÷ client alone |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
+        floor = f"{r.client_floor:.3f} | {r.efficiency / r.client_floor:.3f}" if r.client_floor else "– | –"
         print(
             f"| {r.scenario} | {r.models} × 3 | {r.reference_s:.2f} s | {r.elapsed_s:.2f} s | "
             f"{r.efficiency:.3f} | ≥ {TARGETS[r.scenario]} | {r.wall_s:.1f} s | {r.answered}/{r.expected} | "
-            f"{r.duplicate_paid} | {r.max_in_flight} | {r.exit_code} |"
+            f"{r.duplicate_paid} | {r.max_in_flight} | {r.exit_code} | {floor} |"
         )
     if backfills:
         print(
