@@ -2,15 +2,15 @@
 processes.
 
 A model's `concurrency` is a property of the model key, not of one cell: its three editions, run at once
-by `oabench run` (threads of one process) or by a UI backfill (one process per run), draw on one pool of
-that many slots, so the pool never drains between editions and never overflows when cells overlap. The
-optional `endpoint_concurrency` caps every key on one `base_url` host the same way.
+(one run, so one process, per cell, whether `oabench run`, a UI backfill or the daemon launched them), draw
+on one pool of that many slots, so the pool never drains between editions and never overflows when cells
+overlap. The optional `endpoint_concurrency` caps every key on one `base_url` host the same way.
 
 Two layers, because each alone falls short:
 
-- In the process, a FIFO semaphore any event loop can await (`CrossLoopSemaphore`): every cell runs its
-  own asyncio loop in its own thread, and the first request to wait is the first served, so the cells of
-  a key interleave instead of one starving the others.
+- In the process, a FIFO semaphore any event loop can await (`CrossLoopSemaphore`): cells answered in one
+  process (in-process runs, each on its own asyncio loop in its own thread) are served in the order their
+  requests wait, so the cells of a key interleave instead of one starving the others.
 - Across processes, slot files under the warehouse (`<warehouse>/capacity/<kind>/<name>/<i>.lock`), each
   held with `flock` while a request is in flight (`FileSlots`). The kernel drops a lock when its holder
   dies, SIGKILL included, so a crashed run never leaves a slot taken. A process only looks for a file
