@@ -124,6 +124,23 @@ def test_leave_one_out_difficulties_match_a_refit_without_the_key() -> None:
         assert np.abs(gap - gap.mean()).max() < tolerance, n_keys
 
 
+def test_leave_one_out_stays_finite_when_the_only_other_key_got_everything_wrong() -> None:
+    """Two keys on one edition of 80 questions, one wrong on all (a model whose replies never parse), the
+    other right on all: without either, the edition mean and σ have no finite maximum. The re-solve used
+    to walk off until e^{2ρ} overflowed and the posteriors were NaN; they stay finite, with no warning."""
+    group = np.zeros(80, dtype=np.int64)
+    covered = np.ones((2, 80), dtype=bool)
+    correct = np.zeros((2, 80), dtype=bool)
+    correct[1] = True
+    fit = fit_rasch(correct, covered, group)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        posteriors = [leave_one_out(fit, key, correct, covered) for key in (0, 1)]
+    for posterior in posteriors:
+        assert posterior.items.size == 80 and np.isfinite(posterior.weights).all()
+        assert np.allclose(posterior.weights.sum(axis=1), 1.0)
+
+
 def _cutoff_tests(seeds: range, effect: float, planted: list[int], **sizes: int) -> list:
     """The cutoff test of the `planted` keys (all keys when none is planted) over simulated benchmarks."""
     results = []

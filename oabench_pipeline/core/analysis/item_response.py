@@ -43,6 +43,10 @@ BoolArray = npt.NDArray[np.bool_]
 QUADRATURE_NODES = 7
 ABILITY_PRIOR_SD = 5.0
 LOG_SIGMA_PRIOR_SD = 2.0
+# `leave_one_out`'s re-solve: its largest Newton step (logits for a mean, log σ for ρ), and how far ρ = log σ
+# may go (σ from e^-7 ≈ 0.001 to e^7 ≈ 1,100 logits).
+MAX_STEP = 1.0
+RHO_BOUND = 7.0
 Z95 = 1.959963984540054
 _MAX_ITERATIONS = 100
 # Stop when the Newton decrement (the squared length of the remaining step in standard errors) is below
@@ -534,9 +538,17 @@ def _distribution_without(
     nodes: FloatArray, log_base: FloatArray, group: IntArray, mu: FloatArray, touched: BoolArray, rho: float
 ) -> tuple[FloatArray, float]:
     """Re-solve the edition means of `touched` groups and σ = e^ρ, the abilities held, each question's
-    posterior ∝ base × N(b; μ_g, σ²): alternating Newton steps on the score equations (a few)."""
+    posterior ∝ base × N(b; μ_g, σ²): alternating Newton steps on the score equations (a few).
+
+    When the other keys' answers give an edition mean or σ no finite maximum (the one key left on an
+    edition got nearly everything wrong, or right), Newton walks off towards infinity until e^{2ρ} or
+    (b − μ)² overflows and the posteriors turn NaN. The posteriors are the nodes re-weighted, so nothing
+    past the nodes' span changes them: μ stays within it, ρ within ±`RHO_BOUND`, and no step moves either
+    by more than `MAX_STEP` (a converging solve takes far smaller steps: it starts at the full fit).
+    """
     mu = mu.copy()
     update = touched & (np.bincount(group, minlength=mu.size) > 0)
+    lowest, highest = (float(nodes.min()), float(nodes.max())) if nodes.size else (-np.inf, np.inf)
     for _ in range(50):
         sigma2 = float(np.exp(2 * rho))
         weights, _ = _posterior(log_base - (nodes - mu[group, None]) ** 2 / (2 * sigma2))
@@ -544,8 +556,9 @@ def _distribution_without(
         var = np.maximum((weights * nodes**2).sum(axis=1) - mean**2, 0.0)
         score = np.bincount(group, mean - mu[group], minlength=mu.size)
         slope = np.bincount(group, var / sigma2 - 1.0, minlength=mu.size)
-        step_mu = np.where(update, -score / np.where(update, slope, -1.0), 0.0)
-        mu += step_mu
+        step_mu = np.clip(np.where(update, -score / np.where(update, slope, -1.0), 0.0), -MAX_STEP, MAX_STEP)
+        moved_mu = np.where(update, np.clip(mu + step_mu, lowest, highest), mu)
+        step_mu, mu = moved_mu - mu, moved_mu
         # ρ: Σ_j E[(b − μ)²/σ² − 1] − ρ/s² = 0 (the fit's weak prior on log σ included).
         weights, _ = _posterior(log_base - (nodes - mu[group, None]) ** 2 / (2 * sigma2))
         z = (nodes - mu[group, None]) ** 2 / sigma2
@@ -554,8 +567,10 @@ def _distribution_without(
         slope_rho = (
             float((-2.0 * ez + (weights * z**2).sum(axis=1) - ez**2).sum()) - 1.0 / LOG_SIGMA_PRIOR_SD**2
         )
-        step_rho = -score_rho / slope_rho
-        rho += step_rho
+        moved_rho = float(
+            np.clip(rho + np.clip(-score_rho / slope_rho, -MAX_STEP, MAX_STEP), -RHO_BOUND, RHO_BOUND)
+        )
+        step_rho, rho = moved_rho - rho, moved_rho
         if max(float(np.abs(step_mu).max(initial=0.0)), abs(step_rho)) < 1e-6:  # logits: nothing left
             break
     return mu, float(np.exp(rho))
