@@ -94,7 +94,10 @@ def test_slots_held_by_another_process_are_taken_back_when_it_is_killed(tmp_path
 def test_cells_of_two_models_run_at_once_within_key_and_host_limits(fresh_env: PipelineEnv) -> None:
     models = ["acme/one", "acme/two"]
     # One edition: the two keys' cells are what must share the host; more editions were more Dagster runs.
-    with ReplayServer(latency_s=0.01) as server:
+    # Each cell is a process of its own, and under load one starts up to a few seconds after the other:
+    # 100 ms replies keep a cell sending for ~2.7 s alone (80 questions, 3 at a time), so the two overlap
+    # (with 10 ms replies, CI once saw the first cell done before the second sent anything).
+    with ReplayServer(latency_s=0.1) as server:
         use_replay_models(fresh_env, server.base_url, models, concurrency=3, endpoint_concurrency=4)
         result = fresh_env.cli("run", "--models", ",".join(models), "--editions", "45")
         assert result.exit_code == 0, result.output
