@@ -1,6 +1,6 @@
-"""The model client alone on a matrix scenario's requests: what efficiency the request path reaches with
-no Dagster, no run, no response log, as the reference `benchmarks/matrix.py` sets a scenario's figure
-against.
+"""The model client alone on the `one` scenario's requests (`benchmarks/matrix.py`): the efficiency the
+request path reaches with no Dagster, no run and no response log, against which the scenario's figure is
+read.
 
 One process per cell, started together (as `oabench run` launches a model's cells): each builds its cell's
 requests exactly as the pipeline does (`inference/cell.py: build_requests`), takes the model's slots from

@@ -542,9 +542,10 @@ def _distribution_without(
 
     When the other keys' answers give an edition mean or σ no finite maximum (the one key left on an
     edition got nearly everything wrong, or right), Newton walks off towards infinity until e^{2ρ} or
-    (b − μ)² overflows and the posteriors turn NaN. The posteriors are the nodes re-weighted, so nothing
-    past the nodes' span changes them: μ stays within it, ρ within ±`RHO_BOUND`, and no step moves either
-    by more than `MAX_STEP` (a converging solve takes far smaller steps: it starts at the full fit).
+    (b − μ)² overflows and the posteriors turn NaN. The posteriors are the nodes re-weighted, so a μ past
+    the nodes' span only piles their weight further onto the outermost nodes: μ stays within the span, ρ
+    within ±`RHO_BOUND`, and no step moves either by more than `MAX_STEP` (a converging solve takes far
+    smaller steps: it starts at the full fit).
     """
     mu = mu.copy()
     update = touched & (np.bincount(group, minlength=mu.size) > 0)
