@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, Definitions, RunsFilter
+from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus, Definitions, RunsFilter
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import ModuleTarget
 
@@ -44,7 +44,6 @@ DEFINITIONS_MODULE = "oabench_pipeline.definitions"
 PROGRESS_FOLDER = "progress"  # under the warehouse: the relay files of runs being followed, stop files
 POLL_S = 0.5  # between looks at a launched run's status and progress
 STOPPING_POLL_S = 0.1  # the same once a stop was asked: its runs end within a second or two
-FINISHED = frozenset({DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED})
 
 
 @dataclass(frozen=True)
@@ -57,15 +56,15 @@ class RunSpec:
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
-class RunStatuses:
-    """The statuses of the runs being followed, read for all of them in one query at a time: a command
-    following sixteen runs asked the run storage sixteen times per poll, which was a third of its CPU."""
+class FollowedRuns:
+    """The runs being followed, read for all of them in one query at a time: a command following sixteen
+    runs asked the run storage sixteen times per poll, which was a third of its CPU."""
 
     def __init__(self, instance: DagsterInstance) -> None:
         self._instance = instance
         self._lock = threading.Lock()
         self._followed: set[str] = set()
-        self._statuses: dict[str, DagsterRunStatus] = {}
+        self._runs: dict[str, DagsterRun] = {}
         self._read_at = float("-inf")
 
     @contextmanager
@@ -78,17 +77,17 @@ class RunStatuses:
         finally:
             with self._lock:
                 self._followed.discard(run_id)
-                self._statuses.pop(run_id, None)
+                self._runs.pop(run_id, None)
 
-    def status(self, run_id: str, max_age_s: float) -> DagsterRunStatus | None:
-        """`run_id`'s status as read at most `max_age_s` ago (None: the instance has no such run). The
-        first caller to find the last read too old reads every followed run again, for all callers."""
+    def run(self, run_id: str, max_age_s: float) -> DagsterRun | None:
+        """`run_id` as read at most `max_age_s` ago (None: the instance has no such run). The first caller
+        to find the last read too old reads every followed run again, for all callers."""
         with self._lock:
             if time.monotonic() - self._read_at >= max_age_s:
                 runs = self._instance.get_runs(RunsFilter(run_ids=sorted(self._followed)))
-                self._statuses = {run.run_id: run.status for run in runs}
+                self._runs = {run.run_id: run for run in runs}
                 self._read_at = time.monotonic()
-            return self._statuses.get(run_id)
+            return self._runs.get(run_id)
 
 
 @dataclass(frozen=True)
@@ -122,7 +121,7 @@ class RunLauncher:
         self._plans: dict[tuple[str, str], Any] = {}
         self._plans_lock = threading.Lock()
         self._launched: set[str] = set()
-        self._statuses = RunStatuses(instance)
+        self._followed_runs = FollowedRuns(instance)
 
     def __enter__(self) -> RunLauncher:
         self.progress_folder.mkdir(parents=True, exist_ok=True)
@@ -206,7 +205,7 @@ class RunLauncher:
         launcher that cannot reach the run (its code server gone) leaves it to the stop file, which it
         reads before every request (`engine/interrupts.py`)."""
         run = self.instance.get_run_by_id(run_id)
-        if run is None or run.status in FINISHED:
+        if run is None or run.is_finished:
             return
         try:
             self.instance.run_launcher.terminate(run_id)
@@ -226,13 +225,13 @@ class RunLauncher:
         run is terminated; a run still not finished `stop_grace_s` later is left to its launcher and
         reported as it stands."""
         stopped_at: float | None = None
-        with self._statuses.following(run_id):
+        with self._followed_runs.following(run_id):
             while True:
                 poll_s = POLL_S if stopped_at is None else STOPPING_POLL_S
-                status = self._statuses.status(run_id, max_age_s=poll_s)
+                run = self._followed_runs.run(run_id, max_age_s=poll_s)
                 if on_poll is not None:
                     on_poll()
-                if status is None or status in FINISHED:
+                if run is None or run.is_finished:
                     break
                 if stop_requested is not None and stop_requested():
                     if stopped_at is None:
@@ -266,7 +265,7 @@ class RunLauncher:
         run_failure = next(
             (e.message for e in events if e.event_type == DagsterEventType.RUN_FAILURE and e.message), None
         )
-        if status not in FINISHED:
+        if run is not None and not run.is_finished:
             run_failure = (
                 f"still {status.value.lower()} in the instance when this command stopped following it"
             )
