@@ -77,6 +77,7 @@ MATRIX_MODELS = (
     "x-ai/grok-4.1-fast",
 )
 ONE_MODEL = "anthropic/claude-haiku-4.5"
+EDITIONS = ("43", "44", "45")  # the default suite, which `oabench run` answers when given no editions
 TARGETS = {"matrix": 0.85, "one": 0.95}
 BACKFILL_TARGET = 1.5  # backfill wall ÷ `oabench run` wall
 BACKFILL_TIMEOUT_S = 1200
@@ -187,8 +188,7 @@ def measure(
             models_file = write_models_file(
                 root / "client-floor-models.toml", [{**entries[0], "base_url": server.base_url}]
             )
-            editions = ("43", "44", "45")
-            floor_answered = client_floor(env, warehouse.root, editions, models_file, root, concurrency)
+            floor_answered = client_floor(env, warehouse.root, EDITIONS, models_file, root, concurrency)
             floor_stats = server.stats
         floor_reference, floor_elapsed = pool_figures(floor_stats, latency_of, models, concurrency)
         if floor_answered != 238 or not floor_elapsed:
@@ -264,7 +264,7 @@ def measure_backfill(
             for model in models:  # "Add partition" in the launch dialog
                 added = web.query(ADD_PARTITION, {"repo": web.repository_selector(), "key": model})
                 assert added["addDynamicPartition"]["__typename"] == "AddDynamicPartitionSuccess", added
-            cells = [str(cell_partition_key(m, e)) for m in models for e in ("43", "44", "45")]
+            cells = [str(cell_partition_key(m, e)) for m in models for e in EDITIONS]
             params = {
                 "partitionNames": cells,
                 "assetSelection": [{"path": ["inferences"]}, {"path": ["scores"]}],

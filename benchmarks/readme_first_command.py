@@ -4,8 +4,8 @@ Clones this repository's HEAD into a new folder beside it (so that the command's
 the mirror, as for any clone next to `shared`), runs the first line of the README's first code block there
 with bash, exactly as written (a fresh venv, the install, the ingest of the 33 editions, the two baselines on
 every edition, the leaderboard), prints its wall time against the target with the load average before and
-after (a shared machine inflates wall times), and removes the folder. pip's and uv's download caches are the user's: a
-first install on a new machine also downloads the wheels.
+after (a shared machine inflates wall times), and removes the folder. pip's and uv's download caches are
+the user's: a first install on a new machine also downloads the wheels.
 
 Run: .venv/bin/python benchmarks/readme_first_command.py [--keep]
 """
