@@ -348,6 +348,148 @@ TABLES["scores"] = _columns(
 
 # The leaderboard tables: described for the UI but not cast on write (`conform` leaves them as built),
 # because their builders own the types (unsigned counts, nested answer distributions, time zones).
+# The 2nd phase (prova prático-profissional): OAB-Bench's items and the examiners' answer standards, models'
+# answers, judges' judgments, and what is computed from them (docs/phase2.md). A phase-2 item is one area-exam's
+# procedural piece (one turn, 5.00 points) or one of its 4 discursive questions (two turns: sub-items A and B).
+PHASE2_SOURCE_COLUMNS = (
+    ("source_url", pl.String, "Pinned URL the row's file was downloaded from (OAB-Bench at one commit)"),
+    ("source_sha256", pl.String, "SHA-256 of that file, checked against its pin"),
+)
+TABLES.update(
+    {
+        "phase2_items": _columns(
+            ("item_id", pl.String, "OAB-Bench's question_id, e.g. 39_direito_administrativo_questao_1"),
+            ("edition", pl.Int32, "Edition number of the Exame de Ordem Unificado (partition key)"),
+            ("area", pl.String, "Area of law of the area-exam, e.g. direito_administrativo"),
+            ("kind", pl.String, "'piece' (peça prático-profissional) or 'question' (questão discursiva)"),
+            ("number", pl.Int32, "The question's number in its area-exam (1-4); NULL for the piece"),
+            ("statement", pl.String, "The case as the exam states it"),
+            (
+                "system",
+                pl.String,
+                "The instruction a candidate (here: a model) is given, OAB-Bench's `system`",
+            ),
+            (
+                "turn_prompts",
+                pl.List(pl.String),
+                "Each sub-item's prompt: one for the piece, A and B for a question",
+            ),
+            (
+                "turn_points",
+                pl.List(pl.Float64),
+                "Each sub-item's points (the piece: [5.0]; a question: A, B)",
+            ),
+            ("max_points", pl.Float64, "The item's points: 5.00 for the piece, 1.25 for a question"),
+            *PHASE2_SOURCE_COLUMNS,
+        ),
+        "phase2_standards": _columns(
+            ("item_id", pl.String, "Item (phase2_items.item_id)"),
+            ("edition", pl.Int32, "Edition number (partition key)"),
+            ("area", pl.String, "Area of law"),
+            ("turn", pl.Int32, "Sub-item: 1 (the piece, or sub-item A), 2 (sub-item B)"),
+            (
+                "standard",
+                pl.String,
+                "The examiners' answer standard (padrão de resposta) of the sub-item, as published",
+            ),
+            ("points", pl.Float64, "The sub-item's points"),
+            (
+                "criteria",
+                pl.List(
+                    pl.Struct({"text": pl.String, "max_points": pl.Float64, "allowed": pl.List(pl.Float64)})
+                ),
+                "The distribution table's criteria: text, maximum, allowed values (0,00/0,10/0,20 → [0, 0.1, 0.2])",
+            ),
+            *PHASE2_SOURCE_COLUMNS,
+        ),
+        "phase2_answers": _columns(
+            ("model_key", pl.String, "Model configuration key (partition dimension `model`)"),
+            ("edition", pl.Int32, "Edition number (partition dimension `edition`)"),
+            ("item_id", pl.String, "Item (phase2_items.item_id)"),
+            ("area", pl.String, "Area of law"),
+            ("turn", pl.Int32, "Sub-item: 1 (the piece, or sub-item A), 2 (sub-item B, same conversation)"),
+            ("run_id", pl.String, "Logical run: `live:<key>:r<k>`, or `oab-bench:<commit>` for an import"),
+            ("answer", pl.String, "The model's raw reply to the sub-item; NULL when it failed (see error)"),
+            ("reasoning", pl.String, "Reasoning text the endpoint returned beside the reply, if any"),
+            (
+                "finish_reason",
+                pl.String,
+                "The endpoint's finish_reason ('stop', 'length', ...); NULL if unknown",
+            ),
+            ("truncated", pl.Boolean, "The reply hit the completion ceiling (finish_reason 'length')"),
+            (
+                "max_completion_tokens",
+                pl.Int64,
+                "The completion ceiling the request was sent with; NULL: none",
+            ),
+            ("prompt_tokens", pl.Int64, "Prompt tokens reported by the endpoint"),
+            ("completion_tokens", pl.Int64, "Completion tokens reported by the endpoint"),
+            ("reasoning_tokens", pl.Int64, "Reasoning tokens reported by the endpoint, if any"),
+            ("cost_usd", pl.Float64, "Cost of the reply in USD as reported; NULL when unknown"),
+            ("latency_ms", pl.Float64, "Time from request to reply"),
+            ("request_hash", pl.String, "SHA-256 of the exact request body (the response log's key)"),
+            ("error", pl.String, "Why no reply was kept (after retries); NULL on success"),
+            ("source", pl.String, "'live', or where an imported answer comes from (file, commit)"),
+            ("answered_at", pl.Datetime("us", "UTC"), "When the reply arrived (NULL for an import)"),
+            ("dagster_run_id", pl.String, "Dagster run that wrote the row"),
+        ),
+        "phase2_judgments": _columns(
+            ("judge_key", pl.String, "The judge's model key (partition dimension `judge`)"),
+            ("model_key", pl.String, "The judged model's key (partition dimension `model`)"),
+            ("edition", pl.Int32, "Edition number"),
+            ("item_id", pl.String, "Item (phase2_items.item_id)"),
+            ("area", pl.String, "Area of law"),
+            ("turn", pl.Int32, "Sub-item judged: 1 (the piece, or sub-item A), 2 (sub-item B)"),
+            (
+                "score",
+                pl.Float64,
+                "Points the judge gave; NULL when the judgment is invalid (never 0 for it)",
+            ),
+            ("max_points", pl.Float64, "The sub-item's points"),
+            ("valid", pl.Boolean, "A score was found and is within 0..max_points"),
+            (
+                "invalid_reason",
+                pl.String,
+                "Why the judgment is invalid (no [[score]], above the points, ...)",
+            ),
+            ("judgment", pl.String, "The judge's raw text (its correction)"),
+            (
+                "prompt_name",
+                pl.String,
+                "The judge prompt: 'single-oab-v1', 'single-oab-v1-multi-turn', or a structured one",
+            ),
+            ("structured", pl.Boolean, "Points per criterion returned as JSON (`--structured`)"),
+            ("criteria_points", pl.List(pl.Float64), "Structured judgments: points given per criterion"),
+            ("answer_run_id", pl.String, "The judged answer's run (phase2_answers.run_id)"),
+            ("prompt_tokens", pl.Int64, "Prompt tokens of the judgment"),
+            ("completion_tokens", pl.Int64, "Completion tokens of the judgment"),
+            ("cost_usd", pl.Float64, "Cost of the judgment in USD as reported; NULL when unknown"),
+            ("request_hash", pl.String, "SHA-256 of the judge request's exact body"),
+            ("error", pl.String, "Why no judgment was kept (after retries); NULL on success"),
+            ("source", pl.String, "'live', or where an imported judgment comes from (file, commit)"),
+            ("judged_at", pl.Datetime("us", "UTC"), "When the judgment arrived (NULL for an import)"),
+            ("dagster_run_id", pl.String, "Dagster run that wrote the row"),
+        ),
+        "phase2_scores": _columns(
+            ("judge_key", pl.String, "The judge's model key"),
+            ("model_key", pl.String, "The judged model's key"),
+            ("edition", pl.Int32, "Edition number"),
+            ("area", pl.String, "Area of law: the area-exam is edition × area"),
+            ("total", pl.Float64, "Points of the area-exam out of 10 (valid judgments only)"),
+            ("piece_points", pl.Float64, "Points of the procedural piece, out of 5"),
+            ("questions_points", pl.Float64, "Points of the 4 questions, out of 5"),
+            ("complete", pl.Boolean, "Every sub-item has a valid judgment"),
+            (
+                "passed",
+                pl.Boolean,
+                "total rounded to hundredths >= 6.00; NULL when incomplete (never failed for a missing score)",
+            ),
+            ("missing", pl.Int32, "Sub-items with no answer or no judgment"),
+            ("invalid", pl.Int32, "Sub-items whose judgment is invalid"),
+        ),
+    }
+)
+
 DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
     "leaderboard": _columns(
         ("rank", pl.Int64, "Rank by official score among complete keys (NULL: incomplete key)"),
