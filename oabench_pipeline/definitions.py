@@ -31,6 +31,8 @@ from oabench_pipeline.inference.resources import (
     ModelClientResource,
     ModelsRegistryResource,
 )
+from oabench_pipeline.phase2.agreement import phase2_judge_agreement
+from oabench_pipeline.phase2.pass_rates import candidate_pass_rates
 from oabench_pipeline.scoring.assets import leaderboard, leaderboard_report, scores
 from oabench_pipeline.scoring.site_asset import leaderboard_site
 from oabench_pipeline.settings import Settings
@@ -67,6 +69,8 @@ ASSETS: list[AssetsDefinition] = [
     leaderboard,
     leaderboard_report,
     leaderboard_site,
+    phase2_judge_agreement,
+    candidate_pass_rates,
 ]
 
 

@@ -490,6 +490,52 @@ TABLES.update(
     }
 )
 
+# Judges compared, and the candidates' side of the exam (docs/phase2_agreement.md).
+TABLES.update(
+    {
+        "phase2_judge_agreement": _columns(
+            ("judge_a", pl.String, "One judge's model key (the first in sort order)"),
+            ("judge_b", pl.String, "The other judge's model key"),
+            ("area", pl.String, "Area of law, or 'all' for every area together"),
+            ("answers", pl.Int64, "Sub-items (model × item × turn) both judges scored validly"),
+            ("mae", pl.Float64, "Mean absolute difference of the two judges' points per sub-item"),
+            ("mean_difference", pl.Float64, "Mean of judge_a's points minus judge_b's (a judge's leniency)"),
+            ("pearson", pl.Float64, "Pearson correlation of the two judges' points; NULL if one is constant"),
+            ("spearman", pl.Float64, "Spearman rank correlation of the two judges' points"),
+            (
+                "icc",
+                pl.Float64,
+                "ICC(2,1): two-way random effects, absolute agreement, one rater (pingouin's ICC(A,1))",
+            ),
+            ("icc_ci_low", pl.Float64, "Lower end of the ICC's 95% interval (McGraw & Wong)"),
+            ("icc_ci_high", pl.Float64, "Upper end of the ICC's 95% interval"),
+            ("exams_compared", pl.Int64, "Area-exams (model × edition × area) both judges scored completely"),
+            (
+                "exams_pass_disagree",
+                pl.Int64,
+                "Of those, exams one judge passes (total rounded to hundredths >= 6.00) and the other fails",
+            ),
+            ("pass_disagreement_rate", pl.Float64, "exams_pass_disagree / exams_compared; NULL when none"),
+        ),
+        "candidate_pass_rates": _columns(
+            ("edition", pl.Int32, "Edition number of the Exame de Ordem Unificado"),
+            ("pass_rate", pl.Float64, "Share of candidates who passed the 1st phase, as the source gives it"),
+            ("approved", pl.Int64, "Candidates approved in the 1st phase, when the source gives the count"),
+            ("denominator", pl.Int64, "The count the rate is taken over, when the source gives it"),
+            (
+                "denominator_kind",
+                pl.String,
+                "What the rate is taken over: 'present', 'inscribed', ... (registry/pass_rates.toml)",
+            ),
+            ("stage", pl.String, "'final' (after appeals and annulments) or 'preliminary'"),
+            ("note", pl.String, "What else the source says (annulments, what is included)"),
+            ("source_url", pl.String, "Where the figure is published"),
+            ("source_title", pl.String, "The source's title"),
+            ("source_date", pl.Date, "The source's date"),
+        ),
+    }
+)
+
 DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
     "leaderboard": _columns(
         ("rank", pl.Int64, "Rank by official score among complete keys (NULL: incomplete key)"),
