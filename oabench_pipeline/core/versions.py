@@ -32,7 +32,7 @@ ANALYSIS_VERSION = "analysis-8"  # 2: Rasch tables; 3: per-edition costs; 4: sui
 REPORT_VERSION = "report-5"  # 4: costs and latencies with the terminal's digits; 5: answer keys' provenance
 
 # The site's code version (`leaderboard_site`): bump it when the pages change, to have the site rebuilt.
-SITE_VERSION = "site-3"  # 2: an Início per suite with a switcher; passed editions of the suite's editions; 3: law currency; key provenance on question pages
+SITE_VERSION = "site-4"  # 2: an Início per suite with a switcher; passed editions of the suite's editions; 3: law currency; key provenance on question pages; 4: 2nd-phase pages, candidates' pass rates
 
 # Columns of `inferences` that say when or by which Dagster run a row was (re)written: a rebuild of an
 # unchanged cell (a baseline recomputed, skipped rows re-dated, a rerun that sent nothing) changes them.

@@ -30,6 +30,7 @@ from oabench_pipeline.core.scoring import SCORING_VERSION
 from oabench_pipeline.core.site import paths
 from oabench_pipeline.core.site.data import SiteData, SuiteBoard, load_site_data
 from oabench_pipeline.core.site.labels import SUITE_DESCRIPTIONS_PT, Lang, Words, moment
+from oabench_pipeline.core.site.phase2 import phase2_pages
 from oabench_pipeline.core.site.recompute import RECIPES
 from oabench_pipeline.core.site.writer import SiteWriter, folder_lock
 from oabench_pipeline.core.versions import (
@@ -122,6 +123,7 @@ class _Context:
                 self.labels.setdefault(key, label)
         self.edition_names = dict(zip(data.editions["edition"], data.editions["exam_name"], strict=True))
         self.home = data.board(options.suite)
+        self.has_phase2 = data.phase2.has_pages  # no phase-2 items: no pages, and no link to them
         # Where each suite's Início is: the chosen suite's is index.html, every other one suite/<name>.html.
         self.suite_pages = {
             board.name: paths.INDEX if board is self.home else paths.suite_page(str(board.name))
@@ -137,6 +139,7 @@ class _Context:
             f=self.words,
             root=root,
             data_as_of=self.data_as_of,
+            phase2_href=root + paths.PHASE2_INDEX if self.has_phase2 else None,
             **context,
         )
         return at, html
@@ -167,6 +170,7 @@ def _pages(data: SiteData, ctx: _Context, downloads: list[dict]) -> Iterator[tup
     for row in data.editions.iter_rows(named=True):
         yield _edition(data, ctx, row)
     yield from _questions(data, ctx)
+    yield from phase2_pages(data.phase2, ctx.page, ctx.labels, ctx.model_href, data.by_edition)
     yield _methodology(data, ctx)
     yield _data_page(ctx, downloads)
 
@@ -416,6 +420,8 @@ def _edition(data: SiteData, ctx: _Context, row: dict) -> tuple[str, str]:
         annulled=sum(q["status"] == "annulled" for q in question_rows),
         unresolved=sum(q["status"] == "unresolved" for q in question_rows),
         results=results,
+        pass_rate=data.phase2.pass_rate(edition),
+        phase2_here=ctx.has_phase2 and edition in set(data.phase2.items["edition"].to_list()),
     )
 
 

@@ -19,6 +19,7 @@ import polars as pl
 from oabench_pipeline.core.law_currency import flag_counts
 from oabench_pipeline.core.leaderboard import suite_view
 from oabench_pipeline.core.scoring import QUESTION_STATUS_SQL
+from oabench_pipeline.core.site.phase2 import Phase2SiteData, load_phase2
 from oabench_pipeline.shared.tables import BY_SUITE
 
 # How much of a reply a question page shows: the full text is in the `inferences` download.
@@ -130,6 +131,8 @@ class SiteData:
     """Every suite of the `suites` table, in its order (at least one board)."""
     legal_reforms: pl.DataFrame
     """The `legal_reforms` table (empty before it)."""
+    phase2: Phase2SiteData
+    """The 2nd phase's tables and the candidates' pass rates (each empty before it)."""
 
     @property
     def model_keys(self) -> list[str]:
@@ -259,6 +262,7 @@ def load_site_data(con: duckdb.DuckDBPyConnection) -> SiteData:
         legal_reforms=_frame(con, "SELECT * FROM legal_reforms ORDER BY in_force, reform")
         if "legal_reforms" in _tables(con)
         else pl.DataFrame(),
+        phase2=load_phase2(con, _tables(con)),
     )
 
 

@@ -206,6 +206,74 @@ _LABELS: dict[str, tuple[str, str]] = {
     "protocol": ("Protocolo", "Protocol"),
     "versions": ("Versões", "Versions"),
     "suite_home": ("Classificação do conjunto", "The suite's leaderboard"),
+    # The 2nd phase and the candidates (core/site/phase2.py)
+    "phase2": ("2ª fase", "2nd phase"),
+    "phase2_leaderboard": (
+        "2ª fase: peça e questões discursivas",
+        "2nd phase: procedural piece and written questions",
+    ),
+    "phase2_intro": (
+        "Na 2ª fase o candidato redige uma peça (5,00 pontos) e responde a 4 questões (1,25 cada) de uma área; "
+        "passa com 6,00 de 10. Aqui um modelo juiz corrige cada resposta contra o padrão de resposta da banca: "
+        "a nota é do juiz, não da banca.",
+        "In the 2nd phase a candidate writes one procedural piece (5.00 points) and answers 4 questions (1.25 "
+        "each) in one area; 6.00 of 10 passes. Here a judge model grades each answer against the examiners' "
+        "answer standard: the score is the judge's, not the examiners'.",
+    ),
+    "judge": ("Juiz", "Judge"),
+    "judges": ("Juízes", "Judges"),
+    "mean_total": ("Média (de 10)", "Mean (of 10)"),
+    "exams_passed": ("Provas aprovadas", "Exams passed"),
+    "exams_complete": ("completas", "complete"),
+    "invalid_judgments": ("Correções inválidas", "Invalid judgments"),
+    "items": ("Itens", "Items"),
+    "item": ("Item", "Item"),
+    "piece": ("Peça", "Piece"),
+    "sub_item": ("Item", "Sub-item"),
+    "points": ("Pontos", "Points"),
+    "statement": ("Enunciado", "Statement"),
+    "standard": ("Padrão de resposta", "Answer standard"),
+    "criteria": ("Distribuição dos pontos", "Points by criterion"),
+    "allowed": ("Valores possíveis", "Allowed values"),
+    "answer": ("Resposta", "Answer"),
+    "correction": ("Correção", "Correction"),
+    "invalid_judgment": ("inválida", "invalid"),
+    "truncated": ("cortada no limite de tokens", "cut at the token ceiling"),
+    "both_phases": ("As duas fases lado a lado", "Both phases side by side"),
+    "phase1_score": ("1ª fase (acertos)", "1st phase (right)"),
+    "phase2_mean": ("2ª fase (média, juiz {judge})", "2nd phase (mean, judge {judge})"),
+    "phase1_missing": (
+        "Os cadernos da 1ª fase desta edição não estão no armazém (os da 39ª–41ª não estão nos dados "
+        "compartilhados), então não há nota da 1ª fase para pôr ao lado.",
+        "This edition's 1st-phase booklets are not in the warehouse (the 39th-41st are not in the shared "
+        "data), so there is no 1st-phase score to put beside it.",
+    ),
+    "judges_compared": ("Juízes comparados", "Judges compared"),
+    "answers_compared": ("Respostas", "Answers"),
+    "mae": ("Erro absoluto médio", "Mean absolute difference"),
+    "pass_disagreement": ("Discordam em aprovar", "Disagree on pass"),
+    "candidates": ("Candidatos", "Candidates"),
+    "candidates_pass_rate": ("Aprovação dos candidatos na 1ª fase", "Candidates' 1st-phase pass rate"),
+    "no_pass_rate": (
+        "Nenhuma taxa verificada desta edição.",
+        "No verified rate for this edition.",
+    ),
+    "pass_rate_caveat": (
+        "A taxa de aprovação conta quem passou na 1ª fase (40 de 80); não é uma distribuição de notas, e "
+        "nenhum dado de candidatos por questão é público, então os modelos não podem ser situados entre os "
+        "candidatos.",
+        "A pass rate counts the candidates who passed the 1st phase (40 of 80); it is not a distribution of "
+        "scores, and no per-question data of candidates is public, so models cannot be placed among candidates.",
+    ),
+    "denominator": ("Sobre", "Of"),
+    "denominator_present": ("presentes", "present"),
+    "denominator_inscribed": ("inscritos", "inscribed"),
+    "denominator_inscribed_approx": ("inscritos (aprox.)", "inscribed (approx.)"),
+    "denominator_present_approx": ("presentes (aprox.)", "present (approx.)"),
+    "denominator_not_given": ("não informado", "not given"),
+    "stage_final": ("definitivo", "final"),
+    "stage_preliminary": ("preliminar", "preliminary"),
+    "approved_count": ("aprovados", "approved"),
 }
 
 
@@ -278,6 +346,10 @@ class Words:
 
     def ms(self, value: float | None) -> str:
         return ms(value, self.lang)
+
+    def points(self, value: float | None, decimals: int = 2) -> str:
+        """Exam points, `8,52` in Portuguese; NO_VALUE for none."""
+        return NO_VALUE if value is None else number(value, decimals, self.lang)
 
     def integer(self, value: int | None) -> str:
         return integer(value, self.lang)

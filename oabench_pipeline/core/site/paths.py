@@ -16,6 +16,7 @@ DATA = "dados.html"
 STYLESHEET = "static/site.css"
 CHARTS_DIR = "graficos"
 DATA_DIR = "dados"
+PHASE2_INDEX = "fase2/index.html"  # the 2nd phase's leaderboard, only when the warehouse has phase-2 items
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -48,6 +49,10 @@ def edition_page(edition: int) -> str:
 
 def question_page(qid: str) -> str:
     return f"questao/{slug(qid)}.html"
+
+
+def phase2_item_page(item_id: str) -> str:
+    return f"fase2/item/{slug(item_id)}.html"
 
 
 def suite_page(suite: str) -> str:
