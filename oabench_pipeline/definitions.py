@@ -31,6 +31,13 @@ from oabench_pipeline.inference.resources import (
     ModelClientResource,
     ModelsRegistryResource,
 )
+from oabench_pipeline.phase2.assets import (
+    phase2_items,
+    phase2_judge_prompts,
+    phase2_source_files,
+    phase2_standards,
+)
+from oabench_pipeline.phase2.resources import Phase2SourcesResource
 from oabench_pipeline.scoring.assets import leaderboard, leaderboard_report, scores
 from oabench_pipeline.scoring.site_asset import leaderboard_site
 from oabench_pipeline.settings import Settings
@@ -67,6 +74,10 @@ ASSETS: list[AssetsDefinition] = [
     leaderboard,
     leaderboard_report,
     leaderboard_site,
+    phase2_source_files,
+    phase2_items,
+    phase2_standards,
+    phase2_judge_prompts,
 ]
 
 
@@ -93,6 +104,9 @@ def build_resources(settings: Settings) -> dict[str, object]:
             timeout_s=settings.model_timeout_s, backoff_base_s=settings.model_backoff_s
         ),
         "portal": PortalResource(base_url=settings.portal_url),
+        "phase2_sources": Phase2SourcesResource(
+            source_base_url=settings.source_base_url, download_timeout_s=settings.download_timeout_s
+        ),
     }
 
 

@@ -489,6 +489,60 @@ TABLES.update(
         ),
     }
 )
+# Added by the phase-2 ingest and import (docs/phase2.md): the pinned files, the judge prompts, and columns
+# that say what the source itself records.
+TABLES["phase2_standards"] += _columns(
+    (
+        "annulled",
+        pl.Boolean,
+        "The standard says the sub-item was annulled ('(Anulada)'); judges still grade it, as OAB-Bench did",
+    ),
+)
+TABLES["phase2_judgments"] += _columns(
+    (
+        "recorded_score",
+        pl.Float64,
+        "An imported judgment: the score its file records beside the text (NULL for a live judgment)",
+    ),
+    (
+        "score_source",
+        pl.String,
+        "'judgment' (the first [[n]] of the text), or 'recorded' (no [[n]] in the text: the imported file's "
+        "own score is kept)",
+    ),
+)
+TABLES.update(
+    {
+        "phase2_source_files": _columns(
+            ("kind", pl.String, "'questions', 'standards' or 'judge_prompts' (registry/phase2.toml)"),
+            ("path", pl.String, "The file's path in OAB-Bench's repository"),
+            ("url", pl.String, "Pinned raw URL at OAB-Bench's commit"),
+            ("fetched_from", pl.String, "Where the bytes came from (the URL or a mirror)"),
+            ("sha256", pl.String, "SHA-256 of the stored bytes (equal to the pin)"),
+            ("bytes", pl.Int64, "Size in bytes"),
+            ("stored_at", pl.String, "Path of the file in the content-addressed raw store"),
+            ("commit", pl.String, "OAB-Bench's commit the URL is pinned to"),
+        ),
+        "phase2_judge_prompts": _columns(
+            (
+                "name",
+                pl.String,
+                "Prompt name: 'single-oab-v1' (piece, sub-item A), 'single-oab-v1-multi-turn' (B)",
+            ),
+            ("type", pl.String, "'single' (one answer graded) or 'pairwise' (FastChat's, unused here)"),
+            ("system_prompt", pl.String, "The judge's system message"),
+            (
+                "prompt_template",
+                pl.String,
+                "The user message, with {placeholders} for question, standard, answer",
+            ),
+            ("output_format", pl.String, "How the judge states its score, e.g. [[rating]]"),
+            ("description", pl.String, "The file's description of the prompt"),
+            ("category", pl.String, "The file's category: 'oab', 'general', 'math'"),
+            *PHASE2_SOURCE_COLUMNS,
+        ),
+    }
+)
 
 DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
     "leaderboard": _columns(
