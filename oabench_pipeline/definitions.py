@@ -37,7 +37,9 @@ from oabench_pipeline.phase2.assets import (
     phase2_source_files,
     phase2_standards,
 )
+from oabench_pipeline.phase2.imports import phase2_import
 from oabench_pipeline.phase2.resources import Phase2SourcesResource
+from oabench_pipeline.phase2.scoring import phase2_scoring
 from oabench_pipeline.scoring.assets import leaderboard, leaderboard_report, scores
 from oabench_pipeline.scoring.site_asset import leaderboard_site
 from oabench_pipeline.settings import Settings
@@ -78,6 +80,8 @@ ASSETS: list[AssetsDefinition] = [
     phase2_items,
     phase2_standards,
     phase2_judge_prompts,
+    phase2_import,
+    phase2_scoring,
 ]
 
 

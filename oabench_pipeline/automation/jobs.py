@@ -99,6 +99,16 @@ phase2_edition_job = define_asset_job(
     partitions_def=phase2_editions_partitions,
     description="`oabench ingest --phase 2`, one run per edition: its 2nd-phase items and answer standards.",
 )
+phase2_import_job = define_asset_job(
+    "import_phase2_answers",
+    selection=AssetSelection.assets("phase2_import"),
+    description="`oabench import` of an OAB-Bench `data/oab_bench` folder: its answers and judgments.",
+)
+phase2_scoring_job = define_asset_job(
+    "rebuild_phase2_scores",
+    selection=AssetSelection.assets("phase2_scores", "phase2_leaderboard", "phase2_leaderboard_by_area"),
+    description="The 2nd phase's area-exam scores, leaderboard and by-area table, from every judgment.",
+)
 
 # Every asset job of the definitions: the sensors' and schedules' and `oabench`'s.
 ASSET_JOBS = [
@@ -115,6 +125,8 @@ ASSET_JOBS = [
     site_job,
     phase2_sources_job,
     phase2_edition_job,
+    phase2_import_job,
+    phase2_scoring_job,
 ]
 
 

@@ -523,6 +523,77 @@ TABLES.update(
             ("stored_at", pl.String, "Path of the file in the content-addressed raw store"),
             ("commit", pl.String, "OAB-Bench's commit the URL is pinned to"),
         ),
+        "phase2_leaderboard": _columns(
+            ("judge_key", pl.String, "The judge whose judgments the row counts"),
+            ("rank", pl.Int64, "Rank by mean_score among the judge's ranked models (NULL: not ranked)"),
+            (
+                "rank_low",
+                pl.Int64,
+                "Best rank the tests allow: 1 + ranked models significantly better (paired t tests over the "
+                "shared area-exams, Holm-corrected, 5%)",
+            ),
+            (
+                "rank_high",
+                pl.Int64,
+                "Worst rank the tests allow: ranked models − ranked models significantly worse",
+            ),
+            ("model_key", pl.String, "The judged model's key"),
+            (
+                "mean_score",
+                pl.Float64,
+                "Mean area-exam total (of 10) over its complete area-exams, in hundredths",
+            ),
+            (
+                "mean_ci_low",
+                pl.Float64,
+                "Lower end of the mean's 95% Student t interval over the complete area-exams",
+            ),
+            ("mean_ci_high", pl.Float64, "Upper end of the mean's 95% Student t interval"),
+            ("exams_passed", pl.Int64, "Complete area-exams passed (total rounded to hundredths >= 6.00)"),
+            ("exams_total", pl.Int64, "Area-exams of the editions the model answered"),
+            (
+                "exams_complete",
+                pl.Int64,
+                "Area-exams whose every sub-item has an answer and a valid judgment",
+            ),
+            (
+                "exams_incomplete",
+                pl.Int64,
+                "Area-exams with a missing or invalid judgment: neither passed nor failed",
+            ),
+            ("invalid", pl.Int64, "Sub-items whose judgment is invalid (no [[score]], above the points)"),
+            ("missing", pl.Int64, "Sub-items with no answer or no judgment"),
+            (
+                "ranked",
+                pl.Boolean,
+                "Every area-exam of the ingested items is complete, from complete answer runs: only these rank",
+            ),
+            (
+                "answer_cost_usd",
+                pl.Float64,
+                "Cost of the counted answers; NULL when any is unknown (an import)",
+            ),
+            (
+                "judging_cost_usd",
+                pl.Float64,
+                "Cost of the counted judgments; NULL when any is unknown (an import)",
+            ),
+            (
+                "answer_run_ids",
+                pl.List(pl.String),
+                "The answer runs counted, one per edition (docs/phase2.md)",
+            ),
+        ),
+        "phase2_leaderboard_by_area": _columns(
+            ("judge_key", pl.String, "The judge"),
+            ("model_key", pl.String, "The judged model's key"),
+            ("area", pl.String, "Area of law"),
+            ("exams_total", pl.Int64, "Area-exams of this area (one per edition answered)"),
+            ("exams_complete", pl.Int64, "Those with every sub-item validly judged"),
+            ("mean_score", pl.Float64, "Mean total (of 10) over the complete ones, in hundredths"),
+            ("exams_passed", pl.Int64, "Complete area-exams passed (>= 6.00)"),
+            ("editions", pl.List(pl.Int32), "The editions of those area-exams"),
+        ),
         "phase2_judge_prompts": _columns(
             (
                 "name",

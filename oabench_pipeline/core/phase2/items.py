@@ -77,8 +77,11 @@ class SubItemStandard:
 
 
 def jsonl_records(text: str, what: str) -> Iterator[tuple[int, dict]]:
-    """(line number, object) of each non-empty line; a line that is not a JSON object is refused."""
-    for number, line in enumerate(text.splitlines(), start=1):
+    """(line number, object) of each non-empty line; a line that is not a JSON object is refused.
+
+    Lines end at "\n" only: `str.splitlines` would also split at U+2028 or U+0085, which JSON strings in
+    these files hold raw."""
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -174,7 +177,7 @@ def parse_points_cell(cell: str) -> tuple[float, ...]:
 
 def _table_rows(turn_text: str, where: str) -> list[tuple[str, str]]:
     """The distribution table's body rows as (item, points) cells; the header and rule lines dropped."""
-    lines = [line.strip() for line in turn_text.splitlines()]
+    lines = [line.strip() for line in turn_text.split("\n")]
     table = [i for i, line in enumerate(lines) if line.startswith("|")]
     if not table:
         raise Phase2DataError(f"{where}: no distribution table (| ITEM | PONTUAÇÃO |)")
@@ -300,3 +303,21 @@ def criteria_total_problems(standards: list[SubItemStandard]) -> list[str]:
                 f"the sub-item has {standard.points:.2f}"
             )
     return problems
+
+
+def items_from_rows(rows: list[dict]) -> dict[str, Phase2Item]:
+    """`phase2_items` rows (as `DataFrame.to_dicts()` gives them) back into items, by id."""
+    return {
+        row["item_id"]: Phase2Item(
+            item_id=row["item_id"],
+            edition=int(row["edition"]),
+            area=row["area"],
+            kind=row["kind"],
+            number=row["number"],
+            statement=row["statement"],
+            system=row["system"],
+            turn_prompts=tuple(row["turn_prompts"]),
+            turn_points=tuple(row["turn_points"]),
+        )
+        for row in rows
+    }
