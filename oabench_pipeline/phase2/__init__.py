@@ -1,1 +1,4 @@
-"""Dagster assets of the 2nd phase (prova prático-profissional), over `core/phase2/`."""
+"""The 2nd phase's Dagster assets: OAB-Bench's pinned files, items, answer standards and judge prompts
+(`assets.py`), imported answers and judgments (`imports.py`), area-exam scores and the leaderboard
+(`scoring.py`), judges compared (`agreement.py`) and candidates' pass rates (`pass_rates.py`). The pure parts
+live in `core/phase2/`."""

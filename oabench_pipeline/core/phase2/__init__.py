@@ -1,1 +1,2 @@
-"""Pure logic of the 2nd phase (prova prático-profissional): no Dagster, no I/O beyond the arguments."""
+"""The 2nd phase (prova prático-profissional), pure: OAB-Bench's files parsed, judge scores read, area-exams
+scored and ranked. No Dagster, no I/O beyond the arguments (docs/phase2.md)."""
