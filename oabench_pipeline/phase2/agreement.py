@@ -29,6 +29,7 @@ JUDGMENT_SCHEMA = {
     "area": pl.String,
     "edition": pl.Int32,
     "score": pl.Float64,
+    "max_points": pl.Float64,
 }
 
 

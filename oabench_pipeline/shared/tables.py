@@ -625,12 +625,17 @@ TABLES.update(
             ("answers", pl.Int64, "Sub-items (model × item × turn) both judges scored validly"),
             ("mae", pl.Float64, "Mean absolute difference of the two judges' points per sub-item"),
             ("mean_difference", pl.Float64, "Mean of judge_a's points minus judge_b's (a judge's leniency)"),
-            ("pearson", pl.Float64, "Pearson correlation of the two judges' points; NULL if one is constant"),
-            ("spearman", pl.Float64, "Spearman rank correlation of the two judges' points"),
+            (
+                "pearson",
+                pl.Float64,
+                "Pearson correlation of the two judges' share of each sub-item's points; NULL if one is constant",
+            ),
+            ("spearman", pl.Float64, "Spearman rank correlation of the two judges' share of the points"),
             (
                 "icc",
                 pl.Float64,
-                "ICC(2,1): two-way random effects, absolute agreement, one rater (pingouin's ICC(A,1))",
+                "ICC(2,1) of the share of the points: two-way random effects, absolute agreement, one rater "
+                "(pingouin's ICC(A,1))",
             ),
             ("icc_ci_low", pl.Float64, "Lower end of the ICC's 95% interval (McGraw & Wong)"),
             ("icc_ci_high", pl.Float64, "Upper end of the ICC's 95% interval"),

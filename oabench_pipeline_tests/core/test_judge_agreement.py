@@ -146,3 +146,15 @@ def test_planted_icc_interval_covers_it(noise_sd: float, bias_b: float, max_cove
     assert 0.92 <= coverage <= max_coverage
     assert np.mean(estimates) == pytest.approx(sim.planted_icc, abs=0.02)
     assert np.mean(maes) == pytest.approx(sim.planted_mae, abs=0.02)
+
+
+def test_correlations_and_icc_are_on_the_share_of_each_sub_items_points() -> None:
+    """A piece (5.00) beside sub-items (0.65): on raw points the ICC would mostly see the piece's scale."""
+    sim = simulate(5, answers_per_area=20)
+    max_points = pl.Series([5.0 if i % 9 == 0 else 0.65 for i in range(sim.judgments.height)])
+    frame = sim.judgments.with_columns(max_points=max_points, score=pl.col("score") * max_points)
+    with_points = judge_agreement(frame).filter(pl.col("area") == OVERALL).row(0, named=True)
+    plain = judge_agreement(sim.judgments).filter(pl.col("area") == OVERALL).row(0, named=True)
+    assert with_points["icc"] == pytest.approx(plain["icc"])
+    assert with_points["spearman"] == pytest.approx(plain["spearman"])
+    assert with_points["mae"] != pytest.approx(plain["mae"])  # the MAE stays in points

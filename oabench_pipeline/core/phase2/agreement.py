@@ -1,10 +1,13 @@
 """How far two judges of the 2nd phase agree, when both graded the same answers (`phase2_judge_agreement`).
 
 One frame in, the judgments: `judge_key`, `model_key`, `item_id`, `turn`, `area`, `edition`, `score` (NULL
-for an invalid judgment). Each pair of judges is compared on the sub-items both scored validly (a sub-item is
-one answer: model × item × turn), per area and over all areas:
+for an invalid judgment), and optionally `max_points`. Each pair of judges is compared on the sub-items both
+scored validly (a sub-item is one answer: model × item × turn), per area and over all areas:
 
-- `mae`: mean absolute difference in points; `pearson`, `spearman`: correlations of the two judges' points;
+- `mae`, `mean_difference`: in points;
+- `pearson`, `spearman` and the ICC on each sub-item's share of its points when `max_points` is given (a piece is
+  worth 5.00 and a sub-item about 0.60: on raw points the ICC would mostly measure that the judges tell a piece
+  from a sub-item), else on the points;
 - `icc`, `icc_ci_low`, `icc_ci_high`: ICC(2,1), two-way random effects, absolute agreement, one rater
   (McGraw & Wong's ICC(A,1)), with its 95% interval, from pingouin's `intraclass_corr`;
 - pass or fail per area-exam (edition × area × model), from each judge's exam total (the total rounded to
@@ -33,12 +36,17 @@ KEYS = ["model_key", "edition", "area", "item_id", "turn"]
 
 def score_pairs(judgments: pl.DataFrame) -> pl.DataFrame:
     """Each pair of judges (judge_a < judge_b) on each sub-item both scored validly: KEYS, judge_a,
-    judge_b, score_a, score_b."""
-    valid = judgments.filter(pl.col("score").is_not_null()).select(*KEYS, "judge_key", "score")
+    judge_b, score_a, score_b, and share_a, share_b (the score over max_points, or the score without it)."""
+    share = pl.col("score") / pl.col("max_points") if "max_points" in judgments.columns else pl.col("score")
+    valid = judgments.filter(pl.col("score").is_not_null()).select(
+        *KEYS, "judge_key", "score", share.cast(pl.Float64).alias("share")
+    )
     frames = []
     for judge_a, judge_b in _judge_pairs(judgments):
-        left = valid.filter(pl.col("judge_key") == judge_a).drop("judge_key").rename({"score": "score_a"})
-        right = valid.filter(pl.col("judge_key") == judge_b).drop("judge_key").rename({"score": "score_b"})
+        left = valid.filter(pl.col("judge_key") == judge_a).drop("judge_key")
+        left = left.rename({"score": "score_a", "share": "share_a"})
+        right = valid.filter(pl.col("judge_key") == judge_b).drop("judge_key")
+        right = right.rename({"score": "score_b", "share": "share_b"})
         joined = left.join(right, on=KEYS, how="inner")
         frames.append(joined.with_columns(judge_a=pl.lit(judge_a), judge_b=pl.lit(judge_b)))
     if not frames:
@@ -46,7 +54,9 @@ def score_pairs(judgments: pl.DataFrame) -> pl.DataFrame:
             schema={
                 **{key: judgments.schema[key] for key in KEYS},
                 "score_a": pl.Float64,
+                "share_a": pl.Float64,
                 "score_b": pl.Float64,
+                "share_b": pl.Float64,
                 "judge_a": pl.String,
                 "judge_b": pl.String,
             }
@@ -120,7 +130,12 @@ def judge_agreement(judgments: pl.DataFrame, exam_sub_items: pl.DataFrame | None
                     "judge_a": judge_a,
                     "judge_b": judge_b,
                     "area": area,
-                    **score_statistics(scope_pairs["score_a"].to_numpy(), scope_pairs["score_b"].to_numpy()),
+                    **score_statistics(
+                        scope_pairs["score_a"].to_numpy(),
+                        scope_pairs["score_b"].to_numpy(),
+                        scope_pairs["share_a"].to_numpy(),
+                        scope_pairs["share_b"].to_numpy(),
+                    ),
                     **pass_statistics(scope_exams),
                 }
             )
@@ -147,8 +162,16 @@ AGREEMENT_SCHEMA = {
 }
 
 
-def score_statistics(score_a: np.ndarray, score_b: np.ndarray) -> dict[str, float | int | None]:
-    """MAE, mean difference (a − b), Pearson, Spearman and ICC(2,1) with its 95% interval of paired scores."""
+def score_statistics(
+    score_a: np.ndarray,
+    score_b: np.ndarray,
+    share_a: np.ndarray | None = None,
+    share_b: np.ndarray | None = None,
+) -> dict[str, float | int | None]:
+    """MAE and mean difference (a − b) of paired points; Pearson, Spearman and ICC(2,1) with its 95% interval
+    of the paired shares of the points (the points themselves when no shares are given)."""
+    if share_a is None or share_b is None:
+        share_a, share_b = score_a, score_b
     n = len(score_a)
     out: dict[str, float | int | None] = {"answers": n}
     if n == 0:
@@ -157,10 +180,10 @@ def score_statistics(score_a: np.ndarray, score_b: np.ndarray) -> dict[str, floa
         )
     out["mae"] = float(np.mean(np.abs(score_a - score_b)))
     out["mean_difference"] = float(np.mean(score_a - score_b))
-    varies = n >= 3 and np.ptp(score_a) > 0 and np.ptp(score_b) > 0
-    out["pearson"] = _finite(stats.pearsonr(score_a, score_b).statistic) if varies else None
-    out["spearman"] = _finite(stats.spearmanr(score_a, score_b).statistic) if varies else None
-    out |= icc_2_1(score_a, score_b)
+    varies = n >= 3 and np.ptp(share_a) > 0 and np.ptp(share_b) > 0
+    out["pearson"] = _finite(stats.pearsonr(share_a, share_b).statistic) if varies else None
+    out["spearman"] = _finite(stats.spearmanr(share_a, share_b).statistic) if varies else None
+    out |= icc_2_1(share_a, share_b)
     return out
 
 
