@@ -102,6 +102,10 @@ def leaderboard_cmd(
     if frame.is_empty():
         raise click.ClickException(f"no {table} table yet: run `oabench run` or `oabench import` first")
     note = None
+    if by == "edition":  # each edition's candidates' pass rate beside the models' scores
+        from oabench_pipeline.core.pass_rates import load_pass_rates, with_candidates_rate
+
+        frame = with_candidates_rate(frame, load_pass_rates())
     if by == "model" and rank_by == "ability" and "ability_rank" not in frame.columns:
         raise click.ClickException(
             "the leaderboard has no abilities yet: rebuild it with `oabench run` (nothing is asked again)"
@@ -135,6 +139,12 @@ def leaderboard_cmd(
     click.echo(format_table(public_frame(frame), fmt))  # an endpoint column, if one is ever added
     if note:
         click.echo(note)
+    if by == "edition" and fmt in ("table", "markdown"):
+        from oabench_pipeline.core.pass_rates import PASS_RATE_CAVEAT
+
+        click.echo(
+            f"candidates: the 1st-phase pass rate of the edition's candidates (registry/pass_rates.toml). {PASS_RATE_CAVEAT}"
+        )
     if heading and fmt in ("table", "markdown"):  # which suite is ranked, and what it covers
         click.echo(heading)
 
@@ -153,6 +163,7 @@ TERMINAL_COLUMNS = {
         "invalid_count": "invalid",
         "avg_latency_ms": "avg ms",
         "cost_usd": "cost $",
+        "candidates_pass_rate": "candidates",
     },
     "area": {
         "model_key": "model",

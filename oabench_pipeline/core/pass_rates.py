@@ -94,3 +94,18 @@ def pass_rate_problems(table: pl.DataFrame) -> list[str]:
                     f"edition {row['edition']}: rate {rate} but {row['approved']}/{row['denominator']} = {computed:.4f}"
                 )
     return problems
+
+
+def with_candidates_rate(by_edition: pl.DataFrame, rates: pl.DataFrame) -> pl.DataFrame:
+    """`leaderboard_by_edition` rows with each edition's candidates' pass rate beside the models' scores:
+    `candidates_pass_rate` and `candidates_rate_of` (what it is taken over); NULL where none was verified."""
+    if rates.is_empty():
+        return by_edition.with_columns(
+            candidates_pass_rate=pl.lit(None, pl.Float64), candidates_rate_of=pl.lit(None, pl.String)
+        )
+    beside = rates.select(
+        pl.col("edition").cast(by_edition.schema["edition"]),
+        candidates_pass_rate=pl.col("pass_rate"),
+        candidates_rate_of=pl.col("denominator_kind"),
+    )
+    return by_edition.join(beside, on="edition", how="left", maintain_order="left")
