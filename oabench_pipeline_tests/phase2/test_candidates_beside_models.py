@@ -26,7 +26,9 @@ def test_by_edition_puts_the_candidates_rate_beside_the_models(
     warehouse: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OABENCH_WAREHOUSE", str(warehouse))
-    result = CliRunner().invoke(main, ["leaderboard", "--by", "edition", "--suite", "all", "--format", "json"])
+    result = CliRunner().invoke(
+        main, ["leaderboard", "--by", "edition", "--suite", "all", "--format", "json"]
+    )
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     rates = dict(load_pass_rates().select("edition", "pass_rate").iter_rows())
