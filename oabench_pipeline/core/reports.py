@@ -23,6 +23,7 @@ from oabench_pipeline.core.files import write_atomically
 from oabench_pipeline.core.leaderboard import suite_view
 from oabench_pipeline.core.markdown import markdown_table
 from oabench_pipeline.core.numbers import grouped, short_decimal
+from oabench_pipeline.core.pass_rates import PASS_RATE_CAVEAT, load_pass_rates
 from oabench_pipeline.core.public_endpoints import public_frame
 from oabench_pipeline.core.rendering import render
 from oabench_pipeline.shared.tables import csv_ready
@@ -192,7 +193,30 @@ def _per_edition_rows(tables: dict[str, pl.DataFrame]) -> tuple[list[str], list[
             )
             row.append(text + ("" if cell["complete"] else " (incomplete)"))
         rows.append(row)
+    rates = tables.get("candidate_pass_rates")
+    rows.append(["Candidates (1st-phase pass rate)", *_candidates_cells(rates, editions)])
     return header, rows
+
+
+def _candidates_cells(rates: pl.DataFrame | None, editions: list[int]) -> list[str]:
+    """Each edition's candidates' pass rate and what it is taken over (`registry/pass_rates.toml`), `—`
+    where none was verified."""
+    rates = load_pass_rates() if rates is None else rates
+    by_edition = {int(r["edition"]): r for r in rates.iter_rows(named=True)} if not rates.is_empty() else {}
+    cells = []
+    for edition in editions:
+        r = by_edition.get(edition)
+        if r is None or r["pass_rate"] is None:
+            cells.append("—")
+        else:
+            cells.append(f"{_fmt_pct(r['pass_rate'])} of {str(r['denominator_kind']).replace('_', ' ')}")
+    return cells
+
+
+CANDIDATES_NOTE = (
+    "Candidates: the share of an edition's candidates who passed its 1st phase, as its source gives it "
+    "(registry/pass_rates.toml). " + PASS_RATE_CAVEAT
+)
 
 
 LAW_FLAG_NOTE = (
@@ -285,6 +309,7 @@ def leaderboard_markdown(
     lines += markdown_table(*_display_rows(tables))
     lines += ["", *(f"{note}\n" for note in NOTES), "**Per edition**", ""]
     lines += markdown_table(*_per_edition_rows(tables))
+    lines += ["", CANDIDATES_NOTE]
     key_header, key_rows = key_provenance_rows(answer_keys, _report_editions(tables))
     if key_rows:
         lines += ["", "**Answer keys**", "", *markdown_table(key_header, key_rows), "", KEY_NOTE]
@@ -350,6 +375,7 @@ def _html_page(
         notes=NOTES,
         edition_header=edition_header,
         edition_rows=edition_rows,
+        candidates_note=CANDIDATES_NOTE,
         key_header=key_header,
         key_rows=key_rows,
         key_note=KEY_NOTE,

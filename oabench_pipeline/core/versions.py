@@ -31,7 +31,7 @@ ANALYSIS_VERSION = "analysis-8"  # 2: Rasch tables; 3: per-edition costs; 4: sui
 
 # The report's code version (`leaderboard_report`, the site's pages): bump it with any change to what the
 # report shows. Kept here so that the definitions read it without importing the report's builder.
-REPORT_VERSION = "report-5"  # 4: costs and latencies with the terminal's digits; 5: answer keys' provenance
+REPORT_VERSION = "report-6"  # 4: costs and latencies with the terminal's digits; 5: answer keys' provenance; 6: candidates' pass rates
 
 # The site's code version (`leaderboard_site`): bump it when the pages change, to have the site rebuilt.
 SITE_VERSION = "site-4"  # 2: an Início per suite with a switcher; passed editions of the suite's editions; 3: law currency; key provenance on question pages; 4: 2nd-phase pages, candidates' pass rates

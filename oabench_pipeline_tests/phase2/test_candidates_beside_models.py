@@ -42,3 +42,15 @@ def test_by_edition_puts_the_candidates_rate_beside_the_models(
     assert table.exit_code == 0, table.output
     assert "candidates" in table.stdout.splitlines()[0]
     assert "not a distribution of scores" in table.stdout
+
+
+def test_the_report_shows_each_editions_candidates_rate(warehouse: Path) -> None:
+    from oabench_pipeline.core.reports import leaderboard_markdown
+    from oabench_pipeline.warehouse import Warehouse
+
+    store = Warehouse(warehouse)
+    tables = {name: store.read(name) for name in ("leaderboard", "leaderboard_by_edition")}
+    text = leaderboard_markdown(tables)
+    candidates = next(line for line in text.splitlines() if line.startswith("| Candidates"))
+    assert "44.8% of present" in candidates and "16.7% of present" in candidates  # 8th and 9th
+    assert "not a distribution of scores" in text
