@@ -64,7 +64,7 @@ def phase2_judge_agreement(warehouse: WarehouseResource) -> Iterator[Materialize
     over all areas, the MAE, Pearson and Spearman correlations and ICC(2,1) with its 95% interval of their
     points per sub-item, and on how many area-exams one judge passes the model and the other fails it.
 
-    Empty while fewer than two judges graded a common answer (docs/phase2_agreement.md)."""
+    Empty while fewer than two judges graded a common answer (docs/phase2.md)."""
     store = warehouse.warehouse()
     table = judge_agreement(judgment_scores(store), exam_sub_items(store))
     results = agreement_checks(table)

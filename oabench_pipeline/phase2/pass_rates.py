@@ -35,7 +35,7 @@ def candidate_pass_rates(warehouse: WarehouseResource) -> Iterator[MaterializeRe
     taken over (present candidates, inscribed ones), from the packaged `registry/pass_rates.toml`.
 
     A pass rate says how many passed, not how they scored: no per-question data of candidates is public, so
-    it is shown beside the models' scores, never compared question by question (docs/phase2_agreement.md)."""
+    it is shown beside the models' scores, never compared question by question (docs/phase2.md)."""
     try:
         table = load_pass_rates(PASS_RATES_FILE)
     except PassRatesError as error:

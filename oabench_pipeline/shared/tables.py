@@ -615,7 +615,7 @@ TABLES.update(
     }
 )
 
-# Judges compared, and the candidates' side of the exam (docs/phase2_agreement.md).
+# Judges compared, and the candidates' side of the exam (docs/phase2.md).
 TABLES.update(
     {
         "phase2_judge_agreement": _columns(

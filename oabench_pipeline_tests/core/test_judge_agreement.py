@@ -91,7 +91,7 @@ def test_an_exam_missing_a_sub_item_is_not_compared_when_the_exam_is_known() -> 
 
 
 def test_planted_agreement_is_recovered_quick() -> None:
-    """One seed, 3 areas × 60 answers, planted ICC 0.784 (true sd 1, noise sd 0.5, biases 0 and 0.3)."""
+    """One seed, 3 areas × 60 answers, planted ICC 0.772 (true sd 1, noise sd 0.5, biases 0 and 0.3): estimated 0.798 [0.665, 0.870]."""
     sim = simulate(7)
     table = judge_agreement(sim.judgments)
     overall = table.filter(pl.col("area") == OVERALL).row(0, named=True)
