@@ -177,3 +177,14 @@ def test_no_phase2_items_no_pages_and_no_link(plain_warehouse: Path, tmp_path: P
     edition = (site / paths.edition_page(store.read("editions")["edition"][0])).read_text(encoding="utf-8")
     assert "Nenhuma taxa verificada desta edição." in edition
     assert broken_links(site) == []
+
+
+def test_edition_pages_show_the_registrys_rate_before_the_table_is_written(tmp_path: Path) -> None:
+    """Editions 8-9 (the registry has their rates); no `candidate_pass_rates` table in the warehouse."""
+    synthetic = make_synthetic_warehouse(n_models=2, n_editions=2, first_edition=8, seed=4)
+    write_scored_warehouse(synthetic.tables, tmp_path / "warehouse" / "oabench.duckdb")
+    store = Warehouse(tmp_path / "warehouse" / "oabench.duckdb")
+    assert not store.has_table("candidate_pass_rates")
+    _build(store, tmp_path / "site")
+    ix = (tmp_path / "site" / paths.edition_page(9)).read_text(encoding="utf-8")
+    assert "16,67%" in ix and "19.134 aprovados / 114.763" in ix and "gazetadopovo.com.br" in ix

@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from oabench_pipeline.core.pass_rates import load_pass_rates
 from oabench_pipeline.core.site.paths import PHASE2_INDEX, phase2_item_page, relative
 
 PHASE2_TABLES = (
@@ -52,11 +53,13 @@ class Phase2SiteData:
 
 
 def load_phase2(con: duckdb.DuckDBPyConnection, present: set[str]) -> Phase2SiteData:
-    """The phase-2 tables and the pass rates; each one missing from the warehouse is an empty frame."""
+    """The phase-2 tables (each one missing from the warehouse an empty frame) and the pass rates."""
 
     def table(name: str, order: str) -> pl.DataFrame:
         return con.sql(f'SELECT * FROM "{name}" ORDER BY {order}').pl() if name in present else pl.DataFrame()
 
+    # The registry's rates until the `candidate_pass_rates` asset has written them, as the report does.
+    pass_rates = table("candidate_pass_rates", "edition")
     return Phase2SiteData(
         items=table("phase2_items", "edition, area, coalesce(number, 0), item_id"),
         standards=table("phase2_standards", "item_id, turn"),
@@ -64,7 +67,7 @@ def load_phase2(con: duckdb.DuckDBPyConnection, present: set[str]) -> Phase2Site
         judgments=table("phase2_judgments", "item_id, model_key, judge_key, turn"),
         scores=table("phase2_scores", "judge_key, model_key, edition, area"),
         agreement=table("phase2_judge_agreement", "judge_a, judge_b, area"),
-        pass_rates=table("candidate_pass_rates", "edition"),
+        pass_rates=pass_rates if not pass_rates.is_empty() else load_pass_rates(),
     )
 
 
