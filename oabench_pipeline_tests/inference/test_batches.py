@@ -95,6 +95,8 @@ def test_a_batch_is_submitted_then_collected_as_chat_results(tmp_path: Path, api
             assert line.result.provenance.response_provider == "Acme"
         assert set(server.billed_by_body.values()) == {1} and len(server.billed_by_body) == 12
         assert runner.step(requests, sink).done and server.requests["create"] == 1  # nothing more to send
+        assert server.authorizations == {f"Bearer {API_KEY}"}
+        assert API_KEY not in (tmp_path / "45.batches.jsonl").read_text()
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -134,6 +136,22 @@ def test_a_cancelled_batch_and_a_rejected_create(tmp_path: Path, api: str) -> No
         runner.run(requests, sink, poll_interval_s=0)
         assert len(sink.first) == 8 and server.billed_twice() == {}
         assert sorted(len(b.lines) for b in server.batches.values()) == [6, 8]
+
+
+def test_a_batch_that_fails_validation_after_it_was_accepted_is_reported_and_sent_again(
+    tmp_path: Path,
+) -> None:
+    requests = questions(5)
+    with OpenRouterBatchServer(plans=[BatchPlan("failed")]) as server:
+        runner = protocol(tmp_path, transport_for("openrouter", server.base_url))
+        sink = Sink()
+        report = runner.run(requests, sink, poll_interval_s=0)
+        assert report.rejected and "validation failed" in report.rejected[0]
+        assert not sink.first and not server.billed and server.requests["results"] == 0
+        assert server.requests["create"] == 1  # nothing more sent in the round that saw the failure
+
+        runner.run(requests, sink, poll_interval_s=0)
+        assert len(sink.first) == 5 and server.requests["create"] == 2 and server.billed_twice() == {}
 
 
 @pytest.mark.parametrize("api", APIS)

@@ -116,6 +116,7 @@ class _BatchServer:
     billed_by_body: Counter[str] = field(default_factory=Counter)
     requests: Counter[str] = field(default_factory=Counter)
     batches: dict[str, _Batch] = field(default_factory=dict)
+    authorizations: set[str] = field(default_factory=set)
     prefix: str = "/v1"
     _server: ThreadingHTTPServer | None = None
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
@@ -140,6 +141,7 @@ class _BatchServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+                owner.authorizations.add(self.headers.get("Authorization", ""))
                 try:
                     status, payload, ctype = owner.route(method, url.path, query, raw, self.headers)
                 except _HttpError as exc:

@@ -15,7 +15,11 @@ question is in two live batches.
    batch created, its id recorded at once.
 
 A failed, expired or cancelled line is free again at step 3 of the same round. A question that used its
-attempts without an answer is handed to `on_result` once, as an error result.
+attempts without an answer is handed to `on_result` once, as an error result. A batch refused at create,
+or `failed` as a whole (OpenRouter validates after accepting), is reported in `StepReport.rejected`, and
+`run` stops there: a validation error does not heal by itself (a round that collects a failed batch
+submits nothing; a later one sends its lines again, within their attempts). An HTTP or transport error
+propagates with the journal as it was: the next round takes up from there.
 
 After each named step (`STEPS`) `after_step(name)` is called: the tests' SIGKILL point. A crash between
 handing results over and recording `collected` hands the same results over again on restart (they cost
@@ -100,7 +104,8 @@ class BatchProtocol:
         report = StepReport()
         self._reattach(report)
         self._collect(on_result, report)
-        self._submit(requests, on_result, report)
+        if not report.rejected:  # a batch failed validation: send nothing more until asked again
+            self._submit(requests, report)
         return report
 
     def run(
@@ -146,7 +151,9 @@ class BatchProtocol:
             if not info.terminal:
                 report.open_batches.append(intent.batch_id)
                 continue
-            answered, failed = self._read_results(intent, intent.batch_id, attempts, on_result)
+            if info.status == "failed":  # refused after it was accepted (validation): nothing ran
+                report.rejected.append(f"batch {intent.batch_id} failed: {info.error or 'no reason given'}")
+            answered, failed = self._read_results(intent, intent.batch_id, info.status, attempts, on_result)
             self.after_step("results_delivered")
             self.journal.record_collected(intent.token, intent.batch_id, info.status, answered, failed)
             self.after_step("collected")
@@ -158,6 +165,7 @@ class BatchProtocol:
         self,
         intent: Intent,
         batch_id: str,
+        status: str,
         attempts: dict[str, int],
         on_result: Callable[[BatchLineResult], None],
     ) -> tuple[set[str], set[str]]:
@@ -166,7 +174,8 @@ class BatchProtocol:
         latency_ms = max(0, round((datetime.now(UTC) - started).total_seconds() * 1000))
         answered: set[str] = set()
         errors: dict[str, str] = {}
-        for page in self.transport.results(batch_id):
+        pages = self.transport.results(batch_id) if status != "failed" else iter(())
+        for page in pages:
             for outcome in page:
                 line = lines.get(outcome.custom_id)
                 if line is None or outcome.custom_id in answered:
@@ -205,12 +214,7 @@ class BatchProtocol:
 
     # ----------------------------------------------------------------------------------- 3. submit
 
-    def _submit(
-        self,
-        requests: Sequence[ChatRequest],
-        on_result: Callable[[BatchLineResult], None],
-        report: StepReport,
-    ) -> None:
+    def _submit(self, requests: Sequence[ChatRequest], report: StepReport) -> None:
         state = self.journal.replay()
         answered, held, attempts = state.answered_qids(), state.held_qids(), state.attempts()
         free = [r for r in requests if r.qid not in answered and r.qid not in held]
