@@ -31,6 +31,15 @@ from oabench_pipeline.inference.resources import (
     ModelClientResource,
     ModelsRegistryResource,
 )
+from oabench_pipeline.phase2.assets import (
+    phase2_items,
+    phase2_judge_prompts,
+    phase2_source_files,
+    phase2_standards,
+)
+from oabench_pipeline.phase2.imports import phase2_import
+from oabench_pipeline.phase2.resources import Phase2SourcesResource
+from oabench_pipeline.phase2.scoring import phase2_scoring
 from oabench_pipeline.scoring.assets import leaderboard, leaderboard_report, scores
 from oabench_pipeline.scoring.site_asset import leaderboard_site
 from oabench_pipeline.settings import Settings
@@ -67,6 +76,12 @@ ASSETS: list[AssetsDefinition] = [
     leaderboard,
     leaderboard_report,
     leaderboard_site,
+    phase2_source_files,
+    phase2_items,
+    phase2_standards,
+    phase2_judge_prompts,
+    phase2_import,
+    phase2_scoring,
 ]
 
 
@@ -93,6 +108,9 @@ def build_resources(settings: Settings) -> dict[str, object]:
             timeout_s=settings.model_timeout_s, backoff_base_s=settings.model_backoff_s
         ),
         "portal": PortalResource(base_url=settings.portal_url),
+        "phase2_sources": Phase2SourcesResource(
+            source_base_url=settings.source_base_url, download_timeout_s=settings.download_timeout_s
+        ),
     }
 
 
