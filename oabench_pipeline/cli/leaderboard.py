@@ -370,11 +370,10 @@ def _phase2_leaderboard(warehouse: Warehouse, judge: str | None, by: str, fmt: s
         frame = frame.sort("rank", "mean_score", descending=[False, True], nulls_last=True)
     if fmt in ("table", "markdown") and not wide:
         if by == "model":
+            rows = frame.select("rank_low", "rank_high", "mean_score", "mean_ci_low", "mean_ci_high").rows()
             frame = frame.with_columns(
-                pl.format("{}–{}", "rank_low", "rank_high").alias("rank_range"),
-                pl.format("{} ({}–{})", pl.col("mean_score").round(2), "mean_ci_low", "mean_ci_high").alias(
-                    "mean_text"
-                ),
+                pl.Series("rank_range", [_range_text(r[0], r[1]) for r in rows], dtype=pl.String),
+                pl.Series("mean_text", [_mean_text(*r[2:]) for r in rows], dtype=pl.String),
                 pl.format("{}/{}", "exams_passed", "exams_total").alias("passed_text"),
             )
         columns = PHASE2_TERMINAL_COLUMNS[by]

@@ -49,6 +49,11 @@ def test_o3_judgments_give_the_published_figures(imported: PipelineEnv) -> None:
     assert o3["mean_ci_low"] < 8.52 < o3["mean_ci_high"]
     assert (o3["answer_cost_usd"], o3["judging_cost_usd"]) == (None, None)  # OAB-Bench records no cost
     assert o3["answer_run_ids"] == [f"oab-bench:{COMMIT}"]
+    table = imported.cli("leaderboard", "--phase", "2", "--judge", O3)
+    assert table.exit_code == 0, table.output
+    lines = table.output.splitlines()
+    assert lines[2].split() == ["1", "1–1", O3, "8.52", "(8.19–8.84)", "21/21", "0", "0", "—", "—"]
+    assert lines[3].split()[:6] == ["2", "2–2", SABIA, "6.71", "(6.11–7.30)", "15/21"]
 
 
 def test_answers_and_judgments_keep_their_source(imported: PipelineEnv) -> None:
@@ -159,3 +164,11 @@ def test_a_second_judge_needs_judge_and_an_invalid_judgment_makes_an_exam_incomp
         None,
         f"score 0,99 is above the sub-item's {points:.2f} points",
     )
+
+
+def test_import_before_the_phase2_ingest_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = make_env(tmp_path, monkeypatch, "http://127.0.0.1:9")
+    result = env.cli("import", str(oab_bench_folder()))
+    assert result.exit_code == 1
+    assert "run `oabench ingest --phase 2` first" in result.output
+    assert not env.warehouse.has_table("phase2_answers")
