@@ -38,8 +38,8 @@ inference_cell_job = define_asset_job(
 )
 editions_table_job = define_asset_job(
     "refresh_editions_table",
-    selection=AssetSelection.assets("editions"),
-    description="Rebuild the editions table.",
+    selection=AssetSelection.assets("editions", "candidate_pass_rates"),
+    description="Rebuild the editions table and the candidates' pass rates, both read from the registry.",
 )
 catalogue_job = define_asset_job(
     "refresh_model_catalogue",
@@ -106,8 +106,11 @@ phase2_import_job = define_asset_job(
 )
 phase2_scoring_job = define_asset_job(
     "rebuild_phase2_scores",
-    selection=AssetSelection.assets("phase2_scores", "phase2_leaderboard", "phase2_leaderboard_by_area"),
-    description="The 2nd phase's area-exam scores, leaderboard and by-area table, from every judgment.",
+    selection=AssetSelection.assets(
+        "phase2_scores", "phase2_leaderboard", "phase2_leaderboard_by_area", "phase2_judge_agreement"
+    ),
+    description="The 2nd phase's area-exam scores, leaderboard, by-area table and judges' agreement, from "
+    "every judgment.",
 )
 
 # Every asset job of the definitions: the sensors' and schedules' and `oabench`'s.

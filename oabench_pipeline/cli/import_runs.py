@@ -108,7 +108,12 @@ def _set_aside_damaged_imports(warehouse: Warehouse) -> None:
             )
 
 
-PHASE2_SCORE_ASSETS = ["phase2_scores", "phase2_leaderboard", "phase2_leaderboard_by_area"]
+PHASE2_SCORE_ASSETS = [
+    "phase2_scores",
+    "phase2_leaderboard",
+    "phase2_leaderboard_by_area",
+    "phase2_judge_agreement",
+]
 
 
 def import_oab_bench(settings: Settings, folder: Path) -> None:

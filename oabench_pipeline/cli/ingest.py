@@ -74,7 +74,7 @@ def ingest(editions_opt: str | None, force: bool, phase: str) -> None:
     if stale or not warehouse.has_table("editions"):
         defs, instance = _dagster(settings)
         ensure_partitions(instance, "editions", wanted)
-        outcome = run_assets(defs, instance, ["editions"])
+        outcome = run_assets(defs, instance, ["editions", "candidate_pass_rates"])
         if not outcome.success:
             _fail("editions registry", outcome.errors)
     failed = False
