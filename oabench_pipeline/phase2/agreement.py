@@ -97,7 +97,14 @@ def agreement_checks(table: pl.DataFrame) -> list[AssetCheckResult]:
         for name in ("pearson", "spearman", "icc"):
             if row[name] is not None and not -1 - 1e-9 <= row[name] <= 1 + 1e-9:
                 out_of_range.append(f"{where}: {name} {row[name]}")
-        if row["icc"] is not None and not row["icc_ci_low"] - 1e-9 <= row["icc"] <= row["icc_ci_high"] + 1e-9:
+        # pingouin gives no interval (NaN, stored NULL) when the F statistic is degenerate: nothing to compare.
+        low, high = row["icc_ci_low"], row["icc_ci_high"]
+        if (
+            row["icc"] is not None
+            and low is not None
+            and high is not None
+            and not low - 1e-9 <= row["icc"] <= high + 1e-9
+        ):
             out_of_range.append(
                 f"{where}: ICC {row['icc']} outside [{row['icc_ci_low']}, {row['icc_ci_high']}]"
             )
