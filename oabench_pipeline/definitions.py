@@ -31,6 +31,9 @@ from oabench_pipeline.inference.resources import (
     ModelClientResource,
     ModelsRegistryResource,
 )
+from oabench_pipeline.phase2.answers import phase2_answers
+from oabench_pipeline.phase2.jobs import PHASE2_JOBS
+from oabench_pipeline.phase2.judgments import phase2_judgments
 from oabench_pipeline.scoring.assets import leaderboard, leaderboard_report, scores
 from oabench_pipeline.scoring.site_asset import leaderboard_site
 from oabench_pipeline.settings import Settings
@@ -67,6 +70,8 @@ ASSETS: list[AssetsDefinition] = [
     leaderboard,
     leaderboard_report,
     leaderboard_site,
+    phase2_answers,
+    phase2_judgments,
 ]
 
 
@@ -107,7 +112,10 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
             downstream_automation_sensor(enabled=settings.automation),
         ],
         schedules=[weekly_portal_discovery, daily_model_catalogue],
-        jobs=ASSET_JOBS,  # `oabench`'s runs execute these too (`engine/runs.py`): the UI names what each run is
+        jobs=[
+            *ASSET_JOBS,
+            *PHASE2_JOBS,
+        ],  # `oabench`'s runs execute these too (`engine/runs.py`): the UI names what each run is
         resources=build_resources(settings),
         # Every run (UI backfill, sensor, schedule, `dagster asset materialize`) executes its steps in the
         # run's own process, as `oabench run` does: a subprocess per step re-imports the code location
