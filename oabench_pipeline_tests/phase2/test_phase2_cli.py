@@ -6,6 +6,7 @@ import datetime as dt
 import re
 from pathlib import Path
 
+import dagster as dg
 import polars as pl
 import pytest
 
@@ -94,3 +95,17 @@ def test_phase2_needs_models_and_its_own_options(phase2_env: PipelineEnv) -> Non
     assert no_models.exit_code == 2 and "--phase 2 needs --models" in no_models.output
     wrong_phase = phase2_env.cli("run", "--areas", "direito_civil", "--models", "x")
     assert wrong_phase.exit_code == 2 and "2nd-phase options" in wrong_phase.output
+
+
+def test_nothing_answers_or_judges_the_2nd_phase_by_itself() -> None:
+    """No automation condition on the assets that spend, and no sensor or schedule targets their jobs: a
+    model added to the registry is answered and judged only when the user asks (`oabench run --phase 2`)."""
+    from oabench_pipeline.definitions import build_definitions
+
+    defs = build_definitions()
+    graph = defs.resolve_asset_graph()
+    for name in ("phase2_answers", "phase2_judgments"):
+        assert graph.get(dg.AssetKey(name)).automation_condition is None
+    targeted = {job.name for sensor in defs.sensors or [] if sensor.has_jobs for job in sensor.jobs}
+    targeted |= {schedule.job_name for schedule in defs.schedules or []}
+    assert not targeted & {"phase2_answers_cell", "phase2_judgments_cell"}

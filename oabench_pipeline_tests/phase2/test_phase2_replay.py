@@ -80,6 +80,15 @@ def test_recorded_answers_and_judgments_replay_as_recorded_and_reruns_send_nothi
         assert again.exit_code == 0, again.output
         assert server.stats.total_requests == before
 
+        # The 5 judgments without a [[score]] are asked again under a new hash: the replay gives the
+        # same text, so they stay invalid, the earlier ones stay in the log, and nothing else is sent.
+        retried = phase2_env.cli("judge", "--judge", JUDGE, "--retry-invalid")
+        assert retried.exit_code == 0, retried.output
+        assert server.stats.total_requests == before + 5
+        assert_recorded_scores(phase2_env, data)
+        log = phase2_env.warehouse.root / "responses" / "judgments" / JUDGE
+        assert sum(path.read_bytes().count(b"\n") for path in log.glob("*.jsonl")) == 383
+
 
 def assert_recorded_scores(env: PipelineEnv, data: Path) -> None:
     judgments = env.warehouse.read("phase2_judgments").filter(pl.col("judge_key") == JUDGE)
