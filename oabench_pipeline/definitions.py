@@ -32,8 +32,17 @@ from oabench_pipeline.inference.resources import (
     ModelsRegistryResource,
 )
 from oabench_pipeline.phase2.answers import phase2_answers
+from oabench_pipeline.phase2.assets import (
+    phase2_items,
+    phase2_judge_prompts,
+    phase2_source_files,
+    phase2_standards,
+)
+from oabench_pipeline.phase2.imports import phase2_import
 from oabench_pipeline.phase2.jobs import PHASE2_JOBS
 from oabench_pipeline.phase2.judgments import phase2_judgments
+from oabench_pipeline.phase2.resources import Phase2SourcesResource
+from oabench_pipeline.phase2.scoring import phase2_scoring
 from oabench_pipeline.scoring.assets import leaderboard, leaderboard_report, scores
 from oabench_pipeline.scoring.site_asset import leaderboard_site
 from oabench_pipeline.settings import Settings
@@ -70,6 +79,12 @@ ASSETS: list[AssetsDefinition] = [
     leaderboard,
     leaderboard_report,
     leaderboard_site,
+    phase2_source_files,
+    phase2_items,
+    phase2_standards,
+    phase2_judge_prompts,
+    phase2_import,
+    phase2_scoring,
     phase2_answers,
     phase2_judgments,
 ]
@@ -98,6 +113,9 @@ def build_resources(settings: Settings) -> dict[str, object]:
             timeout_s=settings.model_timeout_s, backoff_base_s=settings.model_backoff_s
         ),
         "portal": PortalResource(base_url=settings.portal_url),
+        "phase2_sources": Phase2SourcesResource(
+            source_base_url=settings.source_base_url, download_timeout_s=settings.download_timeout_s
+        ),
     }
 
 

@@ -7,10 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
 from oabench_pipeline.core.phase2.protocol import JudgeTemplate, Phase2Item
-from oabench_pipeline.warehouse import Warehouse
 
 ANSWERING_MODELS = ("o3-2025-04-16", "sabia-3.1-2025-05-08")
 
@@ -88,59 +85,3 @@ def judgments(data: Path) -> list[RecordedJudgment]:
         )
         for j in _lines(data / "oab_bench" / "model_judgment" / "o3-2025-04-16_single.jsonl")
     ]
-
-
-def write_phase2_tables(warehouse: Warehouse, data: Path) -> None:
-    """`phase2_items`, `phase2_standards` and `phase2_judge_prompts` from OAB-Bench's files, one partition
-    per edition: what `oabench ingest --phase 2` stores (the tests of answering and judging start here)."""
-    found = items(data)
-    texts = standards(data)
-    for edition in sorted({item.edition for item in found.values()}):
-        chosen = [item for item in found.values() if item.edition == edition]
-        warehouse.write_partition(
-            "phase2_items",
-            pl.DataFrame(
-                [
-                    {
-                        "item_id": i.item_id,
-                        "edition": i.edition,
-                        "area": i.area,
-                        "kind": i.kind,
-                        "statement": i.statement,
-                        "system": i.system,
-                        "turn_prompts": list(i.turn_prompts),
-                        "turn_points": list(i.turn_points),
-                        "max_points": sum(i.turn_points),
-                    }
-                    for i in chosen
-                ]
-            ),
-            str(edition),
-        )
-        warehouse.write_partition(
-            "phase2_standards",
-            pl.DataFrame(
-                [
-                    {
-                        "item_id": i.item_id,
-                        "edition": i.edition,
-                        "area": i.area,
-                        "turn": turn,
-                        "standard": texts[i.item_id][turn - 1],
-                        "points": i.turn_points[turn - 1],
-                    }
-                    for i in chosen
-                    for turn in range(1, i.turns + 1)
-                ]
-            ),
-            str(edition),
-        )
-    warehouse.write_partition(
-        "phase2_judge_prompts",
-        pl.DataFrame(
-            [
-                {"name": t.name, "system_prompt": t.system_prompt, "prompt_template": t.prompt_template}
-                for t in templates(data).values()
-            ]
-        ),
-    )

@@ -17,7 +17,11 @@ from dagster import (
 
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.inference.endpoints import endpoint_tags
-from oabench_pipeline.shared.partitions import editions_partitions, model_edition_partitions
+from oabench_pipeline.shared.partitions import (
+    editions_partitions,
+    model_edition_partitions,
+    phase2_editions_partitions,
+)
 from oabench_pipeline.shared.tables import ANALYSIS_TABLES
 
 ingest_edition_job = define_asset_job(
@@ -83,6 +87,28 @@ site_job = define_asset_job(
     selection=AssetSelection.assets("leaderboard_site"),
     description="`oabench site`: the static site, written where its config says.",
 )
+phase2_sources_job = define_asset_job(
+    "ingest_phase2_sources",
+    selection=AssetSelection.assets("phase2_source_files", "phase2_judge_prompts"),
+    description="`oabench ingest --phase 2`, first run: OAB-Bench's pinned files downloaded (or reused) and "
+    "verified, and its judge prompts parsed.",
+)
+phase2_edition_job = define_asset_job(
+    "ingest_phase2_edition",
+    selection=AssetSelection.assets("phase2_items", "phase2_standards"),
+    partitions_def=phase2_editions_partitions,
+    description="`oabench ingest --phase 2`, one run per edition: its 2nd-phase items and answer standards.",
+)
+phase2_import_job = define_asset_job(
+    "import_phase2_answers",
+    selection=AssetSelection.assets("phase2_import"),
+    description="`oabench import` of an OAB-Bench `data/oab_bench` folder: its answers and judgments.",
+)
+phase2_scoring_job = define_asset_job(
+    "rebuild_phase2_scores",
+    selection=AssetSelection.assets("phase2_scores", "phase2_leaderboard", "phase2_leaderboard_by_area"),
+    description="The 2nd phase's area-exam scores, leaderboard and by-area table, from every judgment.",
+)
 
 # Every asset job of the definitions: the sensors' and schedules' and `oabench`'s.
 ASSET_JOBS = [
@@ -97,6 +123,10 @@ ASSET_JOBS = [
     leaderboard_job,
     import_job,
     site_job,
+    phase2_sources_job,
+    phase2_edition_job,
+    phase2_import_job,
+    phase2_scoring_job,
 ]
 
 

@@ -16,6 +16,7 @@ from oabench_pipeline.cli.common import (
     run_assets,
 )
 from oabench_pipeline.cli.group import main
+from oabench_pipeline.core.phase2.oab_bench import is_oab_bench_folder
 from oabench_pipeline.inference.response_log import cell_log_path
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import Warehouse, partition_key_of
@@ -27,8 +28,12 @@ if TYPE_CHECKING:
 @main.command(name="import")
 @click.argument("path", type=click.Path(exists=True, file_okay=False))
 def import_runs(path: str) -> None:
-    """Import published OABench run folders into `inferences` (source 'imported'), then score them."""
+    """Import published OABench run folders into `inferences` (source 'imported'), then score them; or an
+    OAB-Bench `data/oab_bench` folder (2nd phase: answers and judgments), then its scores."""
     settings = Settings.from_env()
+    if is_oab_bench_folder(Path(path)):
+        import_oab_bench(settings, Path(path))
+        return
     _set_aside_damaged_imports(Warehouse(settings.warehouse_path))
     defs, instance = _dagster(settings)
     config = {"ops": {"published_runs": {"config": {"path": str(Path(path).resolve())}}}}
@@ -101,3 +106,45 @@ def _set_aside_damaged_imports(warehouse: Warehouse) -> None:
                 "it if the folder holds its run",
                 err=True,
             )
+
+
+PHASE2_SCORE_ASSETS = ["phase2_scores", "phase2_leaderboard", "phase2_leaderboard_by_area"]
+
+
+def import_oab_bench(settings: Settings, folder: Path) -> None:
+    """OAB-Bench's answers and judgments into `phase2_answers` and `phase2_judgments` (every file checked
+    first: one bad file writes nothing), then the 2nd phase's scores and leaderboard rebuilt."""
+    warehouse = Warehouse(settings.warehouse_path)
+    if not warehouse.has_table("phase2_items"):
+        raise click.ClickException(
+            f"cannot import {folder}: no 2nd-phase items in the warehouse; run `oabench ingest --phase 2` first"
+        )
+    defs, instance = _dagster(settings)
+    config = {"ops": {"phase2_import": {"config": {"path": str(folder.resolve())}}}}
+    _must(run_assets(defs, instance, ["phase2_import"], run_config=config), f"import {folder}")
+    _must(run_assets(defs, instance, PHASE2_SCORE_ASSETS), "phase 2 scores")
+    answers = warehouse.query(
+        "select count(distinct model_key) as models, count(*) as sub_items from phase2_answers "
+        "where starts_with(source, 'oab-bench:')"
+    ).row(0)
+    click.echo(f"imported {answers[1]} answers of {answers[0]} model(s) from {folder}")
+    if warehouse.has_table("phase2_judgments"):
+        judged = warehouse.query(
+            "select judge_key, count(distinct model_key), count(*), count(*) filter (not valid), "
+            "count(*) filter (score_source = 'recorded'), "
+            "count(*) filter (score_source = 'judgment' and abs(score - recorded_score) > 1e-9) "
+            "from phase2_judgments where starts_with(source, 'oab-bench:') group by 1 order by 1"
+        )
+        for judge, models, count, invalid, recorded, disagreeing in judged.iter_rows():
+            click.echo(
+                f"imported {count} judgments by {judge} of {models} model(s): {invalid} invalid, {recorded} with no "
+                f"[[score]] in the text (the file's recorded score kept), {disagreeing} whose [[score]] differs "
+                "from the file's recorded score (the text's kept)"
+            )
+        judges = ", ".join(judged["judge_key"])
+        click.echo(
+            f"2nd-phase scores rebuilt: `oabench leaderboard --phase 2 --judge {judged['judge_key'][0]}` "
+            f"prints them (judges: {judges})"
+            if judged.height
+            else "no judgments imported"
+        )

@@ -47,8 +47,24 @@ from oabench_pipeline.warehouse import Warehouse
     help="Rank on the questions not flagged possibly_superseded (a reform of their area came into force "
     "after their exam: docs/law_currency.md), and print how many questions each flag leaves in the suite.",
 )
+@click.option(
+    "--phase",
+    type=click.Choice(["1", "2"]),
+    default="1",
+    show_default=True,
+    help="2: the 2nd phase's leaderboard of one judge (docs/phase2.md); --by edition gives its area-exams.",
+)
+@click.option("--judge", "judge", metavar="KEY", help="--phase 2: whose judgments rank the models.")
 def leaderboard_cmd(
-    by: str, fmt: str, wide: bool, rank_by: str, as_of: datetime | None, suite: str | None, current_law: bool
+    by: str,
+    fmt: str,
+    wide: bool,
+    rank_by: str,
+    as_of: datetime | None,
+    suite: str | None,
+    current_law: bool,
+    phase: str,
+    judge: str | None,
 ) -> None:
     """Print the leaderboard (or its per-edition / per-area breakdown) from the warehouse.
 
@@ -58,6 +74,13 @@ def leaderboard_cmd(
     names the suite ranked.
     """
     settings = Settings.from_env()
+    if phase == "2":
+        if rank_by != "accuracy" or as_of or suite or current_law:
+            raise click.UsageError("--phase 2 takes --judge, --by and --format only")
+        _phase2_leaderboard(Warehouse(settings.warehouse_path), judge, by, fmt, wide)
+        return
+    if judge is not None:
+        raise click.UsageError("--judge ranks the 2nd phase: add --phase 2")
     if current_law:
         if by != "model" or rank_by != "accuracy":
             raise click.UsageError("--current-law ranks models by accuracy: leave out --by and --rank-by")
@@ -271,3 +294,92 @@ def _current_law_summary(board: pl.DataFrame) -> pl.DataFrame:
 
 # What `--suite` reads besides `suites` and `leaderboard_by_edition`: the twins the three views show.
 SUITE_SOURCES = ("leaderboard_by_suite", "leaderboard_by_area_by_suite")
+
+
+PHASE2_TABLES = {
+    "model": "phase2_leaderboard",
+    "edition": "phase2_scores",
+    "area": "phase2_leaderboard_by_area",
+}
+# What fits a terminal for `--phase 2` (`--wide`, csv and json: every column).
+PHASE2_TERMINAL_COLUMNS = {
+    "model": {
+        "rank": "rank",
+        "rank_range": "range",
+        "model_key": "model",
+        "mean_text": "mean score (95% CI)",
+        "passed_text": "exams passed",
+        "exams_incomplete": "incomplete",
+        "invalid": "invalid",
+        "answer_cost_usd": "answer $",
+        "judging_cost_usd": "judging $",
+    },
+    "edition": {
+        "model_key": "model",
+        "edition": "edition",
+        "area": "area",
+        "total": "total",
+        "piece_points": "piece",
+        "questions_points": "questions",
+        "passed": "passed",
+        "missing": "missing",
+        "invalid": "invalid",
+    },
+    "area": {
+        "model_key": "model",
+        "area": "area",
+        "mean_score": "mean score",
+        "exams_passed": "passed",
+        "exams_complete": "complete",
+        "exams_total": "exams",
+    },
+}
+
+
+def _phase2_leaderboard(warehouse: Warehouse, judge: str | None, by: str, fmt: str, wide: bool) -> None:
+    """The 2nd phase's table of one judge: with several judges and no --judge, a one-line refusal naming them."""
+    table = PHASE2_TABLES[by]
+    if not warehouse.has_table(table):
+        raise click.ClickException(
+            "no 2nd-phase scores yet: run `oabench ingest --phase 2`, then `oabench import` an OAB-Bench folder "
+            "or `oabench judge`"
+        )
+    frame = warehouse.read(table)
+    judges = sorted(frame["judge_key"].unique())
+    if judge is None:
+        if len(judges) > 1:
+            raise click.UsageError(
+                f"several judges graded the 2nd phase; choose one with --judge: {', '.join(judges)}"
+            )
+        judge = judges[0]
+    elif judge not in judges:
+        raise click.UsageError(f"no judgments by {judge!r}; judges: {', '.join(judges) or 'none'}")
+    frame = frame.filter(pl.col("judge_key") == judge)
+    if by == "model":
+        frame = frame.sort("rank", "mean_score", descending=[False, True], nulls_last=True)
+    if fmt in ("table", "markdown") and not wide:
+        if by == "model":
+            rows = frame.select("rank_low", "rank_high", "mean_score", "mean_ci_low", "mean_ci_high").rows()
+            frame = frame.with_columns(
+                pl.Series("rank_range", [_range_text(r[0], r[1]) for r in rows], dtype=pl.String),
+                pl.Series("mean_text", [_mean_text(*r[2:]) for r in rows], dtype=pl.String),
+                pl.format("{}/{}", "exams_passed", "exams_total").alias("passed_text"),
+            )
+        columns = PHASE2_TERMINAL_COLUMNS[by]
+        frame = frame.select(list(columns)).rename(columns)
+    click.echo(format_table(frame, fmt))
+    if fmt in ("table", "markdown"):
+        click.echo(
+            f"2nd phase, judged by {judge}: an area-exam is 10 points and passes at 6.00; an incomplete one (a "
+            "missing or invalid judgment) is neither passed nor failed (docs/phase2.md)"
+        )
+
+
+def _range_text(low: int | None, high: int | None) -> str | None:
+    return None if low is None or high is None else f"{low}–{high}"
+
+
+def _mean_text(mean: float | None, low: float | None, high: float | None) -> str | None:
+    if mean is None:
+        return None
+    return f"{mean:.2f}" + (f" ({low:.2f}–{high:.2f})" if low is not None and high is not None else "")

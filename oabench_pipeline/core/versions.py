@@ -21,6 +21,8 @@ import polars as pl
 # loading the definitions must not pay for (`exams/assets.py` imports them inside the steps).
 ANSWER_KEY_PARSER_VERSION = "answer-key-3"  # 3: notices of a changed answer; key provenance columns
 BOOKLET_PARSER_VERSION = "booklet-5"  # 5: the 38th's layout; bare numbers by band
+# The 2nd phase's parsers (items, answer standards, judge prompts: `core/phase2/`), stored with their partitions.
+PHASE2_PARSER_VERSION = "phase2-parser-1"
 
 # The analysis tables' code version: bump it with any change to how a table is computed, so that the
 # automation rebuilds them once (`automation/downstream.py`) and so does the next `oabench run`, which

@@ -47,6 +47,18 @@ class FetchedFile:
 
 
 @dataclass(frozen=True)
+class FetchedPin:
+    """A pinned file of any kind in the raw store (`PdfDownloader.fetch_pinned`)."""
+
+    url: str
+    source_url: str
+    sha256: str
+    path: Path
+    size: int
+    downloaded: bool
+
+
+@dataclass(frozen=True)
 class DownloadPolicy:
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 60.0
@@ -78,11 +90,8 @@ def _describe(edition: int, kind: FileKind, url: str) -> str:
     return f"edition {edition} {kind.replace('_', ' ')} ({url})"
 
 
-def _verify(
-    edition: int, kind: FileKind, url: str, pinned: PinnedFile, body_head: bytes, size: int, actual_sha: str
-) -> None:
-    where = _describe(edition, kind, url)
-    if body_head.lstrip()[:1] == b"<" or not body_head.startswith(PDF_MAGIC):
+def _verify(where: str, pinned: PinnedFile, body_head: bytes, size: int, actual_sha: str, pdf: bool) -> None:
+    if pdf and (body_head.lstrip()[:1] == b"<" or not body_head.startswith(PDF_MAGIC)):
         kind_of_body = "an HTML page" if body_head.lstrip()[:1] == b"<" else "not a PDF"
         raise DownloadError(
             f"{where}: got {kind_of_body} ({size} bytes) instead of the PDF; "
@@ -160,25 +169,22 @@ class PdfDownloader:
     def fetch(self, edition: Edition, kind: FileKind) -> FetchedFile:
         pinned = edition.file(kind)
         source = source_location(pinned.url, self.base_override)
-        stored = self.store.verified_path(pinned.sha256)
-        if stored is not None:
-            return FetchedFile(
-                edition.edition,
-                kind,
-                pinned.url,
-                source,
-                pinned.sha256,
-                stored,
-                stored.stat().st_size,
-                downloaded=False,
-            )
-        path, size = self._download(edition.edition, kind, pinned, source)
+        got = self.fetch_pinned(pinned, _describe(edition.edition, kind, source), pdf=True)
         return FetchedFile(
-            edition.edition, kind, pinned.url, source, pinned.sha256, path, size, downloaded=True
+            edition.edition, kind, got.url, got.source_url, got.sha256, got.path, got.size, got.downloaded
         )
 
-    def _download(self, edition: int, kind: FileKind, pinned: PinnedFile, source: str) -> tuple[Path, int]:
-        where = _describe(edition, kind, source)
+    def fetch_pinned(self, pinned: PinnedFile, where: str, pdf: bool = False) -> FetchedPin:
+        """Any pinned file (`pdf`: it must also be a PDF), reused when stored, else downloaded and verified;
+        `where` names it in errors. Raises `DownloadError`; nothing lands in the store unless verified."""
+        source = source_location(pinned.url, self.base_override)
+        stored = self.store.verified_path(pinned.sha256)
+        if stored is not None:
+            return FetchedPin(pinned.url, source, pinned.sha256, stored, stored.stat().st_size, False)
+        path, size = self._download(pinned, source, where, pdf)
+        return FetchedPin(pinned.url, source, pinned.sha256, path, size, True)
+
+    def _download(self, pinned: PinnedFile, source: str, where: str, pdf: bool) -> tuple[Path, int]:
         deadline = _Deadline.after(self.policy.deadline_s)
         # Connection trouble, 5xx and 429 are retried with stamina's exponential backoff, bounded by the
         # attempts and by the file's overall deadline (which `_attempt` also checks after each failure).
@@ -195,7 +201,7 @@ class PdfDownloader:
             for attempt in retrying:
                 with attempt:
                     tries = attempt.num
-                    return self._attempt(edition, kind, pinned, source, where, deadline)
+                    return self._attempt(pinned, source, where, deadline, pdf)
         except _Transient as problem:
             raise DownloadError(
                 f"{problem} (gave up after {tries} attempts); "
@@ -204,7 +210,7 @@ class PdfDownloader:
         raise AssertionError("stamina ended without a result or an exception")
 
     def _attempt(
-        self, edition: int, kind: FileKind, pinned: PinnedFile, source: str, where: str, deadline: _Deadline
+        self, pinned: PinnedFile, source: str, where: str, deadline: _Deadline, pdf: bool
     ) -> tuple[Path, int]:
         """One try: stream into a staging file, verify it, promote it. A failure past the deadline is final."""
         with self.store.staging_file() as staged:
@@ -212,7 +218,7 @@ class PdfDownloader:
         try:
             with staged_path.open("wb") as handle:
                 head, size, actual = self._read_into(source, handle, where, deadline)
-            _verify(edition, kind, source, pinned, head, size, actual)
+            _verify(where, pinned, head, size, actual, pdf)
             return self.store.promote(staged_path, pinned.sha256), size
         except _Transient:
             deadline.check(where, 0)

@@ -1,1 +1,3 @@
-"""The 2nd phase's Dagster assets: models' answers (`phase2_answers`) and judges' judgments (`phase2_judgments`)."""
+"""The 2nd phase's Dagster assets: OAB-Bench's pinned files, items, answer standards and judge prompts
+(`assets.py`), imported answers and judgments (`imports.py`), area-exam scores and the leaderboard
+(`scoring.py`). The pure parts live in `core/phase2/`."""

@@ -73,7 +73,7 @@ def _keys(context: AssetExecutionContext) -> tuple[str, str]:
 
 
 @asset(
-    group_name="phase2",
+    group_name="phase2_answers",
     partitions_def=phase2_cells_partitions,
     deps=["phase2_items"],
     metadata={"dagster/column_schema": table_schema("phase2_answers").value},

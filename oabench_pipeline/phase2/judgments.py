@@ -79,7 +79,7 @@ def _keys(context: AssetExecutionContext) -> tuple[str, str]:
 
 
 @asset(
-    group_name="phase2",
+    group_name="phase2_judgments",
     partitions_def=judgment_cells_partitions,
     deps=["phase2_answers", "phase2_standards"],
     metadata={"dagster/column_schema": table_schema("phase2_judgments").value},

@@ -499,6 +499,131 @@ TABLES.update(
         ),
     }
 )
+# Added by the phase-2 ingest and import (docs/phase2.md): the pinned files, the judge prompts, and columns
+# that say what the source itself records.
+TABLES["phase2_standards"] += _columns(
+    (
+        "annulled",
+        pl.Boolean,
+        "The standard says the sub-item was annulled ('(Anulada)'); judges still grade it, as OAB-Bench did",
+    ),
+)
+TABLES["phase2_judgments"] += _columns(
+    (
+        "recorded_score",
+        pl.Float64,
+        "An imported judgment: the score its file records beside the text (NULL for a live judgment)",
+    ),
+    (
+        "score_source",
+        pl.String,
+        "'judgment' (the first [[n]] of the text), or 'recorded' (no [[n]] in the text: the imported file's "
+        "own score is kept)",
+    ),
+)
+TABLES.update(
+    {
+        "phase2_source_files": _columns(
+            ("kind", pl.String, "'questions', 'standards' or 'judge_prompts' (registry/phase2.toml)"),
+            ("path", pl.String, "The file's path in OAB-Bench's repository"),
+            ("url", pl.String, "Pinned raw URL at OAB-Bench's commit"),
+            ("fetched_from", pl.String, "Where the bytes came from (the URL or a mirror)"),
+            ("sha256", pl.String, "SHA-256 of the stored bytes (equal to the pin)"),
+            ("bytes", pl.Int64, "Size in bytes"),
+            ("stored_at", pl.String, "Path of the file in the content-addressed raw store"),
+            ("commit", pl.String, "OAB-Bench's commit the URL is pinned to"),
+        ),
+        "phase2_leaderboard": _columns(
+            ("judge_key", pl.String, "The judge whose judgments the row counts"),
+            ("rank", pl.Int64, "Rank by mean_score among the judge's ranked models (NULL: not ranked)"),
+            (
+                "rank_low",
+                pl.Int64,
+                "Best rank the tests allow: 1 + ranked models significantly better (paired t tests over the "
+                "shared area-exams, Holm-corrected, 5%)",
+            ),
+            (
+                "rank_high",
+                pl.Int64,
+                "Worst rank the tests allow: ranked models − ranked models significantly worse",
+            ),
+            ("model_key", pl.String, "The judged model's key"),
+            (
+                "mean_score",
+                pl.Float64,
+                "Mean area-exam total (of 10) over its complete area-exams, in hundredths",
+            ),
+            (
+                "mean_ci_low",
+                pl.Float64,
+                "Lower end of the mean's 95% Student t interval over the complete area-exams",
+            ),
+            ("mean_ci_high", pl.Float64, "Upper end of the mean's 95% Student t interval"),
+            ("exams_passed", pl.Int64, "Complete area-exams passed (total rounded to hundredths >= 6.00)"),
+            ("exams_total", pl.Int64, "Area-exams of the editions the model answered"),
+            (
+                "exams_complete",
+                pl.Int64,
+                "Area-exams whose every sub-item has an answer and a valid judgment",
+            ),
+            (
+                "exams_incomplete",
+                pl.Int64,
+                "Area-exams with a missing or invalid judgment: neither passed nor failed",
+            ),
+            ("invalid", pl.Int64, "Sub-items whose judgment is invalid (no [[score]], above the points)"),
+            ("missing", pl.Int64, "Sub-items with no answer or no judgment"),
+            (
+                "ranked",
+                pl.Boolean,
+                "Every area-exam of the ingested items is complete, from complete answer runs: only these rank",
+            ),
+            (
+                "answer_cost_usd",
+                pl.Float64,
+                "Cost of the counted answers; NULL when any is unknown (an import)",
+            ),
+            (
+                "judging_cost_usd",
+                pl.Float64,
+                "Cost of the counted judgments; NULL when any is unknown (an import)",
+            ),
+            (
+                "answer_run_ids",
+                pl.List(pl.String),
+                "The answer runs counted, one per edition (docs/phase2.md)",
+            ),
+        ),
+        "phase2_leaderboard_by_area": _columns(
+            ("judge_key", pl.String, "The judge"),
+            ("model_key", pl.String, "The judged model's key"),
+            ("area", pl.String, "Area of law"),
+            ("exams_total", pl.Int64, "Area-exams of this area (one per edition answered)"),
+            ("exams_complete", pl.Int64, "Those with every sub-item validly judged"),
+            ("mean_score", pl.Float64, "Mean total (of 10) over the complete ones, in hundredths"),
+            ("exams_passed", pl.Int64, "Complete area-exams passed (>= 6.00)"),
+            ("editions", pl.List(pl.Int32), "The editions of those area-exams"),
+        ),
+        "phase2_judge_prompts": _columns(
+            (
+                "name",
+                pl.String,
+                "Prompt name: 'single-oab-v1' (piece, sub-item A), 'single-oab-v1-multi-turn' (B)",
+            ),
+            ("type", pl.String, "'single' (one answer graded) or 'pairwise' (FastChat's, unused here)"),
+            ("system_prompt", pl.String, "The judge's system message"),
+            (
+                "prompt_template",
+                pl.String,
+                "The user message, with {placeholders} for question, standard, answer",
+            ),
+            ("output_format", pl.String, "How the judge states its score, e.g. [[rating]]"),
+            ("description", pl.String, "The file's description of the prompt"),
+            ("category", pl.String, "The file's category: 'oab', 'general', 'math'"),
+            *PHASE2_SOURCE_COLUMNS,
+        ),
+    }
+)
 
 DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
     "leaderboard": _columns(

@@ -27,7 +27,8 @@ def phase2_env(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror_server: StaticFileServer, shared_oab: Path
 ) -> PipelineEnv:
     env = make_env(tmp_path, monkeypatch, mirror_server.base_url)
-    phase2_data.write_phase2_tables(env.warehouse, phase2_data.oab_bench_data(shared_oab))
+    ingested = env.cli("ingest", "--phase", "2")
+    assert ingested.exit_code == 0, ingested.output
     return env
 
 

@@ -23,6 +23,16 @@ EXPECTED_GROUPS = {
     **{table: "analysis" for table in ANALYSIS_TABLES},  # leaderboard and each analysis table
     "leaderboard_report": "reports",
     "leaderboard_site": "reports",
+    "phase2_source_files": "phase2_sources",
+    "phase2_items": "phase2_exams",
+    "phase2_standards": "phase2_exams",
+    "phase2_judge_prompts": "phase2_exams",
+    "phase2_import": "phase2_answers",
+    "phase2_answers": "phase2_answers",
+    "phase2_judgments": "phase2_judgments",
+    "phase2_scores": "phase2_scoring",
+    "phase2_leaderboard": "phase2_scoring",
+    "phase2_leaderboard_by_area": "phase2_scoring",
 }
 TERMINAL = {"SUCCESS", "FAILURE", "CANCELED"}
 

@@ -1,1 +1,2 @@
-"""The 2nd phase (prova prático-profissional): OAB-Bench's answer and judge protocols, pure (docs/phase2.md)."""
+"""The 2nd phase (prova prático-profissional), pure: OAB-Bench's files parsed, judge scores read, area-exams
+scored and ranked. No Dagster, no I/O beyond the arguments (docs/phase2.md)."""

@@ -1,9 +1,7 @@
-"""The score in a judge's correction: the first `[[n]]` (comma or dot decimal), within the sub-item's points.
+"""The score a judge gave: the first `[[n]]` of its judgment, comma or dot decimal (OAB-Bench's format).
 
-A judgment without one, or whose score is above the sub-item's points, is invalid: it has no score (NULL),
-never 0, and is counted as invalid wherever scores are summed (`phase2_scores.invalid`). OAB-Bench falls
-back to a single-bracket `[n]` anywhere in the text; that fallback is not taken here, as it picks up
-citations (`[1]`) and article numbers as scores.
+A judgment with no `[[n]]`, or whose score is above the sub-item's points, is invalid: its score is None,
+never 0, so an exam with one is incomplete rather than failed (docs/phase2.md).
 """
 
 from __future__ import annotations
@@ -11,23 +9,28 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-SCORE_PATTERN = re.compile(r"\[\[\s*(\d+(?:[.,]\d*)?)\s*\]\]")
-TOLERANCE = 1e-9  # 0.1 + 0.2 style float noise: a score equal to the points is not "above" them
+# `[[0.60]]`, `[[0,6]]`, `[[ 1 ]]`, `[[-1]]` (FastChat's "no rating"): a number, nothing else, in double brackets.
+_BRACKETED_SCORE = re.compile(r"\[\[\s*(-?\d+(?:[.,]\d+)?)\s*\]\]")
+_TOLERANCE = 1e-9
+
+NO_SCORE = "no [[score]] in the judgment"
 
 
 @dataclass(frozen=True)
 class JudgeScore:
     score: float | None
     valid: bool
-    invalid_reason: str | None = None
+    invalid_reason: str | None
 
 
 def parse_judge_score(text: str | None, max_points: float) -> JudgeScore:
-    """The first `[[n]]` of `text` as points, valid when 0 <= n <= `max_points`."""
-    match = SCORE_PATTERN.search(text or "")
+    """The judgment's score (the first `[[n]]`), valid when 0 <= n <= `max_points`."""
+    match = _BRACKETED_SCORE.search(text or "")
     if match is None:
-        return JudgeScore(None, False, "no [[score]] in the judgment")
-    score = float(match.group(1).replace(",", "."))
-    if score > max_points + TOLERANCE:
-        return JudgeScore(None, False, f"score {match.group(1)} above the sub-item's {max_points:.2f} points")
-    return JudgeScore(score, True)
+        return JudgeScore(None, False, NO_SCORE)
+    score = float(match[1].replace(",", "."))
+    if score < 0:
+        return JudgeScore(None, False, f"score {match[1]} is below 0")
+    if score > max_points + _TOLERANCE:
+        return JudgeScore(None, False, f"score {match[1]} is above the sub-item's {max_points:.2f} points")
+    return JudgeScore(score, True, None)

@@ -13,9 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from oabench_pipeline.core.phase2.judge_score import TOLERANCE
-
 STRUCTURED_PROMPT = "structured-oab-v1"
+TOLERANCE = 1e-9  # float noise: 0.1 + 0.2 is an allowed 0.3
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
