@@ -51,6 +51,7 @@ def judge(
 ) -> None:
     """Grade the models' 2nd-phase answers with JUDGE, OAB-Bench's judge prompts by default (docs/phase2.md)."""
     from oabench_pipeline.cli import phase2
+    from oabench_pipeline.cli.import_runs import PHASE2_SCORE_ASSETS
     from oabench_pipeline.cli.run import _choose_models
 
     settings = Settings.from_env()
@@ -75,7 +76,7 @@ def judge(
     resume = f"oabench judge --judge {judge_model.key} --models {','.join(wanted)}"
     resume += " --structured" if structured else ""
     partitions = {"model_keys": sorted({judge_model.key, *wanted})}
-    phase2.launch_cells(settings, warehouse, cells, partitions, concurrency, resume)
+    phase2.launch_cells(settings, warehouse, cells, partitions, concurrency, resume, PHASE2_SCORE_ASSETS)
 
 
 def _judgment_cell(
@@ -97,10 +98,12 @@ def _judgment_cell(
 
     ceiling = max_completion_tokens or default_judge_ceiling(judge_model.id)
     items = {item.item_id: item for item in items_from_frame(warehouse.read("phase2_items"))}
+    from dagster import Failure
+
     try:
         templates = judge_templates(warehouse)
-    except Exception as error:  # Dagster's Failure: the same one line here
-        raise click.UsageError(getattr(error, "description", None) or str(error)) from None
+    except Failure as error:  # the asset's one line, before any run
+        raise click.UsageError(error.description or str(error)) from None
     setup = JudgeSetup(judge_model, templates, ceiling, structured)
     logged = latest_by_hash(read_log(judgments_log_path(warehouse.root, judge_model.key, model_key)))
     planned = plan_judgments(

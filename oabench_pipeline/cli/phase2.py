@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import polars as pl
 
-from oabench_pipeline.cli.common import _cell_pool, _dagster, ensure_partitions
+from oabench_pipeline.cli.common import _cell_pool, _dagster, ensure_partitions, run_assets
 from oabench_pipeline.cli.output import ProgressBar
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.runs import live_run_id
@@ -195,9 +195,11 @@ def launch_cells(
     partitions: dict[str, list[str]],
     concurrency: int | None,
     resume: str,
+    rebuild: list[str] | None = None,
 ) -> None:
-    """Launch every cell that is not current as a Dagster run, follow them, and exit with `oabench run`'s
-    code: 0 when every cell is complete, 1 when one is not, 130/143 after Ctrl-C."""
+    """Launch every cell that is not current as a Dagster run, follow them, rebuild the `rebuild` assets
+    (the judges' scores) when any ran, and exit with `oabench run`'s code: 0 when every cell is complete,
+    1 when one is not, 130/143 after Ctrl-C."""
     todo = [cell for cell in cells if not is_current(warehouse, cell)]
     if not todo:
         click.echo(f"up to date: {len(cells)} cell(s), nothing to send")
@@ -206,6 +208,8 @@ def launch_cells(
     interrupts.reset()
 
     def work() -> int:
+        from oabench_pipeline.engine.runs import one_line
+
         for name, keys in partitions.items():
             ensure_partitions(instance, name, keys)
         failures = _run(defs, instance, warehouse, todo, concurrency)
@@ -216,13 +220,19 @@ def launch_cells(
                 err=True,
             )
             return interrupts.exit_code()
+        rebuilt = run_assets(defs, instance, rebuild) if rebuild and len(failures) < len(todo) else None
+        if rebuilt is not None:
+            if rebuilt.success:
+                click.echo(f"rebuilt {', '.join(rebuild or [])}: `oabench leaderboard --phase 2` prints them")
+            else:
+                click.echo(f"{', '.join(rebuild or [])} not rebuilt: {one_line(rebuilt.errors)}", err=True)
         if failures:
             click.echo(f"{len(failures)} of {len(cells)} cell(s) not complete (rerun `{resume}`):", err=True)
             for label, why in failures.items():
                 click.echo(f"  {label}: {why}", err=True)
             return 1
         click.echo(f"done: {len(todo)} cell(s) run, {len(cells) - len(todo)} already up to date")
-        return interrupts.exit_code()
+        return interrupts.exit_code() or (0 if rebuilt is None or rebuilt.success else 1)
 
     sys.exit(interrupts.run_stoppably(work, announce=interrupts.echo_err))
 

@@ -75,6 +75,9 @@ def test_recorded_answers_and_judgments_replay_as_recorded_and_reruns_send_nothi
         assert server.stats.unmatched == 0, "every judge prompt we built is one OAB-Bench recorded"
         assert server.stats.total_requests == before + 378
         assert_recorded_scores(phase2_env, data)
+        board = phase2_env.warehouse.read("phase2_leaderboard").filter(pl.col("judge_key") == JUDGE)
+        print(board)
+        assert set(board["model_key"]) == set(MODELS)
 
         before = server.stats.total_requests
         again = phase2_env.cli("judge", "--judge", JUDGE)
