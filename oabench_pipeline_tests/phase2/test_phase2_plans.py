@@ -109,3 +109,25 @@ def test_an_invalid_judgment_is_kept_and_asked_again_only_with_retry_invalid() -
     logged[retry[1].hash_at(1)] = reply(retry[1].pending, "[[0.55]]")
     after = plan_judgments(setup, {"39_x_questao_1": QUESTION}, standards, answers, logged)
     assert [r["score"] for r in judgment_rows(setup, "k", after, standards, logged)] == [0.65, 0.55]
+
+
+def test_a_structured_judgment_lists_the_criteria_and_sums_allowed_points() -> None:
+    from oabench_pipeline.core.phase2.structured import Criterion
+
+    setup = JudgeSetup(JUDGE, TEMPLATES, 20_000, structured=True)
+    criteria = (Criterion("matriz de riscos", 0.55, (0.0, 0.45, 0.55)), Criterion("art. 22", 0.1, (0.0, 0.1)))
+    standards = {"39_x_questao_1": [Standard("padrão A", criteria), Standard("padrão B")]}
+    answers = {"39_x_questao_1": ("live:k:r1", ["A answer", "B answer"])}
+    planned = plan_judgments(setup, {"39_x_questao_1": QUESTION}, standards, answers, {})
+    prompt = planned[0].pending.body["messages"][1]["content"]  # type: ignore[union-attr]
+    assert "1. matriz de riscos — valores permitidos: 0,00 / 0,45 / 0,55" in prompt
+    assert planned[0].prompt_name == "structured-oab-v1"
+    logged = {
+        planned[0].hash_at(0): reply(planned[0].pending, '{"points": [0.45, 0.1]}'),  # type: ignore[arg-type]
+        planned[1].hash_at(0): reply(planned[1].pending, '{"points": []}'),  # type: ignore[arg-type]
+    }
+    rows = judgment_rows(setup, "k", planned, standards, logged)
+    assert [(r["score"], r["valid"], r.get("criteria_points"), r["invalid_reason"]) for r in rows] == [
+        (0.55, True, [0.45, 0.1], None),
+        (None, False, None, "the standard has no parsed criteria"),
+    ]
