@@ -32,6 +32,7 @@ from oabench_pipeline.inference.resources import (
     ModelsRegistryResource,
 )
 from oabench_pipeline.phase2.agreement import phase2_judge_agreement
+from oabench_pipeline.phase2.answers import phase2_answers
 from oabench_pipeline.phase2.assets import (
     phase2_items,
     phase2_judge_prompts,
@@ -39,6 +40,8 @@ from oabench_pipeline.phase2.assets import (
     phase2_standards,
 )
 from oabench_pipeline.phase2.imports import phase2_import
+from oabench_pipeline.phase2.jobs import PHASE2_JOBS
+from oabench_pipeline.phase2.judgments import phase2_judgments
 from oabench_pipeline.phase2.pass_rates import candidate_pass_rates
 from oabench_pipeline.phase2.resources import Phase2SourcesResource
 from oabench_pipeline.phase2.scoring import phase2_scoring
@@ -86,6 +89,8 @@ ASSETS: list[AssetsDefinition] = [
     phase2_judge_prompts,
     phase2_import,
     phase2_scoring,
+    phase2_answers,
+    phase2_judgments,
 ]
 
 
@@ -129,7 +134,10 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
             downstream_automation_sensor(enabled=settings.automation),
         ],
         schedules=[weekly_portal_discovery, daily_model_catalogue],
-        jobs=ASSET_JOBS,  # `oabench`'s runs execute these too (`engine/runs.py`): the UI names what each run is
+        jobs=[
+            *ASSET_JOBS,
+            *PHASE2_JOBS,
+        ],  # `oabench`'s runs execute these too (`engine/runs.py`): the UI names what each run is
         resources=build_resources(settings),
         # Every run (UI backfill, sensor, schedule, `dagster asset materialize`) executes its steps in the
         # run's own process, as `oabench run` does: a subprocess per step re-imports the code location

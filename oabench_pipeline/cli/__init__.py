@@ -1,7 +1,7 @@
 """`oabench`: a thin command line over the same Dagster assets the UI shows.
 
 One module per command (`ingest`, `run`, `import_runs`, `status`, `sql`, `leaderboard`, `audit_keys`, `site`,
-`catalogue`, `models`, `ui`), registered on the group `main` (`group.py`); what several share in `common.py`, what they
+`catalogue`, `models`, `ui`, `judge`), registered on the group `main` (`group.py`); what several share in `common.py`, what they
 draw in `output.py`.
 """
 
@@ -10,6 +10,7 @@ from oabench_pipeline.cli import (  # noqa: F401 (registers each command)
     catalogue,
     import_runs,
     ingest,
+    judge,
     leaderboard,
     models,
     run,

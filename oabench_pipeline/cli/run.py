@@ -99,6 +99,22 @@ if TYPE_CHECKING:
     help="Ask again the questions whose recorded answer is invalid (empty after every attempt, or no "
     "letter in it); they are otherwise final and never paid for twice.",
 )
+@click.option(
+    "--phase",
+    type=click.Choice(["1", "2"]),
+    default="1",
+    show_default=True,
+    help="1: the multiple-choice exam; 2: the prova prático-profissional (OAB-Bench's items, docs/phase2.md).",
+)
+@click.option(
+    "--areas", "areas_opt", help="2nd phase: comma-separated areas (e.g. direito_civil); default all."
+)
+@click.option(
+    "--max-completion-tokens",
+    type=click.IntRange(min=1),
+    help="2nd phase: the completion ceiling of each request, recorded with each answer (default: the one the "
+    "cell was started with; none at first). A new ceiling asks every sub-item again.",
+)
 def run(
     models_opt: str | None,
     editions_opt: str | None,
@@ -108,14 +124,34 @@ def run(
     dry_run: bool,
     force: bool,
     retry_invalid: bool,
+    phase: str,
+    areas_opt: str | None,
+    max_completion_tokens: int | None,
 ) -> None:
     """Ask the models every question they have not answered yet, then score and rebuild the leaderboard.
 
     Resumes the current replicate of each cell; `--replicates K` makes sure K complete runs exist.
+    `--phase 2` answers the 2nd phase instead (OAB-Bench's protocol; `oabench judge` grades the answers).
     """
     wanted_editions = edition_keys(editions_opt)
     settings = Settings.from_env()
     warehouse = Warehouse(settings.warehouse_path)
+    if phase == "2":
+        if suite is not None or replicates != 1 or force or retry_invalid:
+            raise click.UsageError("--suite, --replicates, --force and --retry-invalid are 1st-phase options")
+        _run_phase2(
+            settings,
+            warehouse,
+            models_opt,
+            wanted_editions,
+            areas_opt,
+            concurrency,
+            max_completion_tokens,
+            dry_run,
+        )
+        return
+    if areas_opt is not None or max_completion_tokens is not None:
+        raise click.UsageError("--areas and --max-completion-tokens are 2nd-phase options (--phase 2)")
     if suite is not None and editions_opt is not None:
         raise click.UsageError(
             "--suite and --editions both choose the editions: give one (--suite runs every edition of the suite)"
@@ -135,6 +171,34 @@ def run(
     answer_cells(
         settings, warehouse, cells, concurrency, replicates, dry_run, force, chosen_suite, retry_invalid
     )
+
+
+def _run_phase2(
+    settings: Settings,
+    warehouse: Warehouse,
+    models_opt: str | None,
+    editions: list[str] | None,
+    areas_opt: str | None,
+    concurrency: int | None,
+    max_completion_tokens: int | None,
+    dry_run: bool,
+) -> None:
+    """`oabench run --phase 2`: each model × edition of the 2nd phase, a launched run (`cli/phase2.py`)."""
+    from oabench_pipeline.cli import phase2
+
+    if not models_opt:
+        raise click.UsageError("--phase 2 needs --models: the 2nd phase answers only the models named")
+    chosen = _choose_models(settings, warehouse, _split(models_opt))
+    chosen_editions = phase2.phase2_editions(warehouse, editions)
+    areas = _split(areas_opt)
+    cells = phase2.answer_cells(warehouse, chosen, chosen_editions, areas, max_completion_tokens)
+    if dry_run:
+        phase2.dry_run(warehouse, cells, lambda cell: max_completion_tokens)
+        return
+    resume = f"oabench run --phase 2 --models {','.join(m.key for m in chosen)} --editions {','.join(chosen_editions)}"
+    resume += f" --areas {','.join(areas)}" if areas else ""
+    partitions = {"phase2_editions": chosen_editions, "model_keys": [m.key for m in chosen]}
+    phase2.launch_cells(settings, warehouse, cells, partitions, concurrency, resume)
 
 
 def answer_cells(

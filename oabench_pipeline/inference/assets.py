@@ -16,6 +16,7 @@ import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -214,7 +215,16 @@ def _cell_lock(
     """Hold the cell's lock (`cell_lock.py`) while answering it: a second run of the cell waits here, then
     sends only what the first left. A lock whose holder died is taken over, and that holder's Dagster run,
     if still marked in progress, is marked failed."""
-    cell = f"{model_key} × edition {edition}"
+    with holding_lock(
+        context, cell_lock_path(store.root, model_key, edition), f"{model_key} × edition {edition}"
+    ):
+        yield
+
+
+@contextmanager
+def holding_lock(context: AssetExecutionContext, path: Path, cell: str) -> Iterator[None]:
+    """Hold the lock at `path` (`cell_lock.py`) for `cell` (how messages name it): `_cell_lock`'s, for any
+    file that one writer at a time may send for (the 2nd phase's answers and judgments too)."""
 
     def on_wait(holder: LockHolder | None) -> None:
         who = holder.describe() if holder else "another process"
@@ -222,7 +232,7 @@ def _cell_lock(
 
     if reason := interrupts.requested():  # cells started after a Ctrl-C (e.g. queued in a pool) send nothing
         raise _interrupted(f"{cell}: {reason} before it started; nothing was sent", reason)
-    lock = CellLock(cell_lock_path(store.root, model_key, edition), run_id=context.run_id)
+    lock = CellLock(path, run_id=context.run_id)
     try:
         stale = lock.acquire(on_wait, interrupts.requested)
     except LockWaitStopped as stopped:
@@ -374,6 +384,51 @@ def _call_model(
     budget: AutomaticBudget | None = None,
     gate: SpendGate | None = None,
 ) -> None:
+    send_requests(
+        context,
+        model,
+        CellLabels(progress=f"{model.key} × {edition}", failure=f"{model.key} × edition {edition}"),
+        plan.pending,
+        len(plan.requests),
+        logged,
+        log_path,
+        model_client,
+        config.concurrency,
+        _cost_ceiling(model, config),
+        registry,
+        warehouse_root,
+        budget,
+        gate,
+    )
+
+
+@dataclass(frozen=True)
+class CellLabels:
+    """How a cell names itself: in progress lines (`key × 43`) and in failures (`key × edition 43`)."""
+
+    progress: str
+    failure: str
+
+
+def send_requests(
+    context: AssetExecutionContext,
+    model: ModelConfig,
+    labels: CellLabels,
+    pending: list[ChatRequest],
+    total: int,
+    logged: dict[str, ChatResult],
+    log_path: Path,
+    model_client: ModelClientResource,
+    concurrency_override: int | None,
+    ceiling: float | None,
+    registry: dict[str, ModelConfig],
+    warehouse_root: Path,
+    budget: AutomaticBudget | None = None,
+    gate: SpendGate | None = None,
+) -> None:
+    """Send `pending` (of the cell's `total` requests) through the model client, each reply appended to
+    `log_path` as it arrives; stops on Ctrl-C, a full disk, a fatal endpoint error or `ceiling` (USD, with
+    what the log already paid). The 1st phase's cells and the 2nd phase's answers and judgments send this way."""
     try:
         endpoint = model_client.endpoint(model, registry.values())
     except MissingApiKeyError as error:
@@ -381,21 +436,17 @@ def _call_model(
     spent_before = sum(_paid(r) for r in logged.values())
     if budget is not None:
         budget.start()  # this cell's log as it stands now, and the other cells' of the policy's models
-    progress = CellProgress(
-        cell=f"{model.key} × {edition}",
-        total=len(plan.requests),
-        already_done=len(plan.requests) - len(plan.pending),
-    )
+    progress = CellProgress(cell=labels.progress, total=total, already_done=total - len(pending))
     last_log = [time.monotonic()]
 
     def on_result(result: ChatResult) -> None:
         """On the event loop, as each reply arrives: hand it to the log's writer thread, count its cost."""
         log.append(result)
         if result.cost_note:
-            context.log.warning(f"{model.key} × {edition} {result.qid}: {result.cost_note}")
+            context.log.warning(f"{labels.progress} {result.qid}: {result.cost_note}")
         if result.empty_answer:
             context.log.warning(
-                f"{model.key} × {edition} {result.qid}: {EMPTY_ANSWER_NOTE.format(attempts=result.attempts)}"
+                f"{labels.progress} {result.qid}: {EMPTY_ANSWER_NOTE.format(attempts=result.attempts)}"
             )
         progress.cost_usd += _paid(result)  # paid whether or not it is on disk yet: the budget counts it
         if time.monotonic() - last_log[0] >= PROGRESS_LOG_EVERY_S:
@@ -411,14 +462,12 @@ def _call_model(
     def should_stop() -> str | None:
         return interrupts.requested() or log.stop_reason() or over_budget()
 
-    ceiling = _cost_ceiling(model, config)
-
     def over_budget() -> str | None:
         if ceiling is not None and spent_before + progress.cost_usd >= ceiling:
             return f"reported cost ${spent_before + progress.cost_usd:.4f} reached max_cost_usd ${ceiling}"
         return budget.reached() if budget is not None else None  # its gate counts what this run paid
 
-    concurrency = config.concurrency or model.concurrency
+    concurrency = concurrency_override or model.concurrency
     capacity = cell_capacity(warehouse_root, model, concurrency, registry.values())
     publish(progress)
     log = ResponseLog(log_path, on_durable)
@@ -427,26 +476,25 @@ def _call_model(
         with budget.sending() if budget is not None else nullcontext(), log, interrupts.stop_on_signals():
             stats = run_blocking(
                 run_chat_requests(
-                    endpoint, plan.pending, concurrency, on_result, should_stop, capacity=capacity, gate=gate
+                    endpoint, pending, concurrency, on_result, should_stop, capacity=capacity, gate=gate
                 )
             )
     except ResponseLogError as error:
-        raise Failure(description=f"{model.key} × edition {edition}: {error}; nothing was sent") from None
+        raise Failure(description=f"{labels.failure}: {error}; nothing was sent") from None
     except FatalEndpointError as error:
         raise Failure(
-            description=f"{model.key} × edition {edition}: {error}; {progress.answered} answers received "
+            description=f"{labels.failure}: {error}; {progress.answered} answers received "
             f"before the stop are kept in {log_path}"
         ) from None
     if log.failure is not None:
-        raise Failure(description=_log_failure_line(model, edition, log))
+        raise Failure(description=_log_failure_line(labels.failure, log))
     context.log.info(
         _progress_line(progress)
         + f" — {stats.sent_requests} HTTP requests, retries {dict(stats.retries_by_cause) or 0}"
     )
     if stats.stop_reason:
         line = (
-            f"{model.key} × edition {edition}: stopped, {stats.stop_reason}; "
-            f"{progress.answered} answers kept in {log_path}"
+            f"{labels.failure}: stopped, {stats.stop_reason}; {progress.answered} answers kept in {log_path}"
         )
         if stats.stop_reason == interrupts.requested():
             raise _interrupted(line, stats.stop_reason)
@@ -458,7 +506,7 @@ def _interrupted(line: str, reason: str) -> Failure:
     return Failure(description=line, metadata={interrupts.INTERRUPTED_METADATA: reason})
 
 
-def _log_failure_line(model: ModelConfig, edition: str, log: ResponseLog) -> str:
+def _log_failure_line(cell: str, log: ResponseLog) -> str:
     """One line for a run stopped because its response log could not be written (a full disk, mostly)."""
     lost = (
         f"; {len(log.unwritten)} answer(s) received could not be written and will be asked again"
@@ -466,7 +514,7 @@ def _log_failure_line(model: ModelConfig, edition: str, log: ResponseLog) -> str
         else ""
     )
     return (
-        f"{model.key} × edition {edition}: stopped, {log.stop_reason()}; {log.written} answer(s) received "
+        f"{cell}: stopped, {log.stop_reason()}; {log.written} answer(s) received "
         f"this run are kept{lost}. Free space and rerun `oabench run`: nothing kept is asked again"
     )
 

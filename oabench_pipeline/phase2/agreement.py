@@ -54,7 +54,7 @@ def exam_sub_items(store: Warehouse) -> pl.DataFrame | None:
 
 @asset(
     group_name="phase2_agreement",
-    deps=[AssetKey("phase2_items"), AssetKey("phase2_import")],  # phase2_import writes phase2_judgments
+    deps=[AssetKey("phase2_items"), AssetKey("phase2_import"), AssetKey("phase2_judgments")],
     kinds={"polars"},
     check_specs=check_specs(AGREEMENT_TABLE, AGREEMENT_CHECKS, blocking=AGREEMENT_CHECKS),
     metadata={"dagster/column_schema": table_schema(AGREEMENT_TABLE).value},

@@ -33,7 +33,8 @@ SCORE_CHECKS = {
     "totals_within_points": "Every area-exam total is within 0-10, its piece within 0-5 and its questions "
     "within 0-5; blocking.",
 }
-DEPS = ["phase2_items", "phase2_import"]
+# The judgments come from an import or from judging; the answers a judgment counts for, from either too.
+DEPS = ["phase2_items", "phase2_import", "phase2_answers", "phase2_judgments"]
 
 
 @multi_asset(

@@ -461,6 +461,16 @@ TABLES.update(
             ("structured", pl.Boolean, "Points per criterion returned as JSON (`--structured`)"),
             ("criteria_points", pl.List(pl.Float64), "Structured judgments: points given per criterion"),
             ("answer_run_id", pl.String, "The judged answer's run (phase2_answers.run_id)"),
+            (
+                "max_completion_tokens",
+                pl.Int64,
+                "The completion ceiling the judge was asked with; NULL: none (or unknown, for an import)",
+            ),
+            (
+                "finish_reason",
+                pl.String,
+                "The judge's finish_reason ('stop', 'length', ...); NULL if unknown",
+            ),
             ("prompt_tokens", pl.Int64, "Prompt tokens of the judgment"),
             ("completion_tokens", pl.Int64, "Completion tokens of the judgment"),
             ("cost_usd", pl.Float64, "Cost of the judgment in USD as reported; NULL when unknown"),

@@ -274,6 +274,15 @@ async def _sleep_at_least(seconds: float) -> None:
         await asyncio.sleep(left)
 
 
+def conversation_text(messages: Any) -> str:
+    """A conversation as one key: each message's role and text, as JSON (`conversation_keys`)."""
+    if not isinstance(messages, list):
+        return ""
+    return json.dumps(
+        [[m.get("role"), m.get("content")] for m in messages if isinstance(m, dict)], ensure_ascii=False
+    )
+
+
 def _user_text(payload: dict[str, Any]) -> str:
     """Text of the last user message (string content or text parts)."""
     messages = payload.get("messages")
@@ -461,6 +470,7 @@ class ReplayServer:
         gzip_always: bool = False,
         idle_close_s: float | None = None,
         cost_header: str | None = None,
+        conversation_keys: bool = False,
     ) -> None:
         """`api_key` set → requests without `Authorization: Bearer <api_key>` get 401.
 
@@ -469,6 +479,10 @@ class ReplayServer:
         request without the query gets 404); `api_key_header="api-key"` expects the raw key there.
         `gzip_always` gzips every reply unasked; `idle_close_s` closes keep-alive connections idle that
         long; `cost_header` (e.g. `x-litellm-response-cost`) moves `usage.cost` into that header.
+
+        `conversation_keys`: replies are keyed by the whole conversation (`conversation_text`: every
+        message's role and text), not the last user message: a 2nd-phase sub-item B is answered only when
+        its request carries sub-item A's reply.
 
         `unknown_model_status` set (e.g. 404, as OpenRouter) → a model in neither `models` nor `replies`
         gets that status; otherwise it gets the fallback answer.
@@ -503,6 +517,7 @@ class ReplayServer:
         self.gzip_always = gzip_always
         self.idle_close_s = idle_close_s
         self.cost_header = cost_header
+        self.conversation_keys = conversation_keys
 
     # -- lifecycle
 
@@ -711,7 +726,7 @@ class ReplayServer:
             await self._write(writer, _error_response(400, "request body is not JSON"), request.keep_alive)
             return request.keep_alive
         model = str(payload.get("model", ""))
-        text = _user_text(payload)
+        text = conversation_text(payload.get("messages")) if self.conversation_keys else _user_text(payload)
         key = prompt_key(model, text)
         auth = request.headers.get(self.api_key_header, "")
         with self._lock:

@@ -28,6 +28,8 @@ EXPECTED_GROUPS = {
     "phase2_standards": "phase2_exams",
     "phase2_judge_prompts": "phase2_exams",
     "phase2_import": "phase2_answers",
+    "phase2_answers": "phase2_answers",
+    "phase2_judgments": "phase2_judgments",
     "phase2_scores": "phase2_scoring",
     "phase2_leaderboard": "phase2_scoring",
     "phase2_leaderboard_by_area": "phase2_scoring",
