@@ -877,8 +877,10 @@ async def run_chat_requests(
 
     `should_stop` is polled before each new request starts and during each retry's backoff; once it
     returns a reason nothing more is sent (a request waiting to be retried is dropped, unreported),
-    in-flight ones finish and are reported. A `FatalEndpointError` (or an exception from
-    `on_result`) cancels every in-flight request and propagates; results already delivered stay so.
+    in-flight ones finish and are reported. A `FatalEndpointError` cancels every in-flight request and
+    propagates; results already delivered stay so. An exception from `on_result` stops sending as
+    `should_stop` does, never cancels: the requests in flight are paid for, so they finish and are handed
+    to `on_result` too, and the first such exception propagates once the pool has drained.
     `client`: the endpoint's shared `httpx.AsyncClient` when the caller runs several cells on one
     loop; by default one is opened for this call (`new_http_client`) and closed at its end.
     `capacity`: slots shared with the other cells of the model key and endpoint host (`capacity.py`);
@@ -911,19 +913,34 @@ async def _run_pool(
     for request in requests:
         queue.put_nowait(request)
     stop_reason: list[str] = []
+    callback_errors: list[Exception] = []
+
+    def stopping() -> str | None:
+        """`should_stop`, or the failure of `on_result`: either way nothing more is sent."""
+        if callback_errors:
+            error = callback_errors[0]
+            return f"handling a reply failed ({type(error).__name__}: {error})"
+        return should_stop() if should_stop is not None else None
+
+    def deliver(result: ChatResult) -> None:
+        try:
+            on_result(result)
+        except Exception as error:  # a paid reply's handler failed: stop sending, cancel nothing
+            callback_errors.append(error)
+
     workers = min(concurrency, max(1, len(requests)))
     first_round = _FirstRound(size=min(workers, len(requests)))
 
     async def worker() -> None:
         while not stop_reason:
-            if should_stop is not None and (reason := should_stop()):
+            if reason := stopping():
                 stop_reason.append(reason)
                 return
             if queue.empty():
                 return
             async with all_slots(capacity):
                 # Asked again once the shared slots are ours: the wait may have been long.
-                if should_stop is not None and (reason := should_stop()):
+                if reason := stopping():
                     stop_reason.append(reason)
                     return
                 try:
@@ -938,7 +955,7 @@ async def _run_pool(
                         endpoint,
                         request,
                         tally,
-                        should_stop,
+                        stopping,
                         first_round if in_first_round else None,
                         gate,
                     )
@@ -960,7 +977,7 @@ async def _run_pool(
                     tally.errors += 1
                 # Saved before the slots are let go: a request another cell sends meanwhile would otherwise
                 # make one more answer than `concurrency` received but not yet saved, lost to a crash then.
-                on_result(result)
+                deliver(result)
             if gave_up:
                 await first_round.decided.wait()  # nothing more is sent until the endpoint answers something
 
@@ -975,6 +992,8 @@ async def _run_pool(
         await _cancel_all(tasks)  # cancelled while starting: take the started workers down too
         raise
     await _wait_all_or_first_error(tasks)
+    if callback_errors:
+        raise callback_errors[0]
 
     elapsed = 0.0
     if tally.first_request_mono is not None and tally.last_response_mono is not None:
