@@ -13,7 +13,9 @@ Design choices worth knowing:
 - `on_result` is called synchronously as soon as each result is known, so the caller can persist it
   before anything else happens: a paid answer is never lost because a later request failed.
 - Transient failures (429, 5xx, timeouts, dropped connections) are retried with exponential backoff and
-  full jitter, waiting at least `Retry-After` when the server sends one. Malformed bodies (anything the
+  full jitter, waiting at least `Retry-After` when the server sends one. A 429 draws on a budget of its
+  own (`max_rate_limited_retries`), never on the question's attempts, and lowers the limit shared by
+  every cell on the endpoint's host (`capacity.SharedLimit`, held per attempt). Malformed bodies (anything the
   client cannot decode: not JSON, not UTF-8, nested too deep, ...) and empty answers get a separate,
   smaller retry budget. Whatever still fails becomes a `ChatResult` with `error` set and
   `raw_response=None`: it is reported, never dropped and never taken for an answer. An answer still
@@ -49,7 +51,8 @@ import socket
 import ssl
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -476,6 +479,11 @@ class _Retry(Exception):
         self.status = status
 
 
+class _StoppedWaiting(Exception):
+    """Internal signal: `should_stop` said stop while an attempt waited for the endpoint's limit; nothing
+    was sent."""
+
+
 class _Refused(Exception):
     """Internal signal: the spend gate would not hold budget for the next attempt (or a stop came while it
     waited); nothing was sent, and the cell stops for `reason`."""
@@ -537,6 +545,7 @@ class _Attempts:
     transient: int = 0
     malformed: int = 0
     refused: int = 0
+    rate_limited: int = 0
     paid_cost: float | None = None
     last_parsed: _Parsed | None = None
     last_cost: float | None = None
@@ -753,6 +762,8 @@ def _budget(endpoint: EndpointConfig, attempts: _Attempts, cause: RetryCause) ->
         return attempts.malformed, endpoint.max_malformed_retries
     if cause == "refused":
         return attempts.refused, endpoint.max_refused_retries
+    if cause == "429":
+        return attempts.rate_limited, endpoint.max_rate_limited_retries
     return attempts.transient, endpoint.max_retries
 
 
@@ -761,8 +772,17 @@ def _spend(attempts: _Attempts, cause: RetryCause) -> None:
         attempts.malformed += 1
     elif cause == "refused":
         attempts.refused += 1
+    elif cause == "429":
+        attempts.rate_limited += 1
     else:
         attempts.transient += 1
+
+
+@asynccontextmanager
+async def _throttled(throttles: Sequence[Capacity]) -> AsyncIterator[list[int]]:
+    """Hold a slot of each adaptive capacity for one attempt; yields the limits' epochs when taken."""
+    async with AsyncExitStack() as stack:
+        yield [await stack.enter_async_context(throttle.slot()) for throttle in throttles]
 
 
 async def _ask(
@@ -773,12 +793,15 @@ async def _ask(
     should_stop: Callable[[], str | None] | None = None,
     first_round: _FirstRound | None = None,
     gate: SpendGate | None = None,
+    throttles: Sequence[Capacity] = (),
 ) -> ChatResult | None:
     """Send one request until it yields a result, retrying within the configured budgets.
 
     None: a retry was due when `should_stop` said stop; the request is dropped unanswered (not sent again).
     `first_round`: this request is one of the pool's first round (see `_FirstRound`). `gate`: budget is
     held before each attempt and settled after it (`reservations.py`); raises `_Refused` when it is not.
+    `throttles`: adaptive capacities (an endpoint's rate limit) each attempt holds a slot of, and tells
+    what the endpoint answered.
     """
     attempts = _Attempts()
     secrets = endpoint.secrets
@@ -791,13 +814,21 @@ async def _ask(
         attempts.total += 1
         attempts.attempt_cost = None
         parsed_before = attempts.last_parsed
-        tally.mark_sent()
         started = time.perf_counter()
         try:
-            reply = await _post(client, url, content, endpoint)
+            async with _throttled(throttles) as epochs:
+                if throttles and should_stop is not None and should_stop():
+                    raise _StoppedWaiting  # the wait for the endpoint may have been long
+                tally.mark_sent()
+                started = time.perf_counter()
+                reply = await _post(client, url, content, endpoint)
+            for throttle, epoch in zip(throttles, epochs, strict=True):
+                throttle.observe(reply.status, epoch)
             tally.mark_response()
             attempts.last_latency_s = reply.latency_s
             return _interpret_or_malformed(endpoint, url, request, reply, attempts)
+        except _StoppedWaiting:
+            return None
         except _Retry as retry:
             failure = retry
         except Exception as exc:
@@ -930,6 +961,10 @@ async def _run_pool(
 
     workers = min(concurrency, max(1, len(requests)))
     first_round = _FirstRound(size=min(workers, len(requests)))
+    # A request holds its model key's slots from its first attempt until its reply is saved; an endpoint's
+    # adaptive limit only while an attempt is in flight (a backoff leaves it to a request that can go).
+    held = [c for c in capacity if c.shared_limit is None]
+    throttles = [c for c in capacity if c.shared_limit is not None]
 
     async def worker() -> None:
         while not stop_reason:
@@ -938,7 +973,7 @@ async def _run_pool(
                 return
             if queue.empty():
                 return
-            async with all_slots(capacity):
+            async with all_slots(held):
                 # Asked again once the shared slots are ours: the wait may have been long.
                 if reason := stopping():
                     stop_reason.append(reason)
@@ -958,6 +993,7 @@ async def _run_pool(
                         stopping,
                         first_round if in_first_round else None,
                         gate,
+                        throttles,
                     )
                 except _Refused as refused:
                     stop_reason.append(refused.reason)
