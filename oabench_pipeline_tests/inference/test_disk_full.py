@@ -152,8 +152,11 @@ def test_dagster_home_filling_up_mid_run_loses_no_paid_reply(
         # Past the progress line's interval: the next reply's callback writes to Dagster's event log.
         time.sleep(PROGRESS_LOG_EVERY_S + 0.5)
         filler = fill_leaving(disk, 0)
-        server.hold_replies(allow=20)  # the 4 held replies and 16 more arrive on a full DAGSTER_HOME
-        settled(server, at_least=40 + concurrency)
+        # One reply: its callback's progress line meets the full disk while 3 more requests are in flight.
+        server.hold_replies(allow=1)
+        settled(server)
+        server.hold_replies(allow=20)  # the 3 held replies and 17 more arrive on a full DAGSTER_HOME
+        settled(server, at_least=41 + concurrency)
         log = cell_log_path(fresh_env.settings.warehouse_path.parent / "responses", MODEL, EDITION)
         answered_while_full = sum(server.stats.answers_per_prompt.values())
         deadline = time.monotonic() + 10
@@ -166,7 +169,8 @@ def test_dagster_home_filling_up_mid_run_loses_no_paid_reply(
         answered = sum(server.stats.answers_per_prompt.values())
         logged = read_log(log)
 
-        assert logged_while_full == answered_while_full == 40, "every reply answered on a full disk is kept"
+        assert logged_while_full == answered_while_full, "every reply answered on a full disk is kept"
+        assert answered_while_full == 41, "and the requests went on"
         assert len(logged) == answered, "every reply the server answered is in the response log"
         warnings = [
             event.message
