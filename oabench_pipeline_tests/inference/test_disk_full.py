@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance, EventLogEntry
 
+from oabench_pipeline.engine.launch import PROGRESS_FOLDER
 from oabench_pipeline.inference.assets import PROGRESS_LOG_EVERY_S
 from oabench_pipeline.inference.response_log import RESERVE_BYTES, cell_log_path, read_log
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
@@ -192,3 +193,20 @@ def _events_of_the_cell_runs() -> list[EventLogEntry]:
             for record in instance.get_run_records()
             for event in instance.all_logs(record.dagster_run.run_id)
         ]
+
+
+def test_a_full_disk_under_the_progress_files_fails_no_cell(fresh_env: PipelineEnv) -> None:
+    """The progress relay (`oabench run`'s live counts) cannot be written: the cell still completes."""
+    progress = fresh_env.settings.warehouse_path.parent / PROGRESS_FOLDER
+    with (
+        small_tmpfs(progress, 256 * 1024) as disk,
+        ReplayServer(latency_s=0.01, api_key=TEST_KEY) as server,
+    ):
+        use_model(fresh_env, server.base_url)
+        fill_leaving(disk, 0)
+
+        result = fresh_env.cli("run", "--models", MODEL, "--editions", EDITION)
+
+        assert result.exit_code == 0, result.output
+        assert server.stats.total_requests == 80
+        assert fresh_env.warehouse.read("inferences", f"{EDITION}|{MODEL}").height == 80
