@@ -43,7 +43,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 POLL_S = 0.01  # wait between looks at another process's slot files (by one request of a process at a time)
@@ -151,7 +151,8 @@ class SharedLimit:
                 return replace(state, answered=state.answered + 1, updated=time.time())
             return replace(state, limit=state.limit + 1, answered=0, updated=time.time())
 
-        self._change(raise_slowly)
+        if self._fresh(self._read()).limit < self.ceiling:  # at the ceiling (no 429 lately): no lock taken
+            self._change(raise_slowly)
 
     def _fresh(self, state: LimitState) -> LimitState:
         if time.time() - state.updated > LIMIT_RESET_AFTER_S:
@@ -170,7 +171,7 @@ class SharedLimit:
                 new = change(self._fresh(self._read()))
                 if new is not None:
                     partial = self._path.with_name(f"limit.{os.getpid()}.partial")
-                    partial.write_text(json.dumps(new.__dict__), encoding="utf-8")
+                    partial.write_text(json.dumps(asdict(new)), encoding="utf-8")
                     os.replace(partial, self._path)
             finally:
                 os.close(fd)  # and its lock
