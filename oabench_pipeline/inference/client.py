@@ -915,7 +915,8 @@ async def run_chat_requests(
     `client`: the endpoint's shared `httpx.AsyncClient` when the caller runs several cells on one
     loop; by default one is opened for this call (`new_http_client`) and closed at its end.
     `capacity`: slots shared with the other cells of the model key and endpoint host (`capacity.py`);
-    each request holds one of each while in flight, so `concurrency` here only bounds this cell.
+    each request holds one of each while in flight (an adaptive one, a host's rate limit, per attempt), so
+    `concurrency` here only bounds this cell.
     `gate`: the budget each attempt holds before it is sent (`reservations.py`); when it cannot be held,
     nothing more is sent and `RunStats.stop_reason` says why, as for `should_stop`.
     """
