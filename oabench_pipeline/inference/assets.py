@@ -54,6 +54,7 @@ from oabench_pipeline.inference.cost import estimated_prompt_cost, listed_price
 from oabench_pipeline.inference.endpoints import cell_capacity
 from oabench_pipeline.inference.progress import (
     PROGRESS_FILE_TAG,
+    BestEffort,
     CellProgress,
     notify,
     publish,
@@ -438,26 +439,22 @@ def send_requests(
         budget.start()  # this cell's log as it stands now, and the other cells' of the policy's models
     progress = CellProgress(cell=labels.progress, total=total, already_done=total - len(pending))
     last_log = [time.monotonic()]
+    # Dagster's event log, the progress relay: a paid reply never waits on them, and their failure (a full
+    # DAGSTER_HOME, PostgreSQL gone) cancels nothing; it is said once, at the end.
+    reports = BestEffort()
 
     def on_result(result: ChatResult) -> None:
-        """On the event loop, as each reply arrives: hand it to the log's writer thread, count its cost."""
+        """On the event loop, as each reply arrives: into the response log first, then count its cost;
+        everything else is best effort."""
         log.append(result)
-        if result.cost_note:
-            context.log.warning(f"{labels.progress} {result.qid}: {result.cost_note}")
-        if result.empty_answer:
-            context.log.warning(
-                f"{labels.progress} {result.qid}: {EMPTY_ANSWER_NOTE.format(attempts=result.attempts)}"
-            )
         progress.cost_usd += _paid(result)  # paid whether or not it is on disk yet: the budget counts it
-        if time.monotonic() - last_log[0] >= PROGRESS_LOG_EVERY_S:
-            last_log[0] = time.monotonic()
-            context.log.info(_progress_line(progress))
+        reports.attempt(lambda: _report_reply(context, labels.progress, result, progress, last_log))
 
     def on_durable(result: ChatResult) -> None:
         """On the log's writer thread, once the reply is fsynced: only now is it counted as received."""
         progress.answered += result.ok
         progress.errors += not result.ok
-        publish(progress)
+        reports.attempt(lambda: publish(progress))
 
     def should_stop() -> str | None:
         return interrupts.requested() or log.stop_reason() or over_budget()
@@ -469,7 +466,7 @@ def send_requests(
 
     concurrency = concurrency_override or model.concurrency
     capacity = cell_capacity(warehouse_root, model, concurrency, registry.values())
-    publish(progress)
+    reports.attempt(lambda: publish(progress))
     log = ResponseLog(log_path, on_durable)
     try:
         # The budget outermost: the log is flushed before the others stop counting this cell as sending.
@@ -488,10 +485,15 @@ def send_requests(
         ) from None
     if log.failure is not None:
         raise Failure(description=_log_failure_line(labels.failure, log))
-    context.log.info(
-        _progress_line(progress)
-        + f" — {stats.sent_requests} HTTP requests, retries {dict(stats.retries_by_cause) or 0}"
+    reports.attempt(
+        lambda: context.log.info(
+            _progress_line(progress)
+            + f" — {stats.sent_requests} HTTP requests, retries {dict(stats.retries_by_cause) or 0}"
+        )
     )
+    if unreported := reports.summary():
+        kept = f"{log.written} answer(s) received this run are kept in {log_path}"
+        reports.attempt(lambda: context.log.warning(f"{labels.failure}: {unreported}; {kept}"))
     if stats.stop_reason:
         line = (
             f"{labels.failure}: stopped, {stats.stop_reason}; {progress.answered} answers kept in {log_path}"
@@ -499,6 +501,23 @@ def send_requests(
         if stats.stop_reason == interrupts.requested():
             raise _interrupted(line, stats.stop_reason)
         raise Failure(description=line)
+
+
+def _report_reply(
+    context: AssetExecutionContext,
+    cell: str,
+    result: ChatResult,
+    progress: CellProgress,
+    last_log: list[float],
+) -> None:
+    """What Dagster's log says of one reply: its cost note, an empty final answer, progress every 5 s."""
+    if result.cost_note:
+        context.log.warning(f"{cell} {result.qid}: {result.cost_note}")
+    if result.empty_answer:
+        context.log.warning(f"{cell} {result.qid}: {EMPTY_ANSWER_NOTE.format(attempts=result.attempts)}")
+    if time.monotonic() - last_log[0] >= PROGRESS_LOG_EVERY_S:
+        last_log[0] = time.monotonic()
+        context.log.info(_progress_line(progress))
 
 
 def _interrupted(line: str, reason: str) -> Failure:

@@ -13,7 +13,9 @@ Design choices worth knowing:
 - `on_result` is called synchronously as soon as each result is known, so the caller can persist it
   before anything else happens: a paid answer is never lost because a later request failed.
 - Transient failures (429, 5xx, timeouts, dropped connections) are retried with exponential backoff and
-  full jitter, waiting at least `Retry-After` when the server sends one. Malformed bodies (anything the
+  full jitter, waiting at least `Retry-After` when the server sends one. A 429 draws on a budget of its
+  own (`max_rate_limited_retries`), never on the question's attempts, and lowers the limit shared by
+  every cell on the endpoint's host (`capacity.SharedLimit`, held per attempt). Malformed bodies (anything the
   client cannot decode: not JSON, not UTF-8, nested too deep, ...) and empty answers get a separate,
   smaller retry budget. Whatever still fails becomes a `ChatResult` with `error` set and
   `raw_response=None`: it is reported, never dropped and never taken for an answer. An answer still
@@ -49,7 +51,8 @@ import socket
 import ssl
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -476,6 +479,11 @@ class _Retry(Exception):
         self.status = status
 
 
+class _StoppedWaiting(Exception):
+    """Internal signal: `should_stop` said stop while an attempt waited for the endpoint's limit; nothing
+    was sent."""
+
+
 class _Refused(Exception):
     """Internal signal: the spend gate would not hold budget for the next attempt (or a stop came while it
     waited); nothing was sent, and the cell stops for `reason`."""
@@ -537,6 +545,7 @@ class _Attempts:
     transient: int = 0
     malformed: int = 0
     refused: int = 0
+    rate_limited: int = 0
     paid_cost: float | None = None
     last_parsed: _Parsed | None = None
     last_cost: float | None = None
@@ -753,6 +762,8 @@ def _budget(endpoint: EndpointConfig, attempts: _Attempts, cause: RetryCause) ->
         return attempts.malformed, endpoint.max_malformed_retries
     if cause == "refused":
         return attempts.refused, endpoint.max_refused_retries
+    if cause == "429":
+        return attempts.rate_limited, endpoint.max_rate_limited_retries
     return attempts.transient, endpoint.max_retries
 
 
@@ -761,8 +772,17 @@ def _spend(attempts: _Attempts, cause: RetryCause) -> None:
         attempts.malformed += 1
     elif cause == "refused":
         attempts.refused += 1
+    elif cause == "429":
+        attempts.rate_limited += 1
     else:
         attempts.transient += 1
+
+
+@asynccontextmanager
+async def _throttled(throttles: Sequence[Capacity]) -> AsyncIterator[list[int]]:
+    """Hold a slot of each adaptive capacity for one attempt; yields the limits' epochs when taken."""
+    async with AsyncExitStack() as stack:
+        yield [await stack.enter_async_context(throttle.slot()) for throttle in throttles]
 
 
 async def _ask(
@@ -773,12 +793,15 @@ async def _ask(
     should_stop: Callable[[], str | None] | None = None,
     first_round: _FirstRound | None = None,
     gate: SpendGate | None = None,
+    throttles: Sequence[Capacity] = (),
 ) -> ChatResult | None:
     """Send one request until it yields a result, retrying within the configured budgets.
 
     None: a retry was due when `should_stop` said stop; the request is dropped unanswered (not sent again).
     `first_round`: this request is one of the pool's first round (see `_FirstRound`). `gate`: budget is
     held before each attempt and settled after it (`reservations.py`); raises `_Refused` when it is not.
+    `throttles`: adaptive capacities (an endpoint's rate limit) each attempt holds a slot of, and tells
+    what the endpoint answered.
     """
     attempts = _Attempts()
     secrets = endpoint.secrets
@@ -791,13 +814,21 @@ async def _ask(
         attempts.total += 1
         attempts.attempt_cost = None
         parsed_before = attempts.last_parsed
-        tally.mark_sent()
         started = time.perf_counter()
         try:
-            reply = await _post(client, url, content, endpoint)
+            async with _throttled(throttles) as epochs:
+                if throttles and should_stop is not None and should_stop():
+                    raise _StoppedWaiting  # the wait for the endpoint may have been long
+                tally.mark_sent()
+                started = time.perf_counter()
+                reply = await _post(client, url, content, endpoint)
+            for throttle, epoch in zip(throttles, epochs, strict=True):
+                throttle.observe(reply.status, epoch)
             tally.mark_response()
             attempts.last_latency_s = reply.latency_s
             return _interpret_or_malformed(endpoint, url, request, reply, attempts)
+        except _StoppedWaiting:
+            return None
         except _Retry as retry:
             failure = retry
         except Exception as exc:
@@ -877,12 +908,15 @@ async def run_chat_requests(
 
     `should_stop` is polled before each new request starts and during each retry's backoff; once it
     returns a reason nothing more is sent (a request waiting to be retried is dropped, unreported),
-    in-flight ones finish and are reported. A `FatalEndpointError` (or an exception from
-    `on_result`) cancels every in-flight request and propagates; results already delivered stay so.
+    in-flight ones finish and are reported. A `FatalEndpointError` cancels every in-flight request and
+    propagates; results already delivered stay so. An exception from `on_result` stops sending as
+    `should_stop` does, never cancels: the requests in flight are paid for, so they finish and are handed
+    to `on_result` too, and the first such exception propagates once the pool has drained.
     `client`: the endpoint's shared `httpx.AsyncClient` when the caller runs several cells on one
     loop; by default one is opened for this call (`new_http_client`) and closed at its end.
     `capacity`: slots shared with the other cells of the model key and endpoint host (`capacity.py`);
-    each request holds one of each while in flight, so `concurrency` here only bounds this cell.
+    each request holds one of each while in flight (an adaptive one, a host's rate limit, per attempt), so
+    `concurrency` here only bounds this cell.
     `gate`: the budget each attempt holds before it is sent (`reservations.py`); when it cannot be held,
     nothing more is sent and `RunStats.stop_reason` says why, as for `should_stop`.
     """
@@ -911,19 +945,38 @@ async def _run_pool(
     for request in requests:
         queue.put_nowait(request)
     stop_reason: list[str] = []
+    callback_errors: list[Exception] = []
+
+    def stopping() -> str | None:
+        """`should_stop`, or the failure of `on_result`: either way nothing more is sent."""
+        if callback_errors:
+            error = callback_errors[0]
+            return f"handling a reply failed ({type(error).__name__}: {error})"
+        return should_stop() if should_stop is not None else None
+
+    def deliver(result: ChatResult) -> None:
+        try:
+            on_result(result)
+        except Exception as error:  # a paid reply's handler failed: stop sending, cancel nothing
+            callback_errors.append(error)
+
     workers = min(concurrency, max(1, len(requests)))
     first_round = _FirstRound(size=min(workers, len(requests)))
+    # A request holds its model key's slots from its first attempt until its reply is saved; an endpoint's
+    # adaptive limit only while an attempt is in flight (a backoff leaves it to a request that can go).
+    held = [c for c in capacity if c.shared_limit is None]
+    throttles = [c for c in capacity if c.shared_limit is not None]
 
     async def worker() -> None:
         while not stop_reason:
-            if should_stop is not None and (reason := should_stop()):
+            if reason := stopping():
                 stop_reason.append(reason)
                 return
             if queue.empty():
                 return
-            async with all_slots(capacity):
+            async with all_slots(held):
                 # Asked again once the shared slots are ours: the wait may have been long.
-                if should_stop is not None and (reason := should_stop()):
+                if reason := stopping():
                     stop_reason.append(reason)
                     return
                 try:
@@ -938,9 +991,10 @@ async def _run_pool(
                         endpoint,
                         request,
                         tally,
-                        should_stop,
+                        stopping,
                         first_round if in_first_round else None,
                         gate,
+                        throttles,
                     )
                 except _Refused as refused:
                     stop_reason.append(refused.reason)
@@ -960,7 +1014,7 @@ async def _run_pool(
                     tally.errors += 1
                 # Saved before the slots are let go: a request another cell sends meanwhile would otherwise
                 # make one more answer than `concurrency` received but not yet saved, lost to a crash then.
-                on_result(result)
+                deliver(result)
             if gave_up:
                 await first_round.decided.wait()  # nothing more is sent until the endpoint answers something
 
@@ -975,6 +1029,8 @@ async def _run_pool(
         await _cancel_all(tasks)  # cancelled while starting: take the started workers down too
         raise
     await _wait_all_or_first_error(tasks)
+    if callback_errors:
+        raise callback_errors[0]
 
     elapsed = 0.0
     if tally.first_request_mono is not None and tally.last_response_mono is not None:

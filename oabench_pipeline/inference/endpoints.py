@@ -44,13 +44,24 @@ def cell_capacity(
     warehouse_root: Path, model: ModelConfig, concurrency: int, registry: Iterable[ModelConfig]
 ) -> list[Capacity]:
     """The slots a cell's requests hold: its model key's (`concurrency`, shared by all the key's cells
-    in every process on this warehouse), then its host's when capped."""
+    in every process on this warehouse), then its host's, whose limit adapts to the host's 429s
+    (`capacity.SharedLimit`) under a ceiling: `endpoint_concurrency` when set, else the `concurrency` of
+    every registry model on the host added up (no fewer than this cell's)."""
     root = warehouse_root / "capacity"
     slots = [shared_capacity(root, "model", model.key, concurrency)]
-    cap = endpoint_cap(model, registry)
-    if cap is not None:
-        slots.append(shared_capacity(root, "endpoint", endpoint_of(model), cap))
+    if model.base_url is None:
+        return slots
+    registry = list(registry)
+    ceiling = endpoint_cap(model, registry) or max(concurrency, _host_concurrency(model, registry))
+    slots.append(shared_capacity(root, "endpoint", endpoint_of(model), ceiling, adaptive=True))
     return slots
+
+
+def _host_concurrency(model: ModelConfig, registry: Iterable[ModelConfig]) -> int:
+    """The `concurrency` of every model on the model's host, added up (the model's own included once)."""
+    host = endpoint_of(model)
+    others = sum(m.concurrency for m in registry if m.key != model.key and endpoint_of(m) == host)
+    return model.concurrency + others
 
 
 PARTITION_MODEL_TAG = "dagster/partition/model"  # Dagster's own tag of a cell run's model dimension

@@ -7,6 +7,7 @@ run) they are only in the run's log, where the step also writes them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -78,6 +79,32 @@ def listening(listener: Listener, on_notice: NoticeListener | None = None) -> It
             _notice_listeners.remove(on_notice)
 
 
+class BestEffort:
+    """What a step reports besides its replies (lines in Dagster's log, the progress relay): none of it
+    may stop or cancel anything, so a failure (a full disk, a database gone) is counted, the first one
+    kept, and never raised. Safe from several threads (the event loop, the response log's syncing one)."""
+
+    def __init__(self) -> None:
+        self.failures = 0
+        self.first: Exception | None = None
+        self._lock = threading.Lock()
+
+    def attempt(self, report: Callable[[], object]) -> None:
+        try:
+            report()
+        except Exception as error:
+            with self._lock:
+                self.failures += 1
+                self.first = self.first or error
+
+    def summary(self) -> str | None:
+        """One line saying what could not be reported, or None when everything was."""
+        if self.first is None:
+            return None
+        why = " ".join(str(self.first).split())[:200]
+        return f"{self.failures} progress report(s) could not be written ({type(self.first).__name__}: {why})"
+
+
 def publish(progress: CellProgress) -> None:
     for listener in list(_listeners):
         listener(progress)
@@ -97,7 +124,10 @@ RELAY_EVERY_S = 0.25
 
 
 class ProgressRelay:
-    """Writes a cell's progress and notices to `path` (at most every `RELAY_EVERY_S`, and at the end)."""
+    """Writes a cell's progress and notices to `path` (at most every `RELAY_EVERY_S`, and at the end).
+
+    Best effort: a write that fails (a full disk) is skipped and tried again at the next update, and
+    `failure` keeps the first error; a relay never fails the cell it reports on."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -105,6 +135,7 @@ class ProgressRelay:
         self._progress: CellProgress | None = None
         self._notices: list[str] = []
         self._written = 0.0
+        self.failure: OSError | None = None
 
     def update(self, progress: CellProgress) -> None:
         with self._lock:
@@ -138,10 +169,15 @@ class ProgressRelay:
                 "elapsed_s": time.monotonic() - progress.started,
             },
         }
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_name(self.path.name + ".partial")
-        partial.write_text(json.dumps(state), encoding="utf-8")
-        os.replace(partial, self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_text(json.dumps(state), encoding="utf-8")
+            os.replace(partial, self.path)
+        except OSError as error:
+            self.failure = self.failure or error
+            with contextlib.suppress(OSError):
+                partial.unlink(missing_ok=True)
 
 
 @contextmanager

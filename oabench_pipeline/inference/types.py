@@ -34,6 +34,9 @@ class EndpointConfig:
     connect_timeout_s: float = 10.0
     max_retries: int = 6
     max_malformed_retries: int = 2
+    # 429s draw on their own budget, not on `max_retries`: a rate limit says the endpoint is busy, not that
+    # the question fails, and the shared limit (`capacity.SharedLimit`) makes them rare once it has adapted.
+    max_rate_limited_retries: int = 30
     # A refused connection is retried this many times (a server restarting), then it is fatal.
     max_refused_retries: int = 3
     backoff_base_s: float = 0.5

@@ -106,3 +106,48 @@ def test_error_rows_are_cleared_by_one_rerun(fresh_env: PipelineEnv, shared_oab:
         assert resent == set(failed["qid"])
         assert all(after[keys[qid]] - before[keys[qid]] == 1 for qid in resent)
         assert_every_question_answered_once(fresh_env, server)
+
+
+RATE_LIMITED_MODELS = ["deepseek/deepseek-v3.2", "x-ai/grok-4.1-fast", "anthropic/claude-haiku-4.5"]
+RATE_LIMITED_EDITIONS = ["44", "45"]
+# Replies slow enough that 60 requests wanting 4 slots really queue (at 50 ms, the shipped backoff alone
+# spread them out: each cell on its own then met the limit without exhausting a question's attempts).
+RATE_LIMITED_LATENCY_S = 0.25
+
+
+@pytest.mark.parametrize("retry_after_s", [1.0, None], ids=["retry-after-1s", "no-retry-after"])
+def test_a_rate_limited_endpoint_answers_the_matrix_in_one_pass(
+    retry_after_s: float | None, fresh_env: PipelineEnv, shared_oab: Path
+) -> None:
+    """Six cells (three models × two editions, each its own process) of concurrency 20 against a provider
+    allowing 4 requests in flight: the first 429s lower the endpoint's shared limit, and one pass answers
+    every question, once, with no error row."""
+    fresh_env.monkeypatch.delenv("OABENCH_MODEL_BACKOFF_S")  # the shipped backoff, as a user has it
+    profile = FaultProfile(max_in_flight_before_429=4, retry_after_s=retry_after_s)
+    replies = published_replies(shared_oab, fresh_env.warehouse)
+    with ReplayServer(
+        replies=replies, api_key=TEST_KEY, latency_s=RATE_LIMITED_LATENCY_S, faults=profile
+    ) as server:
+        use_replay_models(fresh_env, server.base_url, RATE_LIMITED_MODELS)
+        result = fresh_env.cli(
+            "run",
+            "--models",
+            ",".join(RATE_LIMITED_MODELS),
+            "--editions",
+            ",".join(RATE_LIMITED_EDITIONS),
+            "--concurrency",
+            "20",
+        )
+        stats = server.stats
+    errors = {
+        f"{model} × {edition}": error_rows(cell_rows(fresh_env.warehouse, model, edition))
+        for model in RATE_LIMITED_MODELS
+        for edition in RATE_LIMITED_EDITIONS
+    }
+    assert result.exit_code == 0, result.output
+    assert set(errors.values()) == {0}, errors
+    assert stats.faults.get("429_overload", 0) > 0, "the provider's limit was really met"
+    assert stats.duplicate_answers == {}
+    for model in RATE_LIMITED_MODELS:
+        expected = active_prompt_keys(fresh_env.warehouse, model, RATE_LIMITED_EDITIONS)
+        assert {stats.answers_per_prompt.get(key, 0) for key in expected.values()} == {1}

@@ -103,7 +103,8 @@ class FaultProfile:
     seed: int = 0
     rate_5xx: float = 0.0
     rate_429: float = 0.0
-    retry_after_s: float = 1.0
+    retry_after_s: float | None = 1.0
+    """The Retry-After of every 429 (None: no header, as some providers)."""
     retry_after_as_http_date: bool = False
     max_in_flight_before_429: int | None = None
     rate_hang: float = 0.0
@@ -791,7 +792,9 @@ class ReplayServer:
         limit = faults.max_in_flight_before_429
         if limit is not None and in_flight > limit:
             self._count_fault("429_overload")
-            retry_after = (("Retry-After", f"{faults.retry_after_s:g}"),)
+            retry_after = (
+                () if faults.retry_after_s is None else (("Retry-After", f"{faults.retry_after_s:g}"),)
+            )
             return _error_response(
                 429, "Rate limit exceeded: too many requests in flight" + echo, retry_after
             )
@@ -817,6 +820,8 @@ class ReplayServer:
         echo = self.faults.echo(auth)
         if fault == "429":
             wait = self.faults.retry_after_s
+            if wait is None:
+                return _error_response(429, "Rate limit exceeded" + echo)
             if self.faults.retry_after_as_http_date:
                 # HTTP-dates have 1 s resolution: round up so the client must still wait >= retry_after_s.
                 value = email.utils.formatdate(math.ceil(time.time() + wait), usegmt=True)
