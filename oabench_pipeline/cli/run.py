@@ -188,7 +188,29 @@ def answer_cells(
     models_files = (*settings.models_files, settings.catalogue_models_file)
 
     def work() -> int:
-        """The Dagster part, on a worker thread: Ctrl-C stays ours (`engine/interrupts.py`)."""
+        """The Dagster part, on a worker thread: Ctrl-C stays ours (`engine/interrupts.py`). The instance's
+        storage failing (PostgreSQL down, a full DAGSTER_HOME) beyond what each read retries is one line."""
+        from oabench_pipeline.engine.launch import RunStorageError, storage_errors
+        from oabench_pipeline.engine.runs import one_line
+
+        storage_failed: tuple[type[BaseException], ...] = (RunStorageError, *storage_errors())
+        try:
+            return answer(instance, defs)
+        except storage_failed as error:
+            click.echo(
+                f"Error: the Dagster instance failed: {one_line([f'{type(error).__name__}: {error}'])}",
+                err=True,
+            )
+            return interrupts.exit_code() or 1
+
+    def answer(instance: DagsterInstance, defs: Definitions) -> int:
+        from oabench_pipeline.engine.stale_runs import close_dead_runs, closed_line
+
+        # Runs a killed command left in progress (no daemon runs run monitoring here): closed first, so the
+        # cells are not counted running and the run queue's slots are free.
+        closed = close_dead_runs(instance, warehouse.root)
+        if closed:
+            click.echo(closed_line(closed), err=True)
         ensure_partitions(instance, "editions", editions)
         ensure_partitions(instance, "model_keys", [m.key for m in chosen])
         if force or not models_table_is_current(warehouse, *models_files):
