@@ -8,12 +8,14 @@ read failures and interruptions the same way (`step_failure_messages`, `interrup
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -75,13 +77,29 @@ def instance_for(settings: Settings) -> DagsterInstance:
     home_path, origin = instance_home(settings)
     os.environ["DAGSTER_HOME"] = str(home_path)
     try:
-        instance = DagsterInstance.get()
+        with _retry_warnings_held():
+            instance = DagsterInstance.get()
     except Exception as error:  # sqlite3, Dagster config errors: one line, not 110 of traceback
         reason = " ".join(str(error).split())[:300]
         raise InstanceHomeError(
             f"{origin} {home_path}: cannot open the Dagster instance ({type(error).__name__}: {reason})"
         ) from None
     return instance
+
+
+@contextmanager
+def _retry_warnings_held() -> Iterator[None]:
+    """dagster-postgres warns on the root logger at each retry of a connection ("Retrying failed database
+    connection: ..." and psycopg2's multi-line error): with PostgreSQL down that was 24 lines before the
+    one-line error. Held while the instance opens; dropped, since either it opened or its error says why."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    # A handler of our own, so that `logging.warning` does not install one on stderr (`basicConfig`).
+    root.handlers = [logging.NullHandler()]
+    try:
+        yield
+    finally:
+        root.handlers, root.level = handlers, level
 
 
 def _check_writable(home: Path, origin: str) -> None:
