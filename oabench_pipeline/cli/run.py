@@ -215,10 +215,12 @@ def answer_cells(
         ensure_partitions(instance, "model_keys", [m.key for m in chosen])
         if force or not models_table_is_current(warehouse, *models_files):
             _must(run_assets(defs, instance, ["models"]), "models registry")
+        logged_before = _logged_replies(warehouse, todo)
         failures = _run_cells(defs, instance, warehouse, todo, concurrency, replicates, retry_invalid)
         if interrupts.requested():
             which = f"--suite {suite.name}" if suite is not None else f"--editions {','.join(editions)}"
-            return _report_interrupted(warehouse, chosen, which, concurrency, replicates)
+            kept = _logged_replies(warehouse, todo) - logged_before
+            return _report_interrupted(warehouse, chosen, which, concurrency, replicates, kept)
         # Built from the healthy cells whatever failed (scoring/inputs.py); with none, it keeps its tables.
         board = run_assets(defs, instance, REPORT_ASSETS)
         if board.success:
@@ -243,19 +245,32 @@ def _report_interrupted(
     which_editions: str,
     concurrency: int | None,
     replicates: int,
+    kept: int,
 ) -> int:
     """What an interrupted run kept and how to resume it; the exit code (130 for SIGINT, 143 for SIGTERM).
-    `which_editions`: the option that chose them (`--editions 43,44` or `--suite all`)."""
+    `which_editions`: the option that chose them (`--editions 43,44` or `--suite all`); `kept`: the replies
+    its runs added to the response logs (counted there: the progress relays may miss the last ones)."""
     resume = f"oabench run --models {','.join(m.key for m in chosen)} {which_editions}"
     resume += f" --concurrency {concurrency}" if concurrency else ""
     resume += f" --replicates {replicates}" if replicates != 1 else ""
     click.echo(
-        f"{interrupts.requested()}: nothing was sent after it; every answer received is kept in "
-        f"{warehouse.root / 'responses'}; no partition was written half-done and the leaderboard was not "
+        f"{interrupts.requested()}: nothing was sent after it; {kept} reply(ies) received by this command are "
+        f"kept in {warehouse.root / 'responses'}; no partition was written half-done and the leaderboard was not "
         f"rebuilt. Resume (nothing kept is asked again): {resume}",
         err=True,
     )
     return interrupts.exit_code()
+
+
+def _logged_replies(warehouse: Warehouse, cells: list[tuple[ModelConfig, str]]) -> int:
+    """Complete lines (one reply each) in the cells' response logs."""
+    total = 0
+    for model, edition in cells:
+        try:
+            total += cell_log_path(warehouse.root / "responses", model.key, edition).read_bytes().count(b"\n")
+        except FileNotFoundError:
+            continue
+    return total
 
 
 def _report_incomplete(

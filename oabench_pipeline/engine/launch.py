@@ -252,7 +252,9 @@ class RunLauncher:
         launcher that cannot reach the run (its code server gone) leaves it to the stop file, which it
         reads before every request (`engine/interrupts.py`)."""
         run = self.instance.get_run_by_id(run_id)
-        if run is None or run.is_finished:
+        # CANCELING: already stopping (its step heard the stop and marked it so): asking again would set a
+        # run that has just ended CANCELED back to CANCELING, and its code server would then fail it.
+        if run is None or run.is_finished or run.status == DagsterRunStatus.CANCELING:
             return
         try:
             self.instance.run_launcher.terminate(run_id)

@@ -221,13 +221,13 @@ def _cell_lock(
         context.log.info(f"{cell}: being answered by {who}; waiting for it")
 
     if reason := interrupts.requested():  # cells started after a Ctrl-C (e.g. queued in a pool) send nothing
-        raise _interrupted(f"{cell}: {reason} before it started; nothing was sent", reason)
+        raise _interrupted(context, f"{cell}: {reason} before it started; nothing was sent", reason)
     lock = CellLock(cell_lock_path(store.root, model_key, edition), run_id=context.run_id)
     try:
         stale = lock.acquire(on_wait, interrupts.requested)
     except LockWaitStopped as stopped:
         raise _interrupted(
-            f"{cell}: {stopped} while waiting for its lock; nothing was sent", str(stopped)
+            context, f"{cell}: {stopped} while waiting for its lock; nothing was sent", str(stopped)
         ) from None
     try:
         if stale is not None:
@@ -449,12 +449,18 @@ def _call_model(
             f"{progress.answered} answers kept in {log_path}"
         )
         if stats.stop_reason == interrupts.requested():
-            raise _interrupted(line, stats.stop_reason)
+            raise _interrupted(context, line, stats.stop_reason)
         raise Failure(description=line)
 
 
-def _interrupted(line: str, reason: str) -> Failure:
-    """The failure of a step a signal stopped, marked so that it reads "interrupted", not "failed"."""
+def _interrupted(context: AssetExecutionContext, line: str, reason: str) -> Failure:
+    """The failure of a step a signal stopped, marked so that it reads "interrupted", not "failed". The run
+    is marked canceling first, so that Dagster ends it CANCELED whichever came first, the stop file or
+    signal the step heard or the command's terminate through the run launcher: an interrupt is recorded
+    one way."""
+    run = context.instance.get_run_by_id(context.run_id)
+    if run is not None and run.status == DagsterRunStatus.STARTED:
+        context.instance.report_run_canceling(run, message=f"oabench: {reason}")
     return Failure(description=line, metadata={interrupts.INTERRUPTED_METADATA: reason})
 
 
