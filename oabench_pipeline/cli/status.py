@@ -10,7 +10,6 @@ import click
 
 from oabench_pipeline.cli.common import (
     EDITIONS_HELP,
-    _instance,
     _split,
     choose_suite,
     edition_keys,
@@ -26,17 +25,23 @@ if TYPE_CHECKING:
 
 
 def _instance_if_it_opens(settings: Settings) -> DagsterInstance | None:
-    """The instance, or None with one line saying why (PostgreSQL down, DAGSTER_HOME unusable): the
-    warehouse and the response logs still tell every cell's answers, only not its last run's outcome."""
+    """The instance, or None with one line saying why when its storage does not open (PostgreSQL down):
+    the warehouse and the response logs still tell every cell's answers, only not its last run's outcome.
+    A DAGSTER_HOME to fix (not writable, relative) stays an error."""
+    from oabench_pipeline.engine.runs import InstanceHomeError, InstanceUnavailableError, instance_for
+
     try:
-        return _instance(settings)
-    except click.ClickException as error:
+        instance = instance_for(settings)
+    except InstanceUnavailableError as error:
         click.echo(
-            f"{error.format_message()}; showing what the warehouse tells (no run states: failed, queued, "
-            "running and interrupted need the instance)",
+            f"{error}; showing what the warehouse tells (no run states: failed, queued, running and "
+            "interrupted need the instance)",
             err=True,
         )
         return None
+    except InstanceHomeError as error:
+        raise click.ClickException(str(error)) from None
+    return click.get_current_context().with_resource(instance)
 
 
 @main.command(name="status")

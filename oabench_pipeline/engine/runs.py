@@ -44,6 +44,11 @@ class InstanceHomeError(Exception):
     """DAGSTER_HOME cannot hold the instance (missing and not creatable, not writable, unreadable storage)."""
 
 
+class InstanceUnavailableError(InstanceHomeError):
+    """The instance's storage did not open (PostgreSQL down, an unreadable SQLite file): the folder is
+    fine, so a read-only command can still report what the warehouse tells."""
+
+
 def instance_home(settings: Settings) -> tuple[Path, str]:
     """The instance's folder, ready to open: `$DAGSTER_HOME`, or `<warehouse folder>/dagster_home` when
     unset; created with a `dagster.yaml` when new. Also (origin): how the folder was chosen, for messages.
@@ -81,7 +86,7 @@ def instance_for(settings: Settings) -> DagsterInstance:
             instance = DagsterInstance.get()
     except Exception as error:  # sqlite3, Dagster config errors: one line, not 110 of traceback
         reason = " ".join(str(error).split())[:300]
-        raise InstanceHomeError(
+        raise InstanceUnavailableError(
             f"{origin} {home_path}: cannot open the Dagster instance ({type(error).__name__}: {reason})"
         ) from None
     return instance
