@@ -28,6 +28,7 @@ from oabench_pipeline_tests.inference.replay import use_replay_models
 from oabench_pipeline_tests.inference.run_processes import (
     MODEL,
     RUN_TIMEOUT_S,
+    exit_within,
     output,
     replay,
     start_run,
@@ -184,3 +185,37 @@ def test_after_a_process_group_kill_and_one_rerun_no_run_is_left_in_progress(
             assert ended is not None and ended.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
     status = fresh_env.cli("status", "--models", MODEL, "--editions", "43,44", "--format", "json")
     assert {cell["state"] for cell in json.loads(status.output)["cells"]} == {"complete"}, status.output
+
+
+def test_a_run_whose_code_server_died_first_is_reported_failed_not_followed_forever(
+    fresh_env: PipelineEnv, shared_oab: Path, stop_children: list
+) -> None:
+    """The code server dies, then the cell's run worker: nobody is left to end the run in the instance, and
+    `oabench run` noticed nothing (it waited for ever). It looks at the worker's PID while it follows."""
+    server = replay(fresh_env, shared_oab, latency_s=0.0, concurrency=2)
+    server.hold_replies(allow=3)
+    try:
+        proc = start_run(fresh_env, "orphaned", "--models", MODEL, "--editions", "44")
+        stop_children.append(proc)
+        log = cell_log_path(fresh_env.warehouse.root / "responses", MODEL, "44")
+        wait_until(lambda: log_line_count(log) >= 3, proc, "answers logged")
+        holder = read_holder(cell_lock_path(fresh_env.warehouse.root, MODEL, "44"))
+        assert holder is not None and holder.run_id
+        stat = Path(f"/proc/{holder.pid}/stat").read_text()
+        code_server = int(stat.rpartition(")")[2].split()[1])  # the run worker's parent
+        os.kill(code_server, signal.SIGKILL)
+        os.kill(holder.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        returncode = exit_within(proc, fresh_env, "orphaned", 90)
+        noticed_s = time.monotonic() - killed
+    finally:
+        server.__exit__(None, None, None)
+    said = output(fresh_env, "orphaned")
+    assert returncode == 1, said
+    # The last lines name the cell and why: its process died holding the cell's lock.
+    assert f"{MODEL} × 44: Its process (PID {holder.pid} on " in said, said
+    assert "died holding the cell's lock" in said, said
+    with instance_for(fresh_env.settings) as instance:
+        run = instance.get_run_by_id(holder.run_id)
+        assert run is not None and run.status == DagsterRunStatus.FAILURE
+    print(f"a run whose code server and worker were killed was noticed {noticed_s:.1f} s later")
