@@ -206,3 +206,26 @@ def test_reads_of_the_run_storage_are_retried_then_fail_in_one_line(
         read_storage(down, "the runs followed", retry_s=1.0)
     assert "\n" not in str(raised.value)
     assert "database or disk is full" in str(raised.value)
+
+
+def test_a_stop_does_not_wait_for_a_terminate_that_hangs(
+    instance: DagsterInstance, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A code server that heard the terminal's Ctrl-C too may hold the terminate's gRPC call for a minute;
+    the stop file stops the run anyway, so the command stops following after its grace, not after that."""
+    import os
+
+    run_id = started(instance, {PID_TAG: str(os.getpid()), HOST_TAG: HERE})  # alive: this process
+    engine = RunLauncher(instance, defs=None, progress_folder=tmp_path / "progress")  # type: ignore[arg-type]
+    released = threading.Event()
+    monkeypatch.setattr(engine, "terminate", lambda run_id: released.wait(timeout=120))
+    outcomes = []
+    follower = threading.Thread(
+        target=lambda: outcomes.append(engine.follow(run_id, stop_requested=lambda: True, stop_grace_s=0.2)),
+        daemon=True,
+    )
+    follower.start()
+    follower.join(timeout=60)
+    released.set()
+    assert outcomes, "the stop waited for the terminate"
+    assert "still started" in (outcomes[0].run_failure or "")

@@ -292,7 +292,11 @@ class RunLauncher:
                 if stop_requested is not None and stop_requested():
                     if stopped_at is None:
                         stopped_at = time.monotonic()
-                        self.terminate(run_id)
+                        # On a thread: a code server that heard the terminal's Ctrl-C too may take the
+                        # terminate's gRPC call a minute to refuse, and the stop file stops the run anyway.
+                        threading.Thread(
+                            target=self.terminate, args=(run_id,), name="oabench-terminate", daemon=True
+                        ).start()
                     elif time.monotonic() - stopped_at > stop_grace_s:
                         self._closed_if_dead(run, time.monotonic() - launched_at)
                         break
