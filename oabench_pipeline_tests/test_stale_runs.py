@@ -229,3 +229,36 @@ def test_a_stop_does_not_wait_for_a_terminate_that_hangs(
     released.set()
     assert outcomes, "the stop waited for the terminate"
     assert "still started" in (outcomes[0].run_failure or "")
+
+
+def test_a_run_whose_code_server_is_gone_never_starts(instance: DagsterInstance, tmp_path: Path) -> None:
+    """Killed before its worker recorded a PID: the code server named in Dagster's `.dagster/grpc_info` tag
+    refusing connections means no worker of it can start, while a listening one may still start it."""
+    import json
+    import os
+
+    listening, gone_socket = str(tmp_path / "listening.sock"), str(tmp_path / "gone.sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(listening)
+    server.listen()
+    with socket.socket(socket.AF_UNIX) as closed:
+        closed.bind(gone_socket)  # its file stays, nothing listens: what a killed code server leaves
+    launched = {HOST_TAG: HERE, LAUNCHER_PID_TAG: str(os.getpid())}  # its command still alive
+    starting = DagsterRunStatus.STARTING
+    try:
+        gone = started(
+            instance,
+            {**launched, ".dagster/grpc_info": json.dumps({"host": "localhost", "socket": gone_socket})},
+            starting,
+        )
+        alive = started(
+            instance,
+            {**launched, ".dagster/grpc_info": json.dumps({"host": "localhost", "socket": listening})},
+            starting,
+        )
+        closed_runs = {dead.run.run_id: dead.why for dead in close_dead_runs(instance, None)}
+    finally:
+        server.close()
+    assert list(closed_runs) == [gone]
+    assert "code server that launched it is gone" in closed_runs[gone]
+    assert status_of(instance, alive) == DagsterRunStatus.STARTING

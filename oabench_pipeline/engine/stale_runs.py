@@ -13,7 +13,8 @@ A run's process is known from, in this order:
 - on this host (`oabench/host`), its PID: `oabench/pid` (the `inferences` step and in-process runs tag it) or
   the PID Dagster's run worker records when it starts ("Started process for run"). A zombie is dead: it
   exited, and only its parent has not reaped it;
-- a run `oabench run` launched whose worker never started: dead once the command that launched it
+- a run whose worker never started: dead once the code server that launched it refuses connections
+  (Dagster's `.dagster/grpc_info` tag), or once the `oabench` command that launched it
   (`oabench/launcher-pid`) is gone.
 Runs of other hosts, or of no known process (a UI backfill's run before its worker starts), are left to run
 monitoring.
@@ -21,10 +22,11 @@ monitoring.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -35,6 +37,7 @@ from oabench_pipeline.engine.runs import HOST_TAG, PID_TAG
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
 
 LAUNCHER_PID_TAG = "oabench/launcher-pid"  # the `oabench` command that launched the run
+GRPC_INFO_TAG = ".dagster/grpc_info"  # where Dagster's default run launcher names the run's code server
 PARTITION_TAG = "dagster/partition"
 IN_PROGRESS = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 WORKER_START_GRACE_S = 30.0
@@ -85,6 +88,8 @@ def why_dead(instance: DagsterInstance, run: DagsterRun, warehouse_root: Path | 
         if state == "zombie":
             return f"its process (PID {pid}) died: it is a zombie its parent never reaped"
         return f"its process (PID {pid}) died without ending the run"
+    if code_server_gone(run.tags):
+        return "its process never started: the code server that launched it is gone"
     launcher = _tagged_pid(run.tags.get(LAUNCHER_PID_TAG))
     if launcher is None or process_state(launcher) == "live":
         return None
@@ -113,6 +118,31 @@ def _lock_verdict(run: DagsterRun, warehouse_root: Path | None) -> str | None:
     if read_holder(lock) != holder or is_held(lock):
         return ""
     return f"its process ({holder.describe()}) died holding the cell's lock"
+
+
+def code_server_gone(tags: Mapping[str, str]) -> bool:
+    """Whether the code server that launched the run (the `.dagster/grpc_info` tag Dagster's default run
+    launcher sets before starting it) refuses connections on this host: no worker of it can still start."""
+    try:
+        info = json.loads(tags.get(GRPC_INFO_TAG) or "null")
+    except ValueError:
+        return False
+    if not isinstance(info, dict):
+        return False
+    try:
+        if info.get("socket"):
+            with socket.socket(socket.AF_UNIX) as probe:
+                probe.settimeout(1.0)
+                probe.connect(str(info["socket"]))
+        elif info.get("port") and info.get("host") in ("localhost", "127.0.0.1", "::1"):
+            socket.create_connection((str(info["host"]), int(info["port"])), timeout=1.0).close()
+        else:
+            return False  # another host's: not ours to tell
+    except (FileNotFoundError, ConnectionRefusedError):
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def _tagged_pid(value: str | None) -> int | None:
