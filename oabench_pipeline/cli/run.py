@@ -197,8 +197,10 @@ def answer_cells(
         try:
             return answer(instance, defs)
         except storage_failed as error:
+            reason = one_line([f"{type(error).__name__}: {error}"], limit=300)
             click.echo(
-                f"Error: the Dagster instance failed: {one_line([f'{type(error).__name__}: {error}'])}",
+                f"Error: the Dagster instance failed ({reason}); every answer received is in the response "
+                "logs: rerun once its storage is back (space freed, the database up)",
                 err=True,
             )
             return interrupts.exit_code() or 1
