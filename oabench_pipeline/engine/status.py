@@ -1,6 +1,8 @@
 """`oabench status`: where every benchmark cell (edition × model key) stands, and what completing it costs.
 
-Read-only. The state of a cell comes from three places:
+Read-only, but for one write: runs the instance says are in progress that no live process holds are
+closed first (`engine/stale_runs.py`), so that `running` means a live process. The state of a cell comes
+from three places:
 - the warehouse: the cell's `inferences` partition (answered / error / missing questions), the file times
   of that partition and of its edition's `questions` and `answer_keys` partitions (each materialization
   rewrites its file, so a newer questions file means the cell was built from older questions);
