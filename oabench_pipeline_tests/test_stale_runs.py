@@ -24,6 +24,7 @@ from oabench_pipeline.engine.launch import RunLauncher, RunStorageError, read_st
 from oabench_pipeline.engine.runs import HOST_TAG, PID_TAG, instance_for
 from oabench_pipeline.engine.stale_runs import (
     IN_PROGRESS,
+    LAUNCHER_HOST_TAG,
     LAUNCHER_PID_TAG,
     close_dead_runs,
     process_state,
@@ -109,10 +110,10 @@ def test_every_run_no_live_process_holds_is_closed_and_no_other(
     elsewhere = started(instance, {PID_TAG: str(gone), HOST_TAG: "another-host"})
     # Launched by a command that died before the run's worker started (no PID yet): STARTING forever.
     never_started = started(
-        instance, {HOST_TAG: HERE, LAUNCHER_PID_TAG: str(gone)}, DagsterRunStatus.STARTING
+        instance, {LAUNCHER_HOST_TAG: HERE, LAUNCHER_PID_TAG: str(gone)}, DagsterRunStatus.STARTING
     )
     launcher_alive = started(
-        instance, {HOST_TAG: HERE, LAUNCHER_PID_TAG: str(os.getpid())}, DagsterRunStatus.STARTING
+        instance, {LAUNCHER_HOST_TAG: HERE, LAUNCHER_PID_TAG: str(os.getpid())}, DagsterRunStatus.STARTING
     )
     # A cell's lock: held, its run is alive whatever its PID tag says; left behind free, its run died.
     held_cell, dead_cell = ("44|acme/held", "44|acme/dead")
@@ -243,7 +244,7 @@ def test_a_run_whose_code_server_is_gone_never_starts(instance: DagsterInstance,
     server.listen()
     with socket.socket(socket.AF_UNIX) as closed:
         closed.bind(gone_socket)  # its file stays, nothing listens: what a killed code server leaves
-    launched = {HOST_TAG: HERE, LAUNCHER_PID_TAG: str(os.getpid())}  # its command still alive
+    launched = {LAUNCHER_HOST_TAG: HERE, LAUNCHER_PID_TAG: str(os.getpid())}  # its command still alive
     starting = DagsterRunStatus.STARTING
     try:
         gone = started(
@@ -262,3 +263,25 @@ def test_a_run_whose_code_server_is_gone_never_starts(instance: DagsterInstance,
     assert list(closed_runs) == [gone]
     assert "code server that launched it is gone" in closed_runs[gone]
     assert status_of(instance, alive) == DagsterRunStatus.STARTING
+
+
+def test_a_launched_run_is_judged_by_the_pid_its_worker_recorded(
+    instance: DagsterInstance, gone: int
+) -> None:
+    """Killed before its step tagged it: the PID of "Started process for run (pid: N)" tells, when the run was
+    launched on this host through the default run launcher."""
+    import os
+
+    from dagster._core.events import EngineEventData
+
+    launched = {LAUNCHER_HOST_TAG: HERE, LAUNCHER_PID_TAG: str(os.getpid())}
+    dead_worker, live_worker = started(instance, launched), started(instance, launched)
+    for run_id, pid in ((dead_worker, gone), (live_worker, os.getpid())):
+        run = instance.get_run_by_id(run_id)
+        assert run is not None
+        instance.report_engine_event(
+            f"Started process for run (pid: {pid}).", run, EngineEventData.in_process(pid)
+        )
+    closed = {dead.run.run_id: dead.why for dead in close_dead_runs(instance, None)}
+    assert list(closed) == [dead_worker] and f"PID {gone}" in closed[dead_worker]
+    assert status_of(instance, live_worker) == DagsterRunStatus.STARTED

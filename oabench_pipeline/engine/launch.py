@@ -39,8 +39,15 @@ from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import ModuleTarget
 
 from oabench_pipeline.engine import interrupts
-from oabench_pipeline.engine.runs import HOST_TAG, RunOutcome, run_failure_reason
-from oabench_pipeline.engine.stale_runs import LAUNCHER_PID_TAG, DeadRun, close, why_dead, worker_pid
+from oabench_pipeline.engine.runs import RunOutcome, run_failure_reason
+from oabench_pipeline.engine.stale_runs import (
+    LAUNCHER_HOST_TAG,
+    LAUNCHER_PID_TAG,
+    DeadRun,
+    close,
+    why_dead,
+    worker_pid,
+)
 from oabench_pipeline.inference.progress import PROGRESS_FILE_TAG, RelayReader
 from oabench_pipeline.settings import Settings
 
@@ -201,7 +208,7 @@ class RunLauncher:
             **spec.tags,
             interrupts.STOP_FILE_TAG: str(self.stop_file),
             # Who launched it, and where: a run whose worker never started is dead once this command is.
-            HOST_TAG: socket.gethostname(),
+            LAUNCHER_HOST_TAG: socket.gethostname(),
             LAUNCHER_PID_TAG: str(os.getpid()),
         }
         run = self.instance.create_run(

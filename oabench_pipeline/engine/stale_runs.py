@@ -10,7 +10,8 @@ a live process holds it, and close those none holds with Dagster's public `repor
 A run's process is known from, in this order:
 - the cell's lock (`inference/cell_lock.py`): held, its holder is alive, whatever else is said; free with a
   holder record naming the run, that run's process died holding it;
-- on this host (`oabench/host`), its PID: `oabench/pid` (the `inferences` step and in-process runs tag it) or
+- on this host, its PID: `oabench/pid` with `oabench/host` (the `inferences` step and in-process runs tag
+  them), or, for a run `oabench run` launched here through the default run launcher (`oabench/launcher-host`),
   the PID Dagster's run worker records when it starts ("Started process for run"). A zombie is dead: it
   exited, and only its parent has not reaped it;
 - a run whose worker never started: dead once the code server that launched it refuses connections
@@ -31,12 +32,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
+from dagster import (
+    DagsterEventType,
+    DagsterInstance,
+    DagsterRun,
+    DagsterRunStatus,
+    DefaultRunLauncher,
+    RunsFilter,
+)
 
 from oabench_pipeline.engine.runs import HOST_TAG, PID_TAG
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
 
-LAUNCHER_PID_TAG = "oabench/launcher-pid"  # the `oabench` command that launched the run
+LAUNCHER_PID_TAG = "oabench/launcher-pid"  # the `oabench` command that launched the run,
+LAUNCHER_HOST_TAG = "oabench/launcher-host"  # and its host
 GRPC_INFO_TAG = ".dagster/grpc_info"  # where Dagster's default run launcher names the run's code server
 PARTITION_TAG = "dagster/partition"
 IN_PROGRESS = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
@@ -78,9 +87,15 @@ def why_dead(instance: DagsterInstance, run: DagsterRun, warehouse_root: Path | 
     holder_verdict = _lock_verdict(run, warehouse_root)
     if holder_verdict is not None:
         return holder_verdict or None
-    if run.tags.get(HOST_TAG) != socket.gethostname():
-        return None
-    pid = _tagged_pid(run.tags.get(PID_TAG)) or worker_pid(instance, run.run_id)
+    here = socket.gethostname()
+    pid = _tagged_pid(run.tags.get(PID_TAG)) if run.tags.get(HOST_TAG) == here else None
+    # Launched here by `oabench run` through the default run launcher: its worker is a process of this
+    # host, whose PID Dagster records (with Docker's or Kubernetes' it is a container's, not ours to check).
+    launched_here = run.tags.get(LAUNCHER_HOST_TAG) == here and isinstance(
+        instance.run_launcher, DefaultRunLauncher
+    )
+    if pid is None and launched_here:
+        pid = worker_pid(instance, run.run_id)
     if pid is not None:
         state = process_state(pid)
         if state == "live":
@@ -88,6 +103,8 @@ def why_dead(instance: DagsterInstance, run: DagsterRun, warehouse_root: Path | 
         if state == "zombie":
             return f"its process (PID {pid}) died: it is a zombie its parent never reaped"
         return f"its process (PID {pid}) died without ending the run"
+    if not launched_here:
+        return None
     if code_server_gone(run.tags):
         return "its process never started: the code server that launched it is gone"
     launcher = _tagged_pid(run.tags.get(LAUNCHER_PID_TAG))
