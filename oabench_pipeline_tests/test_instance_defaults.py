@@ -37,6 +37,11 @@ def test_a_new_instance_bounds_model_calls_and_runs(monkeypatch: pytest.MonkeyPa
         storage = instance.event_log_storage
         assert storage.initialize_concurrency_limit_to_default("model_calls")
         assert storage.get_concurrency_info("model_calls").slot_count == 12
+        # Run monitoring: the daemon ends runs stuck starting or canceling (a killed process's).
+        assert instance.run_monitoring_enabled
+        assert instance.run_monitoring_start_timeout_seconds == 180
+        assert instance.run_monitoring_cancel_timeout_seconds == 60
+        assert instance.run_monitoring_max_resume_run_attempts == 0
 
 
 def test_the_repository_dagster_yaml_has_the_same_limits(
@@ -50,6 +55,7 @@ def test_the_repository_dagster_yaml_has_the_same_limits(
     repo = yaml.safe_load(REPO_YAML.read_text())
     assert repo["concurrency"] == written["concurrency"]
     assert repo["run_coordinator"] == written["run_coordinator"]
+    assert repo["run_monitoring"] == written["run_monitoring"]
 
 
 @op

@@ -62,9 +62,14 @@ def test_relative_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def test_unreadable_instance_storage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The folder is fine but its storage does not open: one line, then `status` shows what the warehouse
+    tells (a command that must write runs, `oabench run`, stops at that one line)."""
     home = tmp_path / "dagster_home"
     (home / "history" / "runs.db").mkdir(parents=True)  # a folder where SQLite expects its file
-    code, output = run_status(monkeypatch, tmp_path, str(home))
-    assert code == 1
-    assert output.startswith(f"Error: DAGSTER_HOME {home}: cannot open the Dagster instance (")
-    assert len(output.strip().splitlines()) == 1
+    monkeypatch.setenv("OABENCH_WAREHOUSE", str(tmp_path / "warehouse" / "oabench.duckdb"))
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    result = CliRunner().invoke(main, ["status", "--editions", "44"])
+    assert result.exit_code == 1  # cells not complete
+    assert result.stderr.startswith(f"DAGSTER_HOME {home}: cannot open the Dagster instance (")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "edition not ingested" in result.stdout

@@ -285,3 +285,39 @@ def test_unreadable_or_older_scores_make_a_cell_stale_until_run_rescores_it(stat
     assert "re-scoring it" in rerun.output
     _, cells = status_env.status("--editions", "43", "--models", BASELINE)
     assert cells[("43", BASELINE)]["state"] == "complete"
+
+
+@pytest.mark.slow  # real `oabench` processes: what a terminal shows, Dagster's own loggers included
+def test_postgres_down_is_one_line_and_status_still_shows_the_warehouse(
+    status_env: StatusEnv, tmp_path: Path
+) -> None:
+    """docs/scaling.md's PostgreSQL instance with no server listening: each command says so in one line,
+    not dagster-postgres's retry warnings, and `oabench status` still reports the cells from the warehouse."""
+    from oabench_pipeline_tests.test_postgres_instance import documented_instance_yaml
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    home = tmp_path / "postgres_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(documented_instance_yaml(), encoding="utf-8")
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        **{f"DAGSTER_PG_{k}": v for k, v in {"HOST": "127.0.0.1", "PORT": str(port)}.items()},
+        **{f"DAGSTER_PG_{k}": "dagster" for k in ("USER", "PASSWORD", "DB")},
+    }
+    oabench = [sys.executable, "-m", "oabench_pipeline.cli"]
+
+    def oabench_run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*oabench, *args], env=env, capture_output=True, text=True, timeout=300)
+
+    status = oabench_run("status", "--editions", "43", "--format", "json")
+    assert status.stderr.count("\n") == 1, status.stderr
+    assert "cannot open the Dagster instance" in status.stderr
+    cells = {cell["model_key"]: cell for cell in json.loads(status.stdout)["cells"]}
+    assert cells[BASELINE]["state"] == "complete" and cells[API_MODEL]["answered"] == ACTIVE_43, cells
+
+    run = oabench_run("run", "--editions", "43", "--force")
+    assert run.returncode == 1
+    assert run.stderr.count("\n") == 1 and "cannot open the Dagster instance" in run.stderr, run.stderr

@@ -252,15 +252,41 @@ def answer_cells(
     models_files = (*settings.models_files, settings.catalogue_models_file)
 
     def work() -> int:
-        """The Dagster part, on a worker thread: Ctrl-C stays ours (`engine/interrupts.py`)."""
+        """The Dagster part, on a worker thread: Ctrl-C stays ours (`engine/interrupts.py`). The instance's
+        storage failing (PostgreSQL down, a full DAGSTER_HOME) beyond what each read retries is one line."""
+        from oabench_pipeline.engine.launch import RunStorageError, storage_errors
+        from oabench_pipeline.engine.runs import one_line
+
+        storage_failed: tuple[type[BaseException], ...] = (RunStorageError, *storage_errors())
+        try:
+            return answer(instance, defs)
+        except storage_failed as error:
+            reason = one_line([f"{type(error).__name__}: {error}"], limit=300)
+            click.echo(
+                f"Error: the Dagster instance failed ({reason}); every answer received is in the response "
+                "logs: rerun once its storage is back (space freed, the database up)",
+                err=True,
+            )
+            return interrupts.exit_code() or 1
+
+    def answer(instance: DagsterInstance, defs: Definitions) -> int:
+        from oabench_pipeline.engine.stale_runs import close_dead_runs, closed_line
+
+        # Runs a killed command left in progress (no daemon runs run monitoring here): closed first, so the
+        # cells are not counted running and the run queue's slots are free.
+        closed = close_dead_runs(instance, warehouse.root)
+        if closed:
+            click.echo(closed_line(closed), err=True)
         ensure_partitions(instance, "editions", editions)
         ensure_partitions(instance, "model_keys", [m.key for m in chosen])
         if force or not models_table_is_current(warehouse, *models_files):
             _must(run_assets(defs, instance, ["models"]), "models registry")
+        logged_before = _logged_replies(warehouse, todo)
         failures = _run_cells(defs, instance, warehouse, todo, concurrency, replicates, retry_invalid)
         if interrupts.requested():
             which = f"--suite {suite.name}" if suite is not None else f"--editions {','.join(editions)}"
-            return _report_interrupted(warehouse, chosen, which, concurrency, replicates)
+            kept = _logged_replies(warehouse, todo) - logged_before
+            return _report_interrupted(warehouse, chosen, which, concurrency, replicates, kept)
         # Built from the healthy cells whatever failed (scoring/inputs.py); with none, it keeps its tables.
         board = run_assets(defs, instance, REPORT_ASSETS)
         if board.success:
@@ -285,19 +311,32 @@ def _report_interrupted(
     which_editions: str,
     concurrency: int | None,
     replicates: int,
+    kept: int,
 ) -> int:
     """What an interrupted run kept and how to resume it; the exit code (130 for SIGINT, 143 for SIGTERM).
-    `which_editions`: the option that chose them (`--editions 43,44` or `--suite all`)."""
+    `which_editions`: the option that chose them (`--editions 43,44` or `--suite all`); `kept`: the replies
+    its runs added to the response logs (counted there: the progress relays may miss the last ones)."""
     resume = f"oabench run --models {','.join(m.key for m in chosen)} {which_editions}"
     resume += f" --concurrency {concurrency}" if concurrency else ""
     resume += f" --replicates {replicates}" if replicates != 1 else ""
     click.echo(
-        f"{interrupts.requested()}: nothing was sent after it; every answer received is kept in "
-        f"{warehouse.root / 'responses'}; no partition was written half-done and the leaderboard was not "
+        f"{interrupts.requested()}: nothing was sent after it; {kept} reply(ies) received by this command are "
+        f"kept in {warehouse.root / 'responses'}; no partition was written half-done and the leaderboard was not "
         f"rebuilt. Resume (nothing kept is asked again): {resume}",
         err=True,
     )
     return interrupts.exit_code()
+
+
+def _logged_replies(warehouse: Warehouse, cells: list[tuple[ModelConfig, str]]) -> int:
+    """Complete lines (one reply each) in the cells' response logs."""
+    total = 0
+    for model, edition in cells:
+        try:
+            total += cell_log_path(warehouse.root / "responses", model.key, edition).read_bytes().count(b"\n")
+        except FileNotFoundError:
+            continue
+    return total
 
 
 def _report_incomplete(

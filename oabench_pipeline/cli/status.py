@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from oabench_pipeline.cli.common import (
     EDITIONS_HELP,
-    _instance,
     _split,
     choose_suite,
     edition_keys,
@@ -19,6 +19,29 @@ from oabench_pipeline.cli.common import (
 from oabench_pipeline.cli.group import main
 from oabench_pipeline.cli.output import format_table
 from oabench_pipeline.settings import Settings
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
+
+
+def _instance_if_it_opens(settings: Settings) -> DagsterInstance | None:
+    """The instance, or None with one line saying why when its storage does not open (PostgreSQL down):
+    the warehouse and the response logs still tell every cell's answers, only not its last run's outcome.
+    A DAGSTER_HOME to fix (not writable, relative) stays an error."""
+    from oabench_pipeline.engine.runs import InstanceHomeError, InstanceUnavailableError, instance_for
+
+    try:
+        instance = instance_for(settings)
+    except InstanceUnavailableError as error:
+        click.echo(
+            f"{error}; showing what the warehouse tells (no run states: failed, queued, running and "
+            "interrupted need the instance)",
+            err=True,
+        )
+        return None
+    except InstanceHomeError as error:
+        raise click.ClickException(str(error)) from None
+    return click.get_current_context().with_resource(instance)
 
 
 @main.command(name="status")
@@ -40,7 +63,7 @@ def status_cmd(models_opt: str | None, editions_opt: str | None, suite: str | No
     editions = [str(e) for e in chosen.editions] if chosen else listed
     from oabench_pipeline.engine.status import collect_status
 
-    report = collect_status(settings, _instance(settings), editions, _split(models_opt))
+    report = collect_status(settings, _instance_if_it_opens(settings), editions, _split(models_opt))
     if fmt == "json":
         document = report.as_json() | ({"suite": report.suite_json(chosen)} if chosen else {})
         click.echo(json.dumps(document, ensure_ascii=False, indent=2))

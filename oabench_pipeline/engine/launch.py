@@ -22,6 +22,8 @@ needs; `WorkspaceProcessContext` and `ModuleTarget` are the two private imports 
 from __future__ import annotations
 
 import os
+import socket
+import sqlite3
 import threading
 import time
 import uuid
@@ -29,14 +31,23 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import sqlalchemy.exc
 from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus, Definitions, RunsFilter
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import ModuleTarget
 
 from oabench_pipeline.engine import interrupts
-from oabench_pipeline.engine.runs import RunOutcome
+from oabench_pipeline.engine.runs import RunOutcome, run_failure_reason
+from oabench_pipeline.engine.stale_runs import (
+    LAUNCHER_HOST_TAG,
+    LAUNCHER_PID_TAG,
+    DeadRun,
+    close,
+    why_dead,
+    worker_pid,
+)
 from oabench_pipeline.inference.progress import PROGRESS_FILE_TAG, RelayReader
 from oabench_pipeline.settings import Settings
 
@@ -44,6 +55,45 @@ DEFINITIONS_MODULE = "oabench_pipeline.definitions"
 PROGRESS_FOLDER = "progress"  # under the warehouse: the relay files of runs being followed, stop files
 POLL_S = 0.5  # between looks at a launched run's status and progress
 STOPPING_POLL_S = 0.1  # the same once a stop was asked: its runs end within a second or two
+LIVENESS_EVERY_S = 5.0  # between looks at whether a followed run's process is still alive
+START_TIMEOUT_S = 180.0  # a launched run whose worker has not started by then never will (run monitoring's)
+STORAGE_RETRY_S = 60.0  # how long reads of the run storage are retried before the cell is given up
+T = TypeVar("T")
+
+
+def storage_errors() -> tuple[type[BaseException], ...]:
+    """What a run storage raises when it is unreachable or full: SQLite's and SQLAlchemy's errors, and
+    dagster-postgres's "too many retries" when it is installed."""
+    errors: tuple[type[BaseException], ...] = (sqlite3.Error, sqlalchemy.exc.SQLAlchemyError)
+    try:
+        from dagster_postgres.utils import DagsterPostgresException
+    except ImportError:
+        return errors
+    return (*errors, DagsterPostgresException)
+
+
+class RunStorageError(Exception):
+    """The instance's run storage stayed unreadable for `STORAGE_RETRY_S`: one line saying what and why."""
+
+
+def read_storage(read: Callable[[], T], what: str, retry_s: float | None = None) -> T:
+    """`read()`, retried with backoff (0.5 s doubling to 5 s) while the run storage fails, for `retry_s`
+    (default `STORAGE_RETRY_S`): PostgreSQL restarting or a full disk being freed is a pause, not the end of
+    a command whose runs go on. Then `RunStorageError`, in one line."""
+    deadline = time.monotonic() + (STORAGE_RETRY_S if retry_s is None else retry_s)
+    wait = 0.5
+    while True:
+        try:
+            return read()
+        except storage_errors() as error:
+            if time.monotonic() + wait > deadline:
+                reason = " ".join(str(error).split())[:300]
+                raise RunStorageError(
+                    f"the Dagster run storage could not be read ({what}) for {retry_s or STORAGE_RETRY_S:.0f} s: "
+                    f"{type(error).__name__}: {reason}"
+                ) from None
+            time.sleep(wait)
+            wait = min(wait * 2, 5.0)
 
 
 @dataclass(frozen=True)
@@ -84,7 +134,8 @@ class FollowedRuns:
         to find the last read too old reads every followed run again, for all callers."""
         with self._lock:
             if time.monotonic() - self._read_at >= max_age_s:
-                runs = self._instance.get_runs(RunsFilter(run_ids=sorted(self._followed)))
+                followed = RunsFilter(run_ids=sorted(self._followed))
+                runs = read_storage(lambda: self._instance.get_runs(followed), "the runs followed")
                 self._runs = {run.run_id: run for run in runs}
                 self._read_at = time.monotonic()
             return self._runs.get(run_id)
@@ -156,6 +207,9 @@ class RunLauncher:
             **self._partition_tags(spec),
             **spec.tags,
             interrupts.STOP_FILE_TAG: str(self.stop_file),
+            # Who launched it, and where: a run whose worker never started is dead once this command is.
+            LAUNCHER_HOST_TAG: socket.gethostname(),
+            LAUNCHER_PID_TAG: str(os.getpid()),
         }
         run = self.instance.create_run(
             job_name=job.name,
@@ -205,7 +259,9 @@ class RunLauncher:
         launcher that cannot reach the run (its code server gone) leaves it to the stop file, which it
         reads before every request (`engine/interrupts.py`)."""
         run = self.instance.get_run_by_id(run_id)
-        if run is None or run.is_finished:
+        # CANCELING: already stopping (its step heard the stop and marked it so): asking again would set a
+        # run that has just ended CANCELED back to CANCELING, and its code server would then fail it.
+        if run is None or run.is_finished or run.status == DagsterRunStatus.CANCELING:
             return
         try:
             self.instance.run_launcher.terminate(run_id)
@@ -223,8 +279,11 @@ class RunLauncher:
     ) -> LaunchedOutcome:
         """Wait for the run to finish, calling `on_poll` at each look. Once `stop_requested()` is true the
         run is terminated; a run still not finished `stop_grace_s` later is left to its launcher and
-        reported as it stands."""
+        reported as it stands. Every `LIVENESS_EVERY_S` the run's process is looked at: a run no live
+        process can finish (its worker killed, maybe with the code server that would have reported it) is
+        closed in the instance and reported failed, instead of being followed forever."""
         stopped_at: float | None = None
+        launched_at = checked_at = time.monotonic()
         with self._followed_runs.following(run_id):
             while True:
                 poll_s = POLL_S if stopped_at is None else STOPPING_POLL_S
@@ -233,22 +292,56 @@ class RunLauncher:
                     on_poll()
                 if run is None or run.is_finished:
                     break
+                if time.monotonic() - checked_at >= LIVENESS_EVERY_S:
+                    checked_at = time.monotonic()
+                    if self._closed_if_dead(run, checked_at - launched_at):
+                        break
                 if stop_requested is not None and stop_requested():
                     if stopped_at is None:
                         stopped_at = time.monotonic()
-                        self.terminate(run_id)
+                        # On a thread: a code server that heard the terminal's Ctrl-C too may take the
+                        # terminate's gRPC call a minute to refuse, and the stop file stops the run anyway.
+                        threading.Thread(
+                            target=self.terminate, args=(run_id,), name="oabench-terminate", daemon=True
+                        ).start()
                     elif time.monotonic() - stopped_at > stop_grace_s:
+                        self._closed_if_dead(run, time.monotonic() - launched_at)
                         break
                 time.sleep(poll_s)
         return self.outcome(run_id)
 
+    def _closed_if_dead(self, run: DagsterRun, followed_s: float) -> bool:
+        """Close `run` in the instance when no live process can finish it (`engine/stale_runs.py`), or when
+        its worker has not started `START_TIMEOUT_S` after the launch; whether it was closed. A storage error
+        here skips this look: the next one asks again."""
+        try:
+            why = why_dead(self.instance, run, self.progress_folder.parent)
+            if (
+                why is None
+                and run.status == DagsterRunStatus.STARTING
+                and followed_s > START_TIMEOUT_S
+                and worker_pid(self.instance, run.run_id) is None
+            ):
+                why = f"its process did not start within {START_TIMEOUT_S:.0f} s of its launch"
+            if why is None:
+                return False
+            close(self.instance, DeadRun(run, why))
+        except storage_errors():
+            return False
+        return True
+
     def outcome(self, run_id: str) -> LaunchedOutcome:
+        """How the run ended, read back from the instance (retried while the run storage fails)."""
+        return read_storage(lambda: self._read_outcome(run_id), f"how run {run_id[:8]} ended")
+
+    def _read_outcome(self, run_id: str) -> LaunchedOutcome:
         run = self.instance.get_run_by_id(run_id)
         status = run.status if run is not None else DagsterRunStatus.FAILURE
         wanted = {
             DagsterEventType.STEP_FAILURE,
             DagsterEventType.ASSET_CHECK_EVALUATION,
             DagsterEventType.RUN_FAILURE,
+            DagsterEventType.ENGINE_EVENT,  # how its process ended, when it crashed
         }
         records = self.instance.get_records_for_run(run_id, of_type=wanted).records
         events = [r.event_log_entry.dagster_event for r in records if r.event_log_entry.dagster_event]
@@ -262,14 +355,17 @@ class RunLauncher:
                     checks.append(
                         f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name}{partition}"
                     )
-        run_failure = next(
-            (e.message for e in events if e.event_type == DagsterEventType.RUN_FAILURE and e.message), None
-        )
+        run_failure = run_failure_reason(events)
         if run is not None and not run.is_finished:
             run_failure = (
                 f"still {status.value.lower()} in the instance when this command stopped following it"
             )
         return LaunchedOutcome(run_id, status, failures, checks, None if failures else run_failure)
+
+
+def _storage_failure(error: BaseException) -> str:
+    reason = " ".join(str(error).split())[:300]
+    return f"the Dagster instance's storage failed: {type(error).__name__}: {reason}"
 
 
 def _remove_old_stop_files(folder: Path, older_than_s: float = 86_400.0) -> None:
@@ -298,9 +394,15 @@ def run_launched(engine: RunLauncher, spec: RunSpec) -> RunOutcome:
     relay = engine.progress_folder / f"{uuid.uuid4().hex}.json"
     reader = RelayReader(relay)
     tags = {**spec.tags, PROGRESS_FILE_TAG: str(relay)}
+    run_id = ""
+    storage_failed: tuple[type[BaseException], ...] = (RunStorageError, *storage_errors())
     try:
         run_id = engine.launch(replace(spec, tags=tags))
         launched = engine.follow(run_id, reader.poll, interrupts.requested)
+    except storage_failed as error:
+        # The instance's storage is down or full: this cell is given up in one line, the others go on.
+        why = str(error) if isinstance(error, RunStorageError) else _storage_failure(error)
+        return RunOutcome(False, run_id, [why], [], interrupts.requested() is not None)
     finally:
         relay.unlink(missing_ok=True)
     errors = step_failure_messages(launched.step_failures)

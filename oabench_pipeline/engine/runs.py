@@ -8,12 +8,14 @@ read failures and interruptions the same way (`step_failure_messages`, `interrup
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -22,6 +24,7 @@ from dagster import (
     AssetKey,
     AssetSelection,
     DagsterEvent,
+    DagsterEventType,
     DagsterInstance,
     Definitions,
     ExecuteInProcessResult,
@@ -39,6 +42,11 @@ if TYPE_CHECKING:
 
 class InstanceHomeError(Exception):
     """DAGSTER_HOME cannot hold the instance (missing and not creatable, not writable, unreadable storage)."""
+
+
+class InstanceUnavailableError(InstanceHomeError):
+    """The instance's storage did not open (PostgreSQL down, an unreadable SQLite file): the folder is
+    fine, so a read-only command can still report what the warehouse tells."""
 
 
 def instance_home(settings: Settings) -> tuple[Path, str]:
@@ -74,13 +82,29 @@ def instance_for(settings: Settings) -> DagsterInstance:
     home_path, origin = instance_home(settings)
     os.environ["DAGSTER_HOME"] = str(home_path)
     try:
-        instance = DagsterInstance.get()
+        with _retry_warnings_held():
+            instance = DagsterInstance.get()
     except Exception as error:  # sqlite3, Dagster config errors: one line, not 110 of traceback
         reason = " ".join(str(error).split())[:300]
-        raise InstanceHomeError(
+        raise InstanceUnavailableError(
             f"{origin} {home_path}: cannot open the Dagster instance ({type(error).__name__}: {reason})"
         ) from None
     return instance
+
+
+@contextmanager
+def _retry_warnings_held() -> Iterator[None]:
+    """dagster-postgres warns on the root logger at each retry of a connection ("Retrying failed database
+    connection: ..." and psycopg2's multi-line error): with PostgreSQL down that was 24 lines before the
+    one-line error. Held while the instance opens; dropped, since either it opened or its error says why."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    # A handler of our own, so that `logging.warning` does not install one on stderr (`basicConfig`).
+    root.handlers = [logging.NullHandler()]
+    try:
+        yield
+    finally:
+        root.handlers, root.level = handlers, level
 
 
 def _check_writable(home: Path, origin: str) -> None:
@@ -123,16 +147,31 @@ concurrency:
     granularity: run             # queued until a slot is free, instead of started and then waiting
 """
 
+# Run monitoring, the same in the repository's `dagster.yaml`: the daemon (`oabench ui`, `dagster dev`) fails
+# a run stuck STARTING or CANCELING, so a run whose process died never holds a slot of the run queue.
+# `oabench run` and `oabench status` also close such runs themselves (`engine/stale_runs.py`): they run
+# without a daemon, and know the run's process, where the daemon waits for a timeout.
+DEFAULT_MONITORING_YAML = """\
+run_monitoring:
+  enabled: true
+  start_timeout_seconds: 180     # STARTING this long (its process never came up): failed
+  cancel_timeout_seconds: 60     # CANCELING this long (its process never ended it): canceled
+  max_resume_run_attempts: 0     # the default run launcher cannot resume a run: a crashed one fails
+  poll_interval_seconds: 30
+  free_slots_after_run_end_seconds: 60   # pool slots a killed step still claims are given back
+"""
+
 DEFAULT_INSTANCE_YAML = (
     """\
 # Written by `oabench` for a new DAGSTER_HOME: local SQLite storage, no telemetry, no "join the community"
-# pop-up on the UI's first page, run limits for cells.
+# pop-up on the UI's first page, run limits for cells, run monitoring.
 telemetry:
   enabled: false
 nux:
   enabled: false
 """
     + DEFAULT_CONCURRENCY_YAML
+    + DEFAULT_MONITORING_YAML
 )
 
 # Every run `oabench` executes says which process runs it: `oabench status` tells a run whose process is gone
@@ -267,8 +306,12 @@ def step_failure_messages(events: Iterable[DagsterEvent]) -> list[str]:
             messages.append(user.description)
             continue
         error = data.error
-        if error is None:
-            messages.append(f"{event.step_key}: failed")
+        if (
+            error is None
+        ):  # a `Failure` with no description: what its metadata says, else that it said nothing
+            metadata = (user.metadata or {}) if user is not None else {}
+            said = ", ".join(f"{k}: {getattr(v, 'value', v)}" for k, v in metadata.items())
+            messages.append(f"{event.step_key}: failed ({said or 'no description or error recorded'})")
             continue
         while error.cause is not None:  # the user's exception, not Dagster's wrapper around it
             error = error.cause
@@ -276,9 +319,35 @@ def step_failure_messages(events: Iterable[DagsterEvent]) -> list[str]:
     return messages
 
 
+# Dagster's words for a run failed from outside its process, and for how that process ended
+# (`dagster._utils.get_run_crash_explanation`, reported as an engine event by the code server).
+FAILED_FROM_OUTSIDE = "This run has been marked as failed from outside the execution context."
+CRASH_CLAUSES = ("was terminated by signal", "unexpectedly exited with code")
+
+
+def run_failure_reason(events: Iterable[DagsterEvent]) -> str | None:
+    """Why a run failed when no step says so, from its RUN_FAILURE and ENGINE_EVENT events: how its process
+    ended (exit code or signal) when Dagster recorded it, else the run failure's own message (e.g. "its
+    process (PID 123) died without ending the run"), else None."""
+    failure: str | None = None
+    crash: str | None = None
+    for event in events:
+        message = event.message or ""
+        if event.event_type == DagsterEventType.RUN_FAILURE and message:
+            failure = message
+        elif event.event_type == DagsterEventType.ENGINE_EVENT:
+            for clause in CRASH_CLAUSES:
+                if clause in message:
+                    ended = message[message.index(clause) :].split(". ")[0].rstrip(".")
+                    crash = f"its process {ended.replace('unexpectedly exited', 'exited')}"
+    if crash is not None and (failure is None or failure == FAILED_FROM_OUTSIDE):
+        return crash
+    return failure
+
+
 def one_line(messages: list[str], limit: int = 400) -> str:
     """Failure messages as one line: whitespace collapsed, `; `-joined, cut at `limit` characters."""
-    text = "; ".join(" ".join(message.split()) for message in messages) or "failed"
+    text = "; ".join(" ".join(message.split()) for message in messages) or "failed, no reason recorded"
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -1,6 +1,8 @@
 """`oabench status`: where every benchmark cell (edition × model key) stands, and what completing it costs.
 
-Read-only. The state of a cell comes from three places:
+Read-only, but for one write: runs the instance says are in progress that no live process holds are
+closed first (`engine/stale_runs.py`), so that `running` means a live process. The state of a cell comes
+from three places:
 - the warehouse: the cell's `inferences` partition (answered / error / missing questions), the file times
   of that partition and of its edition's `questions` and `answer_keys` partitions (each materialization
   rewrites its file, so a newer questions file means the cell was built from older questions);
@@ -23,9 +25,7 @@ exist are listed).
 
 from __future__ import annotations
 
-import os
-import socket
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
@@ -54,14 +54,14 @@ from oabench_pipeline.engine.freshness import (
     summary_editions,
 )
 from oabench_pipeline.engine.runs import (
-    HOST_TAG,
-    PID_TAG,
     cell_failure_line,
     interruption,
+    run_failure_reason,
     step_failure_messages,
 )
+from oabench_pipeline.engine.stale_runs import IN_PROGRESS, close_dead_runs, why_dead
 from oabench_pipeline.inference.cell import ANSWERED, REPLIED, CellPlan
-from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
+from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held
 from oabench_pipeline.inference.cost import PRICING_HINT, UNKNOWN_PRICE, estimated_prompt_cost
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.shared.partitions import cell_partition_key, model_edition_partitions
@@ -72,7 +72,6 @@ CellState = Literal["complete", "missing", "failed", "interrupted", "stale", "qu
 STATES: tuple[CellState, ...] = ("complete", "missing", "failed", "interrupted", "stale", "queued", "running")
 # Runs the instance counts as in progress that no process executes yet: the run queue's.
 WAITING_RUN_STATUSES = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED]
-STARTED_RUN_STATUSES = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
 UNKNOWN_COST = UNKNOWN_PRICE
 
 
@@ -256,9 +255,9 @@ def live_run_state(
 
     A process holding the cell's lock is running it, whatever the instance says. The instance's "in
     progress" without a lock holder is "queued" when no run of the cell has started (its runs wait in the
-    run queue, e.g. left there by an `oabench ui` that stopped), and "dead" when the process is known to be
-    gone: it died holding the lock (its record is left behind) or it was an `oabench` run of this host whose
-    PID no longer exists.
+    run queue, e.g. left there by an `oabench ui` that stopped), and "dead" when no live process can finish
+    any of its runs in progress (`engine/stale_runs.py`: a lock holder that died, a PID that is gone or a
+    zombie, a launched run whose worker never started and whose command died).
     """
     key = str(cell_partition_key(model_key, edition))
     lock = cell_lock_path(store.root, model_key, edition)
@@ -267,17 +266,14 @@ def live_run_state(
     state = runs.get(key)
     if state != "running" or instance is None:
         return state
-    in_progress = instance.get_runs(
-        RunsFilter(statuses=STARTED_RUN_STATUSES, tags={PARTITION_TAG: key}), limit=10
-    )
+    in_progress = instance.get_runs(RunsFilter(statuses=IN_PROGRESS, tags={PARTITION_TAG: key}), limit=10)
     if not in_progress:
         waiting = instance.get_runs(
             RunsFilter(statuses=WAITING_RUN_STATUSES, tags={PARTITION_TAG: key}), limit=1
         )
         return "queued" if waiting else state
-    stale = read_holder(lock)
-    dead = [r for r in in_progress if (stale and stale.run_id == r.run_id) or process_gone(r.tags)]
-    return "dead" if in_progress and len(dead) == len(in_progress) else state
+    alive = [run for run in in_progress if why_dead(instance, run, store.root) is None]
+    return state if alive else "dead"
 
 
 def last_failure(
@@ -295,7 +291,13 @@ def last_failure(
     if not runs:
         return None
     failures, stopped = _how_it_stopped(instance, runs[0].run_id)
-    return cell_failure_line(model_key, edition, step_failure_messages(failures)), stopped
+    messages = step_failure_messages(failures)
+    if not messages:  # no step said why: how its process ended, or why it was marked failed
+        wanted = {DagsterEventType.RUN_FAILURE, DagsterEventType.ENGINE_EVENT}
+        records = instance.all_logs(runs[0].run_id, of_type=wanted)
+        reason = run_failure_reason(r.dagster_event for r in records if r.dagster_event is not None)
+        messages = [reason] if reason else []
+    return cell_failure_line(model_key, edition, messages), stopped
 
 
 def _how_it_stopped(instance: DagsterInstance, run_id: str) -> tuple[list[DagsterEvent], str | None]:
@@ -327,20 +329,6 @@ def terminated_cells(instance: DagsterInstance | None, keys: Iterable[str]) -> d
             continue
         stopped[key] = _how_it_stopped(instance, newest.run_id)[1] or "terminated"
     return stopped
-
-
-def process_gone(tags: Mapping[str, str]) -> bool:
-    """Whether the run's process (`oabench/pid` on `oabench/host`, tags of `oabench`'s runs) is gone."""
-    pid, host = tags.get(PID_TAG), tags.get(HOST_TAG)
-    if not pid or host != socket.gethostname():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except (PermissionError, ValueError):
-        return False
-    return False
 
 
 def _counts(questions: pl.DataFrame, rows: pl.DataFrame) -> tuple[int, int, int]:
@@ -557,6 +545,10 @@ def collect_status(
     ingested = set(store.partitions("questions"))
     editions = sorted(set(known_edition_keys(settings)) | ingested, key=int)
     cells = select_cells(editions, registry, history_cells(store), only_editions, only_models)
+    if instance is not None:
+        # Runs no live process can finish (a killed `oabench run`'s) are closed first: a run left in
+        # progress would be counted running, and hold a slot of the run queue, forever.
+        close_dead_runs(instance, store.root)
     runs = run_states(instance, [c for c in cells if c[0] in ingested])
     terminated = terminated_cells(
         instance, (str(cell_partition_key(m, e)) for e, m in cells if e in ingested)

@@ -232,13 +232,13 @@ def holding_lock(context: AssetExecutionContext, path: Path, cell: str) -> Itera
         context.log.info(f"{cell}: being answered by {who}; waiting for it")
 
     if reason := interrupts.requested():  # cells started after a Ctrl-C (e.g. queued in a pool) send nothing
-        raise _interrupted(f"{cell}: {reason} before it started; nothing was sent", reason)
+        raise _interrupted(context, f"{cell}: {reason} before it started; nothing was sent", reason)
     lock = CellLock(path, run_id=context.run_id)
     try:
         stale = lock.acquire(on_wait, interrupts.requested)
     except LockWaitStopped as stopped:
         raise _interrupted(
-            f"{cell}: {stopped} while waiting for its lock; nothing was sent", str(stopped)
+            context, f"{cell}: {stopped} while waiting for its lock; nothing was sent", str(stopped)
         ) from None
     try:
         if stale is not None:
@@ -499,7 +499,7 @@ def send_requests(
             f"{labels.failure}: stopped, {stats.stop_reason}; {progress.answered} answers kept in {log_path}"
         )
         if stats.stop_reason == interrupts.requested():
-            raise _interrupted(line, stats.stop_reason)
+            raise _interrupted(context, line, stats.stop_reason)
         raise Failure(description=line)
 
 
@@ -520,8 +520,17 @@ def _report_reply(
         context.log.info(_progress_line(progress))
 
 
-def _interrupted(line: str, reason: str) -> Failure:
-    """The failure of a step a signal stopped, marked so that it reads "interrupted", not "failed"."""
+def _interrupted(context: AssetExecutionContext, line: str, reason: str) -> Failure:
+    """The failure of a step a signal stopped, marked so that it reads "interrupted", not "failed". The run
+    is marked canceling first, so that Dagster ends it CANCELED whichever came first, the stop file or
+    signal the step heard or the command's terminate through the run launcher: an interrupt is recorded
+    one way."""
+    try:
+        run = context.instance.get_run_by_id(context.run_id)
+        if run is not None and run.status == DagsterRunStatus.STARTED:
+            context.instance.report_run_canceling(run, message=f"oabench: {reason}")
+    except Exception:  # a failing instance storage (full DAGSTER_HOME): the interrupt still fails the step
+        pass
     return Failure(description=line, metadata={interrupts.INTERRUPTED_METADATA: reason})
 
 

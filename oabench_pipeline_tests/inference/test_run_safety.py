@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
-from dagster import DagsterRunStatus
+from dagster import DagsterRunStatus, RunsFilter
 
 from oabench_pipeline.engine.runs import instance_for
+from oabench_pipeline.engine.stale_runs import IN_PROGRESS
 from oabench_pipeline.inference.cell_lock import cell_lock_path, read_holder
 from oabench_pipeline.inference.response_log import cell_log_path
 from oabench_pipeline_tests.inference.paid_calls import active_prompt_keys, cell_rows, log_line_count
@@ -27,6 +28,7 @@ from oabench_pipeline_tests.inference.replay import use_replay_models
 from oabench_pipeline_tests.inference.run_processes import (
     MODEL,
     RUN_TIMEOUT_S,
+    exit_within,
     output,
     replay,
     start_run,
@@ -145,3 +147,75 @@ def test_a_cell_whose_every_call_failed_exits_1_and_is_named(fresh_env: Pipeline
     )
     assert "acme/m × 45: 80 error row(s) (most often: HTTP 400: " in result.output
     assert "maximum context length" in result.output
+
+
+def test_after_a_process_group_kill_and_one_rerun_no_run_is_left_in_progress(
+    fresh_env: PipelineEnv, shared_oab: Path, stop_children: list
+) -> None:
+    """Issue 41's done-when: SIGKILL `oabench run` with its process group (the command, its code server and
+    the cells' run workers) mid-run. Its runs stay in progress in the instance, since no process is left to
+    end them; `oabench status` calls none of their cells running, and one rerun closes every one of them
+    (not only those whose lock it takes over) and completes the cells."""
+    server = replay(fresh_env, shared_oab, latency_s=0.0, concurrency=2)
+    server.hold_replies(allow=3)
+    try:
+        killed = start_run(fresh_env, "killed", "--models", MODEL, "--editions", "43,44")
+        stop_children.append(killed)
+        logs = [cell_log_path(fresh_env.warehouse.root / "responses", MODEL, e) for e in ("43", "44")]
+        wait_until(lambda: sum(log_line_count(log) for log in logs) >= 3, killed, "answers logged")
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.wait()
+        with instance_for(fresh_env.settings) as instance:
+            left = instance.get_runs(RunsFilter(statuses=IN_PROGRESS))
+        assert left, "the kill left no run in progress: nothing to test"
+
+        status = fresh_env.cli("status", "--models", MODEL, "--editions", "43,44", "--format", "json")
+        states = {cell["edition"]: cell for cell in json.loads(status.output)["cells"]}
+        assert all(cell["state"] != "running" for cell in states.values()), states
+
+        server.release_replies()
+        rerun = fresh_env.cli("run", "--models", MODEL, "--editions", "43,44")
+        assert rerun.exit_code == 0, rerun.output
+    finally:
+        server.__exit__(None, None, None)
+    with instance_for(fresh_env.settings) as instance:
+        assert not instance.get_runs(RunsFilter(statuses=IN_PROGRESS))
+        for run in left:
+            ended = instance.get_run_by_id(run.run_id)
+            assert ended is not None and ended.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
+    status = fresh_env.cli("status", "--models", MODEL, "--editions", "43,44", "--format", "json")
+    assert {cell["state"] for cell in json.loads(status.output)["cells"]} == {"complete"}, status.output
+
+
+def test_a_run_whose_code_server_died_first_is_reported_failed_not_followed_forever(
+    fresh_env: PipelineEnv, shared_oab: Path, stop_children: list
+) -> None:
+    """The code server dies, then the cell's run worker: nobody is left to end the run in the instance, and
+    `oabench run` noticed nothing (it waited for ever). It looks at the worker's PID while it follows."""
+    server = replay(fresh_env, shared_oab, latency_s=0.0, concurrency=2)
+    server.hold_replies(allow=3)
+    try:
+        proc = start_run(fresh_env, "orphaned", "--models", MODEL, "--editions", "44")
+        stop_children.append(proc)
+        log = cell_log_path(fresh_env.warehouse.root / "responses", MODEL, "44")
+        wait_until(lambda: log_line_count(log) >= 3, proc, "answers logged")
+        holder = read_holder(cell_lock_path(fresh_env.warehouse.root, MODEL, "44"))
+        assert holder is not None and holder.run_id
+        stat = Path(f"/proc/{holder.pid}/stat").read_text()
+        code_server = int(stat.rpartition(")")[2].split()[1])  # the run worker's parent
+        os.kill(code_server, signal.SIGKILL)
+        os.kill(holder.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        returncode = exit_within(proc, fresh_env, "orphaned", 90)
+        noticed_s = time.monotonic() - killed
+    finally:
+        server.__exit__(None, None, None)
+    said = output(fresh_env, "orphaned")
+    assert returncode == 1, said
+    # The last lines name the cell and why: its process died holding the cell's lock.
+    assert f"{MODEL} × 44: Its process (PID {holder.pid} on " in said, said
+    assert "died holding the cell's lock" in said, said
+    with instance_for(fresh_env.settings) as instance:
+        run = instance.get_run_by_id(holder.run_id)
+        assert run is not None and run.status == DagsterRunStatus.FAILURE
+    print(f"a run whose code server and worker were killed was noticed {noticed_s:.1f} s later")
