@@ -25,7 +25,7 @@ BOOKLET_PARSER_VERSION = "booklet-5"  # 5: the 38th's layout; bare numbers by ba
 # The analysis tables' code version: bump it with any change to how a table is computed, so that the
 # automation rebuilds them once (`automation/downstream.py`) and so does the next `oabench run`, which
 # reads the version each table was written with (`freshness.leaderboard_is_current`).
-ANALYSIS_VERSION = "analysis-8"  # 2: Rasch tables; 3: per-edition costs; 4: suites (`_by_suite`, `suites`); 5: `retired`; 6: contamination_by_cutoff pooled row; 7: law currency (legal_reforms, question_law_currency, law_currency_effect, leaderboard_current_law); 8: leave-one-out difficulties finite where the other keys give no finite edition mean
+ANALYSIS_VERSION = "analysis-9"  # 2: Rasch tables; 3: per-edition costs; 4: suites (`_by_suite`, `suites`); 5: `retired`; 6: contamination_by_cutoff pooled row; 7: law currency (legal_reforms, question_law_currency, law_currency_effect, leaderboard_current_law); 8: leave-one-out difficulties finite where the other keys give no finite edition mean; 9: the key audit leaves the offline baselines out
 
 # The report's code version (`leaderboard_report`, the site's pages): bump it with any change to what the
 # report shows. Kept here so that the definitions read it without importing the report's builder.
