@@ -42,7 +42,7 @@ from dagster import (
 )
 
 from oabench_pipeline.automation.catalogue_watch import MonthBudget, month_budget
-from oabench_pipeline.core.editions import Suite, known_editions
+from oabench_pipeline.core.editions import Suite, format_editions, known_editions
 from oabench_pipeline.core.models_registry import ModelConfig, automatic_models, known_models
 from oabench_pipeline.core.runs import live_run_id, with_logical_run_ids
 from oabench_pipeline.core.watch_policy import WatchPolicyError, load_watch_policy
@@ -101,6 +101,8 @@ class StatusReport:
     catalogue_month: MonthBudget | str | None = None
     """This month's spend of the runs the watch policy pays for (None: no policy and no such model; text:
     why it cannot be told, e.g. a mistake in the policy file)."""
+    uningested: list[str] = field(default_factory=list)
+    """Editions listed and not ingested: what completing their cells costs is unknown until they are."""
 
     @property
     def complete(self) -> bool:
@@ -140,12 +142,16 @@ class StatusReport:
     def summary(self) -> str:
         counts = ", ".join(f"{n} {state}" for state, n in self.counts().items() if n)
         priced = [c for c in self.cells if c.est_cost_usd is not None and (c.to_send or 0) > 0]
-        if self.unpriced and not priced:
-            cost = f"{UNKNOWN_COST}: {PRICING_HINT}"
+        not_ingested = format_editions(int(e) for e in self.uningested)
+        uningested = f"edition(s) {not_ingested} not ingested: `oabench ingest --editions {not_ingested}`"
+        if (self.unpriced or self.uningested) and not priced:
+            cost = f"{UNKNOWN_COST}: {PRICING_HINT}" if self.unpriced else f"unknown ({uningested})"
         else:
             cost = f"${self.est_cost_usd():.4f}"
             if self.unpriced:
                 cost += f" + unknown for {', '.join(self.unpriced)} (no price snapshot: {PRICING_HINT})"
+            if self.uningested:
+                cost += f" + unknown for {uningested}"
         line = f"{len(self.cells)} cell(s): {counts or 'none'}; est. prompt cost to complete {cost}"
         month = self.catalogue_month
         return line + (
@@ -182,7 +188,7 @@ class StatusReport:
             "complete": self.complete,
             "counts": self.counts(),
             # A total with an unknown part is unknown (null), never its known parts read as the whole.
-            "est_cost_usd": None if self.unpriced else self.est_cost_usd(),
+            "est_cost_usd": None if self.unpriced or self.uningested else self.est_cost_usd(),
             "est_cost_known_usd": self.est_cost_usd(),
             "unpriced": self.unpriced,
             "catalogue_month": self.catalogue_month.as_json()
@@ -590,7 +596,8 @@ def collect_status(
         statuses.append(status)
         if no_price:
             unpriced.add(model_key)
-    return StatusReport(statuses, sorted(unpriced), catalogue_month(settings, store))
+    uningested = sorted({e for e, m in cells if e not in ingested and m in registry}, key=int)
+    return StatusReport(statuses, sorted(unpriced), catalogue_month(settings, store), uningested)
 
 
 def catalogue_month(settings: Settings, store: Warehouse) -> MonthBudget | str | None:
