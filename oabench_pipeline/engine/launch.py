@@ -35,6 +35,7 @@ from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunSta
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import ModuleTarget
 
+from oabench_pipeline import CODE_LOCATION_NAME
 from oabench_pipeline.engine import interrupts
 from oabench_pipeline.engine.runs import RunOutcome
 from oabench_pipeline.inference.progress import PROGRESS_FILE_TAG, RelayReader
@@ -44,6 +45,17 @@ DEFINITIONS_MODULE = "oabench_pipeline.definitions"
 PROGRESS_FOLDER = "progress"  # under the warehouse: the relay files of runs being followed, stop files
 POLL_S = 0.5  # between looks at a launched run's status and progress
 STOPPING_POLL_S = 0.1  # the same once a stop was asked: its runs end within a second or two
+
+
+def definitions_target() -> ModuleTarget:
+    """The code location the cells' runs are launched from: the definitions module under the one location
+    name every entry point serves (the UI lists these runs, and keeps sensor state, under it)."""
+    return ModuleTarget(
+        module_name=DEFINITIONS_MODULE,
+        attribute=None,
+        working_directory=os.getcwd(),
+        location_name=CODE_LOCATION_NAME,
+    )
 
 
 @dataclass(frozen=True)
@@ -127,11 +139,8 @@ class RunLauncher:
         self.progress_folder.mkdir(parents=True, exist_ok=True)
         _remove_old_stop_files(self.progress_folder)
         self._stack.enter_context(interrupts.announcing_stops_to(self.stop_file))
-        target = ModuleTarget(
-            module_name=DEFINITIONS_MODULE, attribute=None, working_directory=os.getcwd(), location_name=None
-        )
         workspace = self._stack.enter_context(
-            WorkspaceProcessContext(self.instance, target, code_server_log_level="WARNING")
+            WorkspaceProcessContext(self.instance, definitions_target(), code_server_log_level="WARNING")
         )
         self._context = workspace.create_request_context()
         (self._location,) = self._context.code_locations
