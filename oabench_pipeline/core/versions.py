@@ -39,6 +39,11 @@ SITE_VERSION = "site-3"  # 2: an Início per suite with a switcher; passed editi
 INFERENCE_BOOKKEEPING_COLUMNS: tuple[str, ...] = ("created_at", "dagster_run_id")
 
 
+def exclude_from_version(table: str) -> tuple[str, ...]:
+    """The columns a table's data version leaves out (the bookkeeping of `inferences`, none elsewhere)."""
+    return INFERENCE_BOOKKEEPING_COLUMNS if table == "inferences" else ()
+
+
 def frame_version(frame: pl.DataFrame, exclude: Iterable[str] = ()) -> str:
     """SHA-256 (hex) of the frame's rows, independent of row and column order, without `exclude`."""
     kept = frame.drop([name for name in exclude if name in frame.columns])

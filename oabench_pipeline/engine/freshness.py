@@ -1,4 +1,11 @@
-"""Is a partition up to date? File times of the warehouse answer it without starting a Dagster run.
+"""Is a partition up to date? Data versions kept in the warehouse's files answer it without Dagster.
+
+A partition computed from others records their data versions when it is written (`Warehouse.write_partition(
+inputs=)`: the same SHA-256 of the rows each asset reports to Dagster, `core/versions.py`); it is up to date
+while those inputs still have the versions it recorded. So a re-materialization that changes no row (a forced
+re-parse of the same questions) stales nothing, here and in Dagster's automation alike, and a changed row
+stales exactly what was computed from it. Files written without recorded inputs (by an older release) fall
+back to file times: built after every input.
 
 The one answer to "is this cell done": `oabench run` skips a cell when `inferences_are_current` and
 `scores_are_current` hold (a response log with damaged lines is not current: the run sets them aside) and exits 0 only when they hold for every requested cell; `oabench status`
@@ -71,8 +78,8 @@ def edition_is_current(warehouse: Warehouse, store: RawStore, edition: Edition) 
         return False
     source_file = warehouse.partition_path("source_files", key)
     answer_keys = warehouse.partition_path("answer_keys", key)
-    written_in_order = _newer_or_equal(answer_keys, source_file) and _newer_or_equal(
-        warehouse.partition_path("questions", key), answer_keys
+    written_in_order = _newer_or_equal(answer_keys, source_file) and not _changed_inputs(
+        warehouse, "questions", key, {"answer_keys": key}
     )
     # The tables also carry the registry's facts (areas, annulments, dates): an edit there re-ingests.
     return written_in_order and not registry_drift(
@@ -144,6 +151,24 @@ def _partition_mtime(store: Warehouse, table: str, key: str) -> float | None:
     return _mtime(store.partition_path(table, key))
 
 
+def _changed_inputs(store: Warehouse, table: str, key: str, inputs: dict[str, str]) -> list[str]:
+    """The tables of `inputs` (table → partition key) whose data changed since partition `key` of `table`
+    was computed from them: their data version differs from the one it recorded, or (a file written
+    without recorded inputs) their file is newer. A missing input changed nothing the partition holds."""
+    recorded = store.recorded_inputs(table, key)
+    if recorded is None:
+        built = _partition_mtime(store, table, key)
+        return [
+            name
+            for name, input_key in inputs.items()
+            if built is not None
+            and (changed := _partition_mtime(store, name, input_key)) is not None
+            and changed > built
+        ]
+    current = store.input_versions(inputs)
+    return [name for name, version in current.items() if recorded.get(name) != version]
+
+
 def stale_reasons(
     store: Warehouse,
     edition: str,
@@ -153,12 +178,10 @@ def stale_reasons(
     questions: pl.DataFrame,
 ) -> list[str]:
     """Why a complete cell no longer reflects its inputs (empty: it does)."""
-    reasons = []
-    built = _partition_mtime(store, "inferences", cell_key)
-    for table in ("questions", "answer_keys"):
-        changed = _partition_mtime(store, table, edition)
-        if built is not None and changed is not None and changed > built:
-            reasons.append(f"{table} re-materialized after the cell")
+    reasons = [
+        f"{table} changed since the cell was built"
+        for table in _changed_inputs(store, "inferences", cell_key, {"questions": edition})
+    ]
     if model is not None and model.kind != "baseline":
         live = with_logical_run_ids(rows, model.key).filter(REPLIED & (pl.col("source") == "live"))
         changed_hashes = 0
@@ -182,12 +205,10 @@ def scores_are_current(warehouse: Warehouse, model_key: str, edition: str) -> bo
     # Scores written before runs existed have no run_id: the leaderboard cannot tell their run apart.
     if scores.is_file() and "run_id" not in pl.read_parquet_schema(scores):
         return False
-    return _newer_or_equal(
-        warehouse.partition_path("scores", partition),
-        warehouse.partition_path("inferences", partition),
-        warehouse.partition_path("answer_keys", edition),
-        warehouse.partition_path("questions", edition),
-    )
+    if not scores.is_file():
+        return False
+    inputs = {"inferences": partition, "questions": edition, "answer_keys": edition}
+    return not _changed_inputs(warehouse, "scores", partition, inputs)
 
 
 def leaderboard_is_current(warehouse: Warehouse, registry_files: Sequence[Path] = ()) -> bool:

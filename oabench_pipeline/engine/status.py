@@ -1,9 +1,9 @@
 """`oabench status`: where every benchmark cell (edition × model key) stands, and what completing it costs.
 
 Read-only. The state of a cell comes from three places:
-- the warehouse: the cell's `inferences` partition (answered / error / missing questions), the file times
-  of that partition and of its edition's `questions` and `answer_keys` partitions (each materialization
-  rewrites its file, so a newer questions file means the cell was built from older questions);
+- the warehouse: the cell's `inferences` partition (answered / error / missing questions), and the data
+  versions its files recorded of the partitions they were built from, against those partitions' versions
+  today (`engine/freshness.py`: a re-parse into the same rows stales nothing);
 - the response log and the registry: `replicate_plans` says which requests a run would still send (the
   same plan `oabench run` uses; counts are over the run it would resume, else the newest clean run), and a live row whose request hash differs from today's request means the
   model configuration or the prompts changed since it was asked;
