@@ -130,7 +130,7 @@ class Warehouse:
         self.lock_timeout_s = lock_timeout_s
         self.root = self.db_path.parent
         self.tables_dir = self.root / "tables"
-        self._metadata_cache: dict[Path, tuple[list[int], dict[str, str]]] = {}
+        self._metadata_cache: dict[Path, tuple[list[int], dict[str, str] | str]] = {}
 
     def table_dir(self, table: str) -> Path:
         return self.tables_dir / table
@@ -206,19 +206,25 @@ class Warehouse:
 
         Remembered per file identity (inode, size, mtime): one command asks for an edition's questions once
         per cell, and a replaced file is read again."""
-        path = self.partition_path(table, partition_key)
+        metadata = self._footer(self.partition_path(table, partition_key))
+        return metadata if isinstance(metadata, dict) else {}
+
+    def _footer(self, path: Path) -> dict[str, str] | str | None:
+        """The file's key-value metadata, read from its footer; text: why the footer cannot be read; None:
+        no file. Remembered per file identity (inode, size, mtime): a replaced file is read again."""
         identity = _file_identity(path)
         if identity is None:
-            return {}
+            return None
         cached = self._metadata_cache.get(path)
         if cached is not None and cached[0] == identity:
             return cached[1]
+        footer: dict[str, str] | str
         try:
-            metadata = dict(pl.read_parquet_metadata(path))
-        except (pl.exceptions.PolarsError, OSError):
-            return {}
-        self._metadata_cache[path] = (identity, metadata)
-        return metadata
+            footer = dict(pl.read_parquet_metadata(path))
+        except (pl.exceptions.PolarsError, OSError) as error:
+            footer = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        self._metadata_cache[path] = (identity, footer)
+        return footer
 
     def data_version(self, table: str, partition_key: str, exclude: Iterable[str] = ()) -> str | None:
         """The partition's data version: the one written with it, else (a file an older release wrote)
@@ -284,6 +290,8 @@ class Warehouse:
             paths = sorted(self.table_dir(table).glob("*.parquet"))
         else:
             paths = [p for k in partition_keys if (p := self.partition_path(table, k)).is_file()]
+        if not thorough:  # the footer, as `file_metadata` reads it (once per file version)
+            return [path for path in paths if isinstance(self._footer(path), str)]
         return [path for path in paths if _unreadable(path, thorough) is not None]
 
     def set_aside(self, path: Path) -> Path:

@@ -19,6 +19,7 @@ recomputes what it is asked to.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -32,15 +33,14 @@ from oabench_pipeline.core.versions import ANALYSIS_VERSION
 from oabench_pipeline.exams.raw_store import RawStore
 from oabench_pipeline.exams.validation import registry_drift
 from oabench_pipeline.inference.cell import (
-    REPLIED,
     CellPlan,
     build_requests,
     cell_name,
     complete_imported_runs,
     replicate_plans,
 )
-from oabench_pipeline.inference.log_records import inspect_log
-from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
+from oabench_pipeline.inference.log_records import LogContents, inspect_log
+from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash
 from oabench_pipeline.shared.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse
 
@@ -91,8 +91,11 @@ def summary_editions(warehouse: Warehouse, existing: pl.DataFrame) -> dict[str, 
     """Imported run id → editions its published summary lists (none: an aborted run)."""
     if existing.is_empty():
         return {}
+    imported = existing["source"] == "imported"
+    if not imported.any():  # the common case, asked per cell by `status` and a no-op `run`: no filter
+        return {}
     editions: dict[str, list[int]] = {}
-    for run_id in existing.filter(pl.col("source") == "imported")["run_id"].drop_nulls().unique():
+    for run_id in existing["run_id"].filter(imported).drop_nulls().unique():
         summary = warehouse.read("published_run_summaries", run_id)
         if not summary.is_empty() and summary["has_summary"].item():
             editions[run_id] = summary["editions"].item().to_list()
@@ -114,7 +117,7 @@ def inferences_are_current(
     )
     if existing.is_empty():
         return False
-    questions = warehouse.read("questions", edition)
+    questions = edition_questions(warehouse, edition)
     if stale_reasons(warehouse, edition, partition, existing, model, questions):
         return False
     if model.kind == "baseline":
@@ -124,10 +127,42 @@ def inferences_are_current(
     return not planned_replicates(warehouse, model, edition, questions, existing, replicates, retry_invalid)
 
 
+def edition_questions(warehouse: Warehouse, edition: str) -> pl.DataFrame:
+    """The edition's questions, read once per version of their file and shared by every model's cells (the
+    same frame: `build_requests` remembers its requests per frame). Callers must not mutate it."""
+    path = warehouse.partition_path("questions", edition)
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return pl.DataFrame()
+    return _edition_questions(warehouse.db_path, edition, (stat.st_ino, stat.st_size, stat.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=64)
+def _edition_questions(db_path: Path, edition: str, identity: tuple[int, int, int]) -> pl.DataFrame:
+    return Warehouse(db_path).read("questions", edition)
+
+
 def damaged_log_lines(warehouse: Warehouse, model_key: str, edition: str) -> list[str]:
     """`file:line: why; ...` for each damaged line of the cell's response log (`log_records.py`)."""
     path = cell_log_path(warehouse.root / "responses", model_key, edition)
-    return [line.describe(path) for line in inspect_log(path, keep_results=False).damaged]
+    return [line.describe(path) for line in log_contents(path, keep_results=False).damaged]
+
+
+def log_contents(path: Path, keep_results: bool = True) -> LogContents:
+    """The log's replies (with `keep_results`) and damaged lines, read once per version of the file and
+    flag: `status` and a no-op `run` ask of each cell's log in turn. Only the newest log is remembered (a
+    reasoning model's log can hold a megabyte per reply)."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return LogContents([], [])
+    return _log_contents(path, (stat.st_ino, stat.st_size, stat.st_mtime_ns), keep_results)
+
+
+@functools.lru_cache(maxsize=2)
+def _log_contents(path: Path, identity: tuple[int, int, int], keep_results: bool) -> LogContents:
+    return inspect_log(path, keep_results=keep_results)
 
 
 def planned_replicates(
@@ -142,8 +177,14 @@ def planned_replicates(
     """The live replicates a run of the cell would resume or start now, given its response log and the
     imported runs that already completed the edition (what `oabench run`, its dry run and `oabench status`
     all mean by "still to send"); with `retry_invalid`, invalid replies are to send again too."""
-    logged = latest_by_hash(read_log(cell_log_path(warehouse.root / "responses", model.key, edition)))
     elsewhere = complete_imported_runs(existing, int(edition), summary_editions(warehouse, existing))
+    # The partition's rows first: when they complete every replicate, no log can add to them (a reply in
+    # the log only takes a request off `pending`), so the log's replies need not be read, the common case.
+    if not replicate_plans(model, questions, {}, existing, replicates, elsewhere, retry_invalid):
+        return []
+    logged = latest_by_hash(
+        log_contents(cell_log_path(warehouse.root / "responses", model.key, edition)).results
+    )
     return replicate_plans(model, questions, logged, existing, replicates, elsewhere, retry_invalid)
 
 
@@ -182,14 +223,22 @@ def stale_reasons(
         f"{table} changed since the cell was built"
         for table in _changed_inputs(store, "inferences", cell_key, {"questions": edition})
     ]
-    if model is not None and model.kind != "baseline":
-        live = with_logical_run_ids(rows, model.key).filter(REPLIED & (pl.col("source") == "live"))
+    if model is not None and model.kind != "baseline" and not rows.is_empty():
+        # Series, not frame filters: asked of every cell by `status` and a no-op `run` (`rows` carry
+        # logical run ids, as both callers read them).
+        live = (
+            rows["error"].is_null() & rows["raw_response"].is_not_null() & (rows["source"] == "live")
+        ).fill_null(False)
+        asked: dict[str, list[tuple[str, str]]] = {}
+        for run_id, qid, hash_ in zip(
+            *(rows[name].filter(live).to_list() for name in ("run_id", "qid", "request_hash")), strict=True
+        ):
+            asked.setdefault(run_id, []).append((qid, hash_))
         changed_hashes = 0
-        for run_id in live["run_id"].unique().to_list():
+        for run_id, pairs in asked.items():
             replicate = replicate_of(run_id, model.key) or 1
             current = {r.qid: r.request_hash for r in build_requests(model, questions, replicate)}
-            own = live.filter(pl.col("run_id") == run_id).select("qid", "request_hash")
-            changed_hashes += sum(1 for q, h in own.iter_rows() if current.get(q) != h)
+            changed_hashes += sum(1 for q, h in pairs if current.get(q) != h)
         if changed_hashes:
             reasons.append(f"model config or prompts changed ({changed_hashes} request hash(es) differ)")
     return reasons

@@ -60,7 +60,7 @@ from oabench_pipeline.engine.runs import (
     interruption,
     step_failure_messages,
 )
-from oabench_pipeline.inference.cell import ANSWERED, REPLIED, CellPlan
+from oabench_pipeline.inference.cell import ANSWERED, CellPlan
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
 from oabench_pipeline.inference.cost import PRICING_HINT, UNKNOWN_PRICE, estimated_prompt_cost
 from oabench_pipeline.settings import Settings
@@ -351,11 +351,14 @@ def process_gone(tags: Mapping[str, str]) -> bool:
 
 def _counts(questions: pl.DataFrame, rows: pl.DataFrame) -> tuple[int, int, int]:
     """(answered, errors, missing) over the active questions."""
-    active = set(questions.filter(pl.col("status") == "active")["qid"])
+    # Series masks, not frame filters: asked of every cell, thousands of them.
+    active = set(questions["qid"].filter(questions["status"] == "active"))
     if rows.is_empty():
         return 0, 0, len(active)
-    answered = set(rows.filter(REPLIED)["qid"]) & active  # an empty final reply too: recorded, invalid
-    errors = (set(rows.filter(pl.col("error").is_not_null())["qid"]) & active) - answered
+    error = rows["error"].is_not_null()
+    replied = (~error & rows["raw_response"].is_not_null()).fill_null(False)  # REPLIED
+    answered = set(rows["qid"].filter(replied)) & active  # an empty final reply too: recorded, invalid
+    errors = (set(rows["qid"].filter(error)) & active) - answered
     return len(answered), len(errors), len(active - answered - errors)
 
 
@@ -380,6 +383,8 @@ def _current_run_rows(
         return rows
     if model is not None and plans:
         return rows.filter(pl.col("run_id") == live_run_id(model.key, plans[0].replicate))
+    if rows["run_id"].null_count() == 0 and rows["run_id"].n_unique() == 1:
+        return rows  # one run (the common case): it is the one, whichever rule below chose
     active = set(questions.filter(pl.col("status") == "active")["qid"])
     by_summary = summary_editions(store, rows)
     runs = rows.group_by("run_id").agg(
