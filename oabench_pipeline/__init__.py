@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+# The one code location name every entry point serves (`dg dev`, `dagster dev`, `oabench ui`, `dagster ...
+# -m oabench_pipeline`, the runs `oabench run` launches): Dagster keys sensor and schedule state, and the
+# runs it lists per location, by this name, so two names would be two sets of sensor states.
+CODE_LOCATION_NAME = "oabench_pipeline"
+
 
 def __getattr__(name: str) -> Any:
     if name == "defs":
@@ -18,4 +23,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return ["defs"]
+    return ["CODE_LOCATION_NAME", "defs"]

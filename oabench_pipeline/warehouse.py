@@ -43,6 +43,11 @@ from oabench_pipeline.shared.tables import TABLES, conform, empty_frame
 
 UNPARTITIONED = "all"
 VERSION_METADATA = "oabench_version"  # Parquet key-value metadata: the code version that wrote the rows
+# Parquet key-value metadata: the partition's data version (the one reported to Dagster), and the data
+# versions of the partitions it was computed from (JSON, table → version): `engine/freshness.py` compares
+# them, so "up to date" means what Dagster's data versions mean.
+DATA_VERSION_METADATA = "oabench_data_version"
+INPUTS_METADATA = "oabench_inputs"
 STALE_TEMPORARY_S = 3600.0  # a write takes seconds; an older temporary was left by a killed process
 CATALOGUE_LOCK_TIMEOUT_S = 60.0  # a user's DuckDB session holding the catalogue: wait this long, then fail
 LOCK_POLL_S = 0.25
@@ -125,6 +130,7 @@ class Warehouse:
         self.lock_timeout_s = lock_timeout_s
         self.root = self.db_path.parent
         self.tables_dir = self.root / "tables"
+        self._metadata_cache: dict[Path, tuple[list[int], dict[str, str] | str]] = {}
 
     def table_dir(self, table: str) -> Path:
         return self.tables_dir / table
@@ -141,21 +147,34 @@ class Warehouse:
     # -- writing ---------------------------------------------------------------------------------------
 
     def write_partition(
-        self, table: str, frame: pl.DataFrame, partition_key: str = UNPARTITIONED, version: str | None = None
+        self,
+        table: str,
+        frame: pl.DataFrame,
+        partition_key: str = UNPARTITIONED,
+        version: str | None = None,
+        data_version: str | None = None,
+        inputs: Mapping[str, str] | None = None,
     ) -> Path:
         """Replace one partition's rows with `frame`, atomically: readers see the old or the new file.
 
         `version`: the code version that computed the rows, kept in the file (`written_version`), so a
-        command can tell rows an older version computed without asking Dagster.
+        command can tell rows an older version computed without asking Dagster. `data_version`: the rows'
+        data version (`core/versions.py`), and `inputs`: the data versions of the partitions they were
+        computed from (`input_versions`), both kept in the file so that freshness needs no Dagster.
         """
         frame = conform(table, frame)
         target = self.partition_path(table, partition_key)
+        metadata = {VERSION_METADATA: version} if version else {}
+        if data_version:
+            metadata[DATA_VERSION_METADATA] = data_version
+        if inputs is not None:
+            metadata[INPUTS_METADATA] = json.dumps(dict(sorted(inputs.items())))
         # Encoded in memory first: polars reports a full disk as "Invalid thrift: transport error",
         # while a plain file write says ENOSPC, which the user can act on.
         encoded = io.BytesIO()
         frame.write_parquet(
             encoded,
-            metadata={VERSION_METADATA: version} if version else None,
+            metadata=metadata or None,
             row_group_size=_rows_per_group(frame),
         )
         try:
@@ -180,10 +199,63 @@ class Warehouse:
     def written_version(self, table: str, partition_key: str = UNPARTITIONED) -> str | None:
         """The code version a partition's rows were computed by (`write_partition(version=)`); None when
         the file is missing, unreadable, or was written without one (by an older release)."""
-        try:
-            return pl.read_parquet_metadata(self.partition_path(table, partition_key)).get(VERSION_METADATA)
-        except (pl.exceptions.PolarsError, OSError):
+        return self.file_metadata(table, partition_key).get(VERSION_METADATA)
+
+    def file_metadata(self, table: str, partition_key: str = UNPARTITIONED) -> dict[str, str]:
+        """The partition file's key-value metadata (empty when the file is missing or unreadable).
+
+        Remembered per file identity (inode, size, mtime): one command asks for an edition's questions once
+        per cell, and a replaced file is read again."""
+        metadata = self._footer(self.partition_path(table, partition_key))
+        return metadata if isinstance(metadata, dict) else {}
+
+    def _footer(self, path: Path) -> dict[str, str] | str | None:
+        """The file's key-value metadata, read from its footer; text: why the footer cannot be read; None:
+        no file. Remembered per file identity (inode, size, mtime): a replaced file is read again."""
+        identity = _file_identity(path)
+        if identity is None:
             return None
+        cached = self._metadata_cache.get(path)
+        if cached is not None and cached[0] == identity:
+            return cached[1]
+        footer: dict[str, str] | str
+        try:
+            footer = dict(pl.read_parquet_metadata(path))
+        except (pl.exceptions.PolarsError, OSError) as error:
+            footer = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        self._metadata_cache[path] = (identity, footer)
+        return footer
+
+    def data_version(self, table: str, partition_key: str, exclude: Iterable[str] = ()) -> str | None:
+        """The partition's data version: the one written with it, else (a file an older release wrote)
+        computed from its rows without `exclude`, as `core/versions.frame_version` does. None: no file."""
+        if (recorded := self.file_metadata(table, partition_key).get(DATA_VERSION_METADATA)) is not None:
+            return recorded
+        if not self.partition_path(table, partition_key).is_file():
+            return None
+        from oabench_pipeline.core.versions import frame_version
+
+        return frame_version(self.read(table, partition_key), exclude)
+
+    def input_versions(self, inputs: Mapping[str, str]) -> dict[str, str]:
+        """table → data version of each partition of `inputs` (table → partition key) that exists: what a
+        partition computed from them records (`write_partition(inputs=)`)."""
+        from oabench_pipeline.core.versions import exclude_from_version
+
+        versions = {t: self.data_version(t, k, exclude_from_version(t)) for t, k in inputs.items()}
+        return {table: version for table, version in versions.items() if version is not None}
+
+    def recorded_inputs(self, table: str, partition_key: str) -> dict[str, str] | None:
+        """The input data versions a partition was written with (None: written without, by an older release
+        or by a path that does not record them)."""
+        text = self.file_metadata(table, partition_key).get(INPUTS_METADATA)
+        if text is None:
+            return None
+        try:
+            recorded = json.loads(text)
+        except ValueError:
+            return None
+        return recorded if isinstance(recorded, dict) else None
 
     def read(self, table: str, partition_key: str | None = None) -> pl.DataFrame:
         """One partition, or the whole table; an empty frame when nothing was written yet.
@@ -218,6 +290,8 @@ class Warehouse:
             paths = sorted(self.table_dir(table).glob("*.parquet"))
         else:
             paths = [p for k in partition_keys if (p := self.partition_path(table, k)).is_file()]
+        if not thorough:  # the footer, as `file_metadata` reads it (once per file version)
+            return [path for path in paths if isinstance(self._footer(path), str)]
         return [path for path in paths if _unreadable(path, thorough) is not None]
 
     def set_aside(self, path: Path) -> Path:

@@ -4,6 +4,7 @@ verbatim), and every relative link and `#anchor` of the README, ARCHITECTURE.md 
 from __future__ import annotations
 
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -78,3 +79,30 @@ def test_every_relative_link_and_anchor_resolves(page: Path) -> None:
 def test_every_docs_page_is_reachable_from_the_readme() -> None:
     readme = set(links(ROOT / "README.md"))
     assert not [p.name for p in (ROOT / "docs").glob("*.md") if f"docs/{p.name}" not in readme]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_dagster_asset_materialize_names_the_module(page: Path) -> None:
+    """`dagster asset materialize` loads no code location by itself: without `-m oabench_pipeline` it fails."""
+    text = " ".join(page.read_text(encoding="utf-8").split())
+    commands = re.findall(r"dagster asset materialize [^`|]*--select", text)
+    assert [c for c in commands if "-m oabench_pipeline" not in c] == []
+
+
+def test_the_pages_count_the_registry_s_editions() -> None:
+    """The README and the commands page name as many editions as the registry pins."""
+    registry = tomllib.loads((ROOT / "oabench_pipeline" / "registry" / "editions.toml").read_text("utf-8"))
+    pinned = len(registry["editions"])
+    for page in (ROOT / "README.md", ROOT / "docs" / "commands.md"):
+        counts = {int(n) for n in re.findall(r"(\d+) editions", page.read_text(encoding="utf-8"))}
+        assert counts <= {pinned}, (page.name, counts, pinned)
+
+
+def test_the_models_file_models_add_writes_is_git_ignored() -> None:
+    """`oabench models add` writes models.toml in the working directory: never committed by accident."""
+    from oabench_pipeline.cli.models import USER_MODELS_FILE
+
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", str(USER_MODELS_FILE)], cwd=ROOT, check=False
+    ).returncode
+    assert ignored == 0

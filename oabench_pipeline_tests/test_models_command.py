@@ -51,6 +51,11 @@ def test_models_add_writes_the_user_s_file_which_adds_to_the_packaged_registry(
     models = {m.key: m for m in known_models(settings.models_files)}
     assert models["qwen3:8b"].base_url == "http://[::1]:11434/v1" and models["qwen3:8b"].api_key_env is None
     assert models["deepseek/deepseek-v3.2"].base_url == "http://127.0.0.1:8000/v1"
+    # The packaged entry's label and provider stay with the model it replaces.
+    assert (models["deepseek/deepseek-v3.2"].label, models["deepseek/deepseek-v3.2"].provider) == (
+        "DeepSeek V3.2",
+        "DeepSeek",
+    )
     assert "baseline/random" in models  # the packaged ones are still there
 
 

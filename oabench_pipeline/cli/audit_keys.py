@@ -10,6 +10,7 @@ from oabench_pipeline.cli.common import (
     choose_suite,
     edition_keys,
     load_registry_suites,
+    read_warehouse,
     suite_option,
     table_format_option,
 )
@@ -61,9 +62,11 @@ def audit_keys_cmd(editions: str | None, suite: str | None, show_all: bool, fmt:
         raise click.UsageError("--suite and --editions both choose the editions: give one")
     settings = Settings.from_env()
     chosen = choose_suite(load_registry_suites(settings), suite) if suite is not None else None
-    warehouse = Warehouse(settings.warehouse_path)
+    warehouse = read_warehouse(settings)
     if not warehouse.has_table("key_audit"):
-        raise click.ClickException("no key_audit table yet: run `oabench run` or `oabench import` first")
+        raise click.ClickException(
+            f"no key_audit table yet in {warehouse.root}: run `oabench run` or `oabench import` first"
+        )
     keys = _key_provenance(warehouse)
     audit = warehouse.read("key_audit").join(keys.drop("edition", "number", "status"), on="qid", how="left")
     wanted = [str(e) for e in chosen.editions] if chosen else listed

@@ -77,6 +77,22 @@ def edition_keys(value: str | None) -> list[str] | None:
         raise click.UsageError(f"--editions: {error}") from None
 
 
+def read_warehouse(settings: Settings) -> Warehouse:
+    """The warehouse a reading command reads; a one-line error naming the folder it looked in when there is
+    none (a read writes nothing: run outside the repository, it would otherwise leave a `warehouse/`)."""
+    warehouse = Warehouse(settings.warehouse_path)
+    if not warehouse.root.is_dir():
+        raise click.ClickException(no_warehouse_note(warehouse))
+    return warehouse
+
+
+def no_warehouse_note(warehouse: Warehouse) -> str:
+    return (
+        f"no warehouse at {warehouse.root}: nothing ingested or run there yet "
+        "(OABENCH_WAREHOUSE names another; `oabench ingest` creates it)"
+    )
+
+
 def _dagster(settings: Settings) -> tuple[Definitions, DagsterInstance]:
     """The project's definitions and the persistent instance, entered for the rest of the command.
 

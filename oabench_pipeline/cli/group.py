@@ -24,6 +24,7 @@ class _OabenchGroup(click.Group):
 
 
 @click.group(cls=_OabenchGroup)
+@click.version_option(package_name="oabench-pipeline", prog_name="oabench", message="%(prog)s %(version)s")
 def main() -> None:
     """OABench Pipeline: LLMs on the Brazilian Bar Exam (OAB, 1st phase)."""
     _heal_catalogue(Settings.from_env())
@@ -32,11 +33,13 @@ def main() -> None:
 def _heal_catalogue(settings: Settings) -> None:
     """Every command first makes sure the DuckDB catalogue holds today's views (warehouse.ensure_views).
 
-    Quietly: a rebuild is routine (the first command of a new warehouse makes the file). When the
-    warehouse folder is not a folder at all, the command itself says so in one line: no warning first.
+    Quietly: a rebuild is routine (the first write of a new warehouse makes the file). When the warehouse
+    folder does not exist there is nothing to heal, and a command that only reads must not create it (it
+    names the folder it looked in instead: `read_warehouse`); when it is not a folder at all, the command
+    itself says so in one line: no warning first.
     """
     folder = settings.warehouse_path.parent
-    if folder.exists() and not folder.is_dir():
+    if not folder.is_dir():
         return
     try:
         Warehouse(settings.warehouse_path).ensure_views()

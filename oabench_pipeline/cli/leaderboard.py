@@ -8,7 +8,13 @@ from datetime import datetime
 import click
 import polars as pl
 
-from oabench_pipeline.cli.common import choose_suite, load_registry_suites, suite_option, table_format_option
+from oabench_pipeline.cli.common import (
+    choose_suite,
+    load_registry_suites,
+    read_warehouse,
+    suite_option,
+    table_format_option,
+)
 from oabench_pipeline.cli.group import main
 from oabench_pipeline.cli.output import accuracy_text, format_table, leaderboard_summary
 from oabench_pipeline.core.public_endpoints import public_frame
@@ -87,7 +93,7 @@ def leaderboard_cmd(
         _current_law(settings, suite, as_of.date() if as_of else None, fmt, wide)
         return
     table = {"model": "leaderboard", "edition": "leaderboard_by_edition", "area": "leaderboard_by_area"}[by]
-    warehouse = Warehouse(settings.warehouse_path)
+    warehouse = read_warehouse(settings)
     if as_of is not None and not warehouse.has_table("scores"):
         raise click.ClickException("nothing is scored yet: run `oabench run` or `oabench import` first")
     heading = None
@@ -100,7 +106,9 @@ def leaderboard_cmd(
         if as_of is not None and frame.is_empty():
             raise click.ClickException(f"no run had started by the end of {as_of.date()} (UTC)")
     if frame.is_empty():
-        raise click.ClickException(f"no {table} table yet: run `oabench run` or `oabench import` first")
+        raise click.ClickException(
+            f"no {table} table yet in {warehouse.root}: run `oabench run` or `oabench import` first"
+        )
     note = None
     if by == "edition":  # each edition's candidates' pass rate beside the models' scores
         from oabench_pipeline.core.pass_rates import load_pass_rates, with_candidates_rate
@@ -238,7 +246,7 @@ def _current_law(settings: Settings, name: str | None, as_of: dt.date | None, fm
     from oabench_pipeline.core.editions import format_editions
     from oabench_pipeline.core.law_currency import DISCLAIMER, flag_counts
 
-    warehouse = Warehouse(settings.warehouse_path)
+    warehouse = read_warehouse(settings)
     suite = choose_suite(load_registry_suites(settings), name)
     names = ("leaderboard_current_law", "question_law_currency", "legal_reforms", "suites")
     if as_of is not None:

@@ -43,14 +43,16 @@ def add(model_id: str, base_url: str | None, api_key_env: str | None) -> None:
     settings = Settings.from_env()
     configured = settings.models_file != DEFAULT_MODELS_FILE.resolve()
     target = settings.models_file if configured else USER_MODELS_FILE.resolve()
-    table: dict[str, str] = {"id": model_id}
+    table: dict[str, object] = {"id": model_id}
     if base_url is not None:
         table["base_url"] = base_url
     if api_key_env is not None:
         table["api_key_env"] = api_key_env
     try:
         added = new_entry(table)
-        packaged = {m.key for m in load_registries(DEFAULT_MODELS_FILE)}
+        packaged_models = load_registries(DEFAULT_MODELS_FILE)
+        packaged = {m.key for m in packaged_models}
+        table = with_packaged_facts(table, added, packaged_models)
         if target.is_file() and added.key in {m.key for m in load_registries(target)}:
             raise click.ClickException(f"{added.key} is already in {target}: edit its entry there")
         append_entry(target, table)  # the whole file validated again before it is replaced
@@ -65,7 +67,25 @@ def add(model_id: str, base_url: str | None, api_key_env: str | None) -> None:
     click.echo(f"`oabench run --models {added.key} --dry-run` shows its calls and their cost")
 
 
-def new_entry(table: dict[str, str]) -> ModelConfig:
+def with_packaged_facts(
+    table: dict[str, object], added: ModelConfig, packaged: list[ModelConfig]
+) -> dict[str, object]:
+    """`table` with what the packaged registry says of the same model: the label and provider of the entry
+    of the same key (which the new one replaces), else the provider of an entry of the same id (another
+    configuration of that model), and its knowledge cutoff, so reports name and date it as before."""
+    same_key = [m for m in packaged if m.key == added.key]
+    same_id = same_key or [m for m in packaged if m.id == added.id]
+    if not same_id:
+        return table
+    source = same_id[0]
+    facts: dict[str, object] = {"label": source.label} if same_key else {}
+    facts["provider"] = source.provider
+    if source.knowledge_cutoff is not None:
+        facts["knowledge_cutoff"] = source.knowledge_cutoff
+    return {"id": table["id"], **facts, **{k: v for k, v in table.items() if k != "id"}}
+
+
+def new_entry(table: dict[str, object]) -> ModelConfig:
     """The entry `table` makes, or a one-line error naming the option at fault (nothing is written)."""
     from oabench_pipeline.core.models_registry import ModelsRegistryError, parse_models_registry
 
@@ -77,7 +97,7 @@ def new_entry(table: dict[str, str]) -> ModelConfig:
     return model
 
 
-def append_entry(path: Path, table: dict[str, str]) -> None:
+def append_entry(path: Path, table: dict[str, object]) -> None:
     """Add one `[[models]]` table to `path` (created if absent), keeping what it holds: the whole file is
     validated before it is replaced, so a file the registry loader would refuse is never written. Written
     as a `[[models]]` header and its lines, the form people edit (tomli_w would inline a short table)."""

@@ -52,7 +52,7 @@ from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.response_log import cell_log_path
 from oabench_pipeline.settings import DEFAULT_MODELS_FILE, Settings
-from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse
+from oabench_pipeline.warehouse import UNPARTITIONED, DamagedPartitionError, Warehouse
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance, Definitions
@@ -229,8 +229,12 @@ def answer_cells(
             click.echo(_suite_size(warehouse, settings, suite))
         _print_dry_run(warehouse, cells, replicates, retry_invalid)
         return
+    # Footers only, as for the tables below: a truncated file (the damage a crash or a full disk leaves) has
+    # none; a full read of every cell's two files doubled the time of a no-op run over thousands of cells.
     cells = _set_aside_damaged_cells(warehouse, cells)
-    _set_aside_damaged(warehouse, "scores", [cell_name(m.key, e) for m, e in cells], "re-scoring it")
+    _set_aside_damaged(
+        warehouse, "scores", [cell_name(m.key, e) for m, e in cells], "re-scoring it", thorough=False
+    )
     board_damaged = sum(
         _set_aside_damaged(warehouse, table, [UNPARTITIONED], "rebuilding the leaderboard", thorough=False)
         for table in warehouse.tables()
@@ -239,7 +243,9 @@ def answer_cells(
     todo = (
         cells
         if force
-        else [(m, e) for m, e in cells if not _cell_is_current(warehouse, m, e, replicates, retry_invalid)]
+        else [
+            (m, e) for m, e in cells if not _current_or_set_aside(warehouse, m, e, replicates, retry_invalid)
+        ]
     )
     registry_files = [settings.editions_file, settings.discovered_editions_file]  # suites rebuild the tables
     if not todo and not board_damaged and leaderboard_is_current(warehouse, registry_files):
@@ -394,7 +400,7 @@ def _why_incomplete(warehouse: Warehouse, model: ModelConfig, edition: str) -> s
 
 
 def _set_aside_damaged_cells(
-    warehouse: Warehouse, cells: list[tuple[ModelConfig, str]]
+    warehouse: Warehouse, cells: list[tuple[ModelConfig, str]], thorough: bool = False
 ) -> list[tuple[ModelConfig, str]]:
     """Set unreadable `inferences` partitions aside; the cells that can be rebuilt without paying again.
 
@@ -406,11 +412,15 @@ def _set_aside_damaged_cells(
     for model, edition in cells:
         name = cell_name(model.key, edition)
         log_path = cell_log_path(warehouse.root / "responses", model.key, edition)
-        if not warehouse.damaged_partitions("inferences", [name]):
+        if not warehouse.damaged_partitions("inferences", [name], thorough=thorough):
             kept.append((model, edition))
         elif model.kind == "baseline" or log_path.is_file():
             _set_aside_damaged(
-                warehouse, "inferences", [name], "rebuilding it from the response log (no request)"
+                warehouse,
+                "inferences",
+                [name],
+                "rebuilding it from the response log (no request)",
+                thorough=thorough,
             )
             kept.append((model, edition))
         else:  # left in place: set aside, the next run would find the cell missing and pay for it
@@ -421,6 +431,19 @@ def _set_aside_damaged_cells(
                 err=True,
             )
     return kept
+
+
+def _current_or_set_aside(
+    warehouse: Warehouse, model: ModelConfig, edition: str, replicates: int, retry_invalid: bool
+) -> bool:
+    """`_cell_is_current`; a cell file whose footer reads but whose rows do not (damage inside the file) is
+    then set aside as a truncated one is, and the cell is not current (this run rebuilds it)."""
+    try:
+        return _cell_is_current(warehouse, model, edition, replicates, retry_invalid)
+    except DamagedPartitionError as error:
+        if error.table != "inferences" or not _set_aside_damaged_cells(warehouse, [(model, edition)], True):
+            raise
+        return False
 
 
 def _cell_is_current(

@@ -14,6 +14,7 @@ from oabench_pipeline.cli.common import (
     choose_suite,
     edition_keys,
     load_registry_suites,
+    no_warehouse_note,
     suite_option,
 )
 from oabench_pipeline.cli.group import main
@@ -62,8 +63,16 @@ def status_cmd(models_opt: str | None, editions_opt: str | None, suite: str | No
     chosen = choose_suite(load_registry_suites(settings), suite) if suite is not None else None
     editions = [str(e) for e in chosen.editions] if chosen else listed
     from oabench_pipeline.engine.status import collect_status
+    from oabench_pipeline.warehouse import Warehouse
 
-    report = collect_status(settings, _instance_if_it_opens(settings), editions, _split(models_opt))
+    warehouse = Warehouse(settings.warehouse_path)
+    exists = warehouse.root.is_dir()
+    # A read writes nothing: with no warehouse there is no instance either (opening one would create it).
+    report = collect_status(
+        settings, _instance_if_it_opens(settings) if exists else None, editions, _split(models_opt)
+    )
+    if not exists:
+        click.echo(no_warehouse_note(warehouse), err=True)
     if fmt == "json":
         document = report.as_json() | ({"suite": report.suite_json(chosen)} if chosen else {})
         click.echo(json.dumps(document, ensure_ascii=False, indent=2))

@@ -269,7 +269,9 @@ def _shared(
         .to_numpy()
     )
     # One Rasch fit over every key and question (`mats`' rows and columns): abilities on one scale.
-    irt, _ = item_response_tables(keys_frame, by_edition, questions, mats, edition_dates, superseded)
+    irt, _ = item_response_tables(
+        keys_frame, by_edition, questions, mats, edition_dates, superseded, _real_models(con, keys)
+    )
     return _Shared(
         by_edition,
         areas,

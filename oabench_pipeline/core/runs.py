@@ -86,6 +86,12 @@ def with_logical_run_ids(rows: pl.DataFrame, model_key: str) -> pl.DataFrame:
     if rows.is_empty():
         return rows
     live_prefix = f"live:{model_key}:r"
+    source = rows["source"]
+    renamed = ((source == "live") & ~rows["run_id"].fill_null("").str.starts_with(live_prefix)) | (
+        source == "baseline"
+    )
+    if not renamed.fill_null(False).any():  # the common case (rows this version wrote): nothing to rename
+        return rows
     return rows.with_columns(
         run_id=pl.when(
             (pl.col("source") == "live") & ~pl.col("run_id").fill_null("").str.starts_with(live_prefix)

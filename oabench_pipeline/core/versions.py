@@ -27,7 +27,7 @@ PHASE2_PARSER_VERSION = "phase2-parser-1"
 # The analysis tables' code version: bump it with any change to how a table is computed, so that the
 # automation rebuilds them once (`automation/downstream.py`) and so does the next `oabench run`, which
 # reads the version each table was written with (`freshness.leaderboard_is_current`).
-ANALYSIS_VERSION = "analysis-8"  # 2: Rasch tables; 3: per-edition costs; 4: suites (`_by_suite`, `suites`); 5: `retired`; 6: contamination_by_cutoff pooled row; 7: law currency (legal_reforms, question_law_currency, law_currency_effect, leaderboard_current_law); 8: leave-one-out difficulties finite where the other keys give no finite edition mean
+ANALYSIS_VERSION = "analysis-9"  # 2: Rasch tables; 3: per-edition costs; 4: suites (`_by_suite`, `suites`); 5: `retired`; 6: contamination_by_cutoff pooled row; 7: law currency (legal_reforms, question_law_currency, law_currency_effect, leaderboard_current_law); 8: leave-one-out difficulties finite where the other keys give no finite edition mean; 9: the key audit leaves the offline baselines out
 
 # The report's code version (`leaderboard_report`, the site's pages): bump it with any change to what the
 # report shows. Kept here so that the definitions read it without importing the report's builder.
@@ -39,6 +39,11 @@ SITE_VERSION = "site-4"  # 2: an Início per suite with a switcher; passed editi
 # Columns of `inferences` that say when or by which Dagster run a row was (re)written: a rebuild of an
 # unchanged cell (a baseline recomputed, skipped rows re-dated, a rerun that sent nothing) changes them.
 INFERENCE_BOOKKEEPING_COLUMNS: tuple[str, ...] = ("created_at", "dagster_run_id")
+
+
+def exclude_from_version(table: str) -> tuple[str, ...]:
+    """The columns a table's data version leaves out (the bookkeeping of `inferences`, none elsewhere)."""
+    return INFERENCE_BOOKKEEPING_COLUMNS if table == "inferences" else ()
 
 
 def frame_version(frame: pl.DataFrame, exclude: Iterable[str] = ()) -> str:

@@ -1,4 +1,11 @@
-"""Is a partition up to date? File times of the warehouse answer it without starting a Dagster run.
+"""Is a partition up to date? Data versions kept in the warehouse's files answer it without Dagster.
+
+A partition computed from others records their data versions when it is written (`Warehouse.write_partition(
+inputs=)`: the same SHA-256 of the rows each asset reports to Dagster, `core/versions.py`); it is up to date
+while those inputs still have the versions it recorded. So a re-materialization that changes no row (a forced
+re-parse of the same questions) stales nothing, here and in Dagster's automation alike, and a changed row
+stales exactly what was computed from it. Files written without recorded inputs (by an older release) fall
+back to file times: built after every input.
 
 The one answer to "is this cell done": `oabench run` skips a cell when `inferences_are_current` and
 `scores_are_current` hold (a response log with damaged lines is not current: the run sets them aside) and exits 0 only when they hold for every requested cell; `oabench status`
@@ -12,6 +19,7 @@ recomputes what it is asked to.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,15 +33,14 @@ from oabench_pipeline.core.versions import ANALYSIS_VERSION
 from oabench_pipeline.exams.raw_store import RawStore
 from oabench_pipeline.exams.validation import registry_drift
 from oabench_pipeline.inference.cell import (
-    REPLIED,
     CellPlan,
     build_requests,
     cell_name,
     complete_imported_runs,
     replicate_plans,
 )
-from oabench_pipeline.inference.log_records import inspect_log
-from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash, read_log
+from oabench_pipeline.inference.log_records import LogContents, inspect_log
+from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash
 from oabench_pipeline.shared.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse
 
@@ -71,8 +78,8 @@ def edition_is_current(warehouse: Warehouse, store: RawStore, edition: Edition) 
         return False
     source_file = warehouse.partition_path("source_files", key)
     answer_keys = warehouse.partition_path("answer_keys", key)
-    written_in_order = _newer_or_equal(answer_keys, source_file) and _newer_or_equal(
-        warehouse.partition_path("questions", key), answer_keys
+    written_in_order = _newer_or_equal(answer_keys, source_file) and not _changed_inputs(
+        warehouse, "questions", key, {"answer_keys": key}
     )
     # The tables also carry the registry's facts (areas, annulments, dates): an edit there re-ingests.
     return written_in_order and not registry_drift(
@@ -84,8 +91,11 @@ def summary_editions(warehouse: Warehouse, existing: pl.DataFrame) -> dict[str, 
     """Imported run id → editions its published summary lists (none: an aborted run)."""
     if existing.is_empty():
         return {}
+    imported = existing["source"] == "imported"
+    if not imported.any():  # the common case, asked per cell by `status` and a no-op `run`: no filter
+        return {}
     editions: dict[str, list[int]] = {}
-    for run_id in existing.filter(pl.col("source") == "imported")["run_id"].drop_nulls().unique():
+    for run_id in existing["run_id"].filter(imported).drop_nulls().unique():
         summary = warehouse.read("published_run_summaries", run_id)
         if not summary.is_empty() and summary["has_summary"].item():
             editions[run_id] = summary["editions"].item().to_list()
@@ -107,7 +117,7 @@ def inferences_are_current(
     )
     if existing.is_empty():
         return False
-    questions = warehouse.read("questions", edition)
+    questions = edition_questions(warehouse, edition)
     if stale_reasons(warehouse, edition, partition, existing, model, questions):
         return False
     if model.kind == "baseline":
@@ -117,10 +127,42 @@ def inferences_are_current(
     return not planned_replicates(warehouse, model, edition, questions, existing, replicates, retry_invalid)
 
 
+def edition_questions(warehouse: Warehouse, edition: str) -> pl.DataFrame:
+    """The edition's questions, read once per version of their file and shared by every model's cells (the
+    same frame: `build_requests` remembers its requests per frame). Callers must not mutate it."""
+    path = warehouse.partition_path("questions", edition)
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return pl.DataFrame()
+    return _edition_questions(warehouse.db_path, edition, (stat.st_ino, stat.st_size, stat.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=64)
+def _edition_questions(db_path: Path, edition: str, identity: tuple[int, int, int]) -> pl.DataFrame:
+    return Warehouse(db_path).read("questions", edition)
+
+
 def damaged_log_lines(warehouse: Warehouse, model_key: str, edition: str) -> list[str]:
     """`file:line: why; ...` for each damaged line of the cell's response log (`log_records.py`)."""
     path = cell_log_path(warehouse.root / "responses", model_key, edition)
-    return [line.describe(path) for line in inspect_log(path, keep_results=False).damaged]
+    return [line.describe(path) for line in log_contents(path, keep_results=False).damaged]
+
+
+def log_contents(path: Path, keep_results: bool = True) -> LogContents:
+    """The log's replies (with `keep_results`) and damaged lines, read once per version of the file and
+    flag: `status` and a no-op `run` ask of each cell's log in turn. Only the newest log is remembered (a
+    reasoning model's log can hold a megabyte per reply)."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return LogContents([], [])
+    return _log_contents(path, (stat.st_ino, stat.st_size, stat.st_mtime_ns), keep_results)
+
+
+@functools.lru_cache(maxsize=2)
+def _log_contents(path: Path, identity: tuple[int, int, int], keep_results: bool) -> LogContents:
+    return inspect_log(path, keep_results=keep_results)
 
 
 def planned_replicates(
@@ -135,13 +177,37 @@ def planned_replicates(
     """The live replicates a run of the cell would resume or start now, given its response log and the
     imported runs that already completed the edition (what `oabench run`, its dry run and `oabench status`
     all mean by "still to send"); with `retry_invalid`, invalid replies are to send again too."""
-    logged = latest_by_hash(read_log(cell_log_path(warehouse.root / "responses", model.key, edition)))
     elsewhere = complete_imported_runs(existing, int(edition), summary_editions(warehouse, existing))
+    # The partition's rows first: when they complete every replicate, no log can add to them (a reply in
+    # the log only takes a request off `pending`), so the log's replies need not be read, the common case.
+    if not replicate_plans(model, questions, {}, existing, replicates, elsewhere, retry_invalid):
+        return []
+    logged = latest_by_hash(
+        log_contents(cell_log_path(warehouse.root / "responses", model.key, edition)).results
+    )
     return replicate_plans(model, questions, logged, existing, replicates, elsewhere, retry_invalid)
 
 
 def _partition_mtime(store: Warehouse, table: str, key: str) -> float | None:
     return _mtime(store.partition_path(table, key))
+
+
+def _changed_inputs(store: Warehouse, table: str, key: str, inputs: dict[str, str]) -> list[str]:
+    """The tables of `inputs` (table → partition key) whose data changed since partition `key` of `table`
+    was computed from them: their data version differs from the one it recorded, or (a file written
+    without recorded inputs) their file is newer. A missing input changed nothing the partition holds."""
+    recorded = store.recorded_inputs(table, key)
+    if recorded is None:
+        built = _partition_mtime(store, table, key)
+        return [
+            name
+            for name, input_key in inputs.items()
+            if built is not None
+            and (changed := _partition_mtime(store, name, input_key)) is not None
+            and changed > built
+        ]
+    current = store.input_versions(inputs)
+    return [name for name, version in current.items() if recorded.get(name) != version]
 
 
 def stale_reasons(
@@ -153,20 +219,26 @@ def stale_reasons(
     questions: pl.DataFrame,
 ) -> list[str]:
     """Why a complete cell no longer reflects its inputs (empty: it does)."""
-    reasons = []
-    built = _partition_mtime(store, "inferences", cell_key)
-    for table in ("questions", "answer_keys"):
-        changed = _partition_mtime(store, table, edition)
-        if built is not None and changed is not None and changed > built:
-            reasons.append(f"{table} re-materialized after the cell")
-    if model is not None and model.kind != "baseline":
-        live = with_logical_run_ids(rows, model.key).filter(REPLIED & (pl.col("source") == "live"))
+    reasons = [
+        f"{table} changed since the cell was built"
+        for table in _changed_inputs(store, "inferences", cell_key, {"questions": edition})
+    ]
+    if model is not None and model.kind != "baseline" and not rows.is_empty():
+        # Series, not frame filters: asked of every cell by `status` and a no-op `run` (`rows` carry
+        # logical run ids, as both callers read them).
+        live = (
+            rows["error"].is_null() & rows["raw_response"].is_not_null() & (rows["source"] == "live")
+        ).fill_null(False)
+        asked: dict[str, list[tuple[str, str]]] = {}
+        for run_id, qid, hash_ in zip(
+            *(rows[name].filter(live).to_list() for name in ("run_id", "qid", "request_hash")), strict=True
+        ):
+            asked.setdefault(run_id, []).append((qid, hash_))
         changed_hashes = 0
-        for run_id in live["run_id"].unique().to_list():
+        for run_id, pairs in asked.items():
             replicate = replicate_of(run_id, model.key) or 1
             current = {r.qid: r.request_hash for r in build_requests(model, questions, replicate)}
-            own = live.filter(pl.col("run_id") == run_id).select("qid", "request_hash")
-            changed_hashes += sum(1 for q, h in own.iter_rows() if current.get(q) != h)
+            changed_hashes += sum(1 for q, h in pairs if current.get(q) != h)
         if changed_hashes:
             reasons.append(f"model config or prompts changed ({changed_hashes} request hash(es) differ)")
     return reasons
@@ -182,12 +254,10 @@ def scores_are_current(warehouse: Warehouse, model_key: str, edition: str) -> bo
     # Scores written before runs existed have no run_id: the leaderboard cannot tell their run apart.
     if scores.is_file() and "run_id" not in pl.read_parquet_schema(scores):
         return False
-    return _newer_or_equal(
-        warehouse.partition_path("scores", partition),
-        warehouse.partition_path("inferences", partition),
-        warehouse.partition_path("answer_keys", edition),
-        warehouse.partition_path("questions", edition),
-    )
+    if not scores.is_file():
+        return False
+    inputs = {"inferences": partition, "questions": edition, "answer_keys": edition}
+    return not _changed_inputs(warehouse, "scores", partition, inputs)
 
 
 def leaderboard_is_current(warehouse: Warehouse, registry_files: Sequence[Path] = ()) -> bool:

@@ -38,6 +38,7 @@ from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunSta
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import ModuleTarget
 
+from oabench_pipeline import CODE_LOCATION_NAME
 from oabench_pipeline.engine import interrupts
 from oabench_pipeline.engine.runs import RunOutcome, run_failure_reason
 from oabench_pipeline.engine.stale_runs import (
@@ -94,6 +95,17 @@ def read_storage(read: Callable[[], T], what: str, retry_s: float | None = None)
                 ) from None
             time.sleep(wait)
             wait = min(wait * 2, 5.0)
+
+
+def definitions_target() -> ModuleTarget:
+    """The code location the cells' runs are launched from: the definitions module under the one location
+    name every entry point serves (the UI lists these runs, and keeps sensor state, under it)."""
+    return ModuleTarget(
+        module_name=DEFINITIONS_MODULE,
+        attribute=None,
+        working_directory=os.getcwd(),
+        location_name=CODE_LOCATION_NAME,
+    )
 
 
 @dataclass(frozen=True)
@@ -178,11 +190,8 @@ class RunLauncher:
         self.progress_folder.mkdir(parents=True, exist_ok=True)
         _remove_old_stop_files(self.progress_folder)
         self._stack.enter_context(interrupts.announcing_stops_to(self.stop_file))
-        target = ModuleTarget(
-            module_name=DEFINITIONS_MODULE, attribute=None, working_directory=os.getcwd(), location_name=None
-        )
         workspace = self._stack.enter_context(
-            WorkspaceProcessContext(self.instance, target, code_server_log_level="WARNING")
+            WorkspaceProcessContext(self.instance, definitions_target(), code_server_log_level="WARNING")
         )
         self._context = workspace.create_request_context()
         (self._location,) = self._context.code_locations

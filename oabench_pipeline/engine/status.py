@@ -3,9 +3,9 @@
 Read-only, but for one write: runs the instance says are in progress that no live process holds are
 closed first (`engine/stale_runs.py`), so that `running` means a live process. The state of a cell comes
 from three places:
-- the warehouse: the cell's `inferences` partition (answered / error / missing questions), the file times
-  of that partition and of its edition's `questions` and `answer_keys` partitions (each materialization
-  rewrites its file, so a newer questions file means the cell was built from older questions);
+- the warehouse: the cell's `inferences` partition (answered / error / missing questions), and the data
+  versions its files recorded of the partitions they were built from, against those partitions' versions
+  today (`engine/freshness.py`: a re-parse into the same rows stales nothing);
 - the response log and the registry: `replicate_plans` says which requests a run would still send (the
   same plan `oabench run` uses; counts are over the run it would resume, else the newest clean run), and a live row whose request hash differs from today's request means the
   model configuration or the prompts changed since it was asked;
@@ -42,7 +42,7 @@ from dagster import (
 )
 
 from oabench_pipeline.automation.catalogue_watch import MonthBudget, month_budget
-from oabench_pipeline.core.editions import Suite, known_editions
+from oabench_pipeline.core.editions import Suite, format_editions, known_editions
 from oabench_pipeline.core.models_registry import ModelConfig, automatic_models, known_models
 from oabench_pipeline.core.runs import live_run_id, with_logical_run_ids
 from oabench_pipeline.core.watch_policy import WatchPolicyError, load_watch_policy
@@ -60,7 +60,7 @@ from oabench_pipeline.engine.runs import (
     step_failure_messages,
 )
 from oabench_pipeline.engine.stale_runs import IN_PROGRESS, close_dead_runs, why_dead
-from oabench_pipeline.inference.cell import ANSWERED, REPLIED, CellPlan
+from oabench_pipeline.inference.cell import ANSWERED, CellPlan
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held
 from oabench_pipeline.inference.cost import PRICING_HINT, UNKNOWN_PRICE, estimated_prompt_cost
 from oabench_pipeline.settings import Settings
@@ -100,6 +100,8 @@ class StatusReport:
     catalogue_month: MonthBudget | str | None = None
     """This month's spend of the runs the watch policy pays for (None: no policy and no such model; text:
     why it cannot be told, e.g. a mistake in the policy file)."""
+    uningested: list[str] = field(default_factory=list)
+    """Editions listed and not ingested: what completing their cells costs is unknown until they are."""
 
     @property
     def complete(self) -> bool:
@@ -139,12 +141,16 @@ class StatusReport:
     def summary(self) -> str:
         counts = ", ".join(f"{n} {state}" for state, n in self.counts().items() if n)
         priced = [c for c in self.cells if c.est_cost_usd is not None and (c.to_send or 0) > 0]
-        if self.unpriced and not priced:
-            cost = f"{UNKNOWN_COST}: {PRICING_HINT}"
+        not_ingested = format_editions(int(e) for e in self.uningested)
+        uningested = f"edition(s) {not_ingested} not ingested: `oabench ingest --editions {not_ingested}`"
+        if (self.unpriced or self.uningested) and not priced:
+            cost = f"{UNKNOWN_COST}: {PRICING_HINT}" if self.unpriced else f"unknown ({uningested})"
         else:
             cost = f"${self.est_cost_usd():.4f}"
             if self.unpriced:
                 cost += f" + unknown for {', '.join(self.unpriced)} (no price snapshot: {PRICING_HINT})"
+            if self.uningested:
+                cost += f" + unknown for {uningested}"
         line = f"{len(self.cells)} cell(s): {counts or 'none'}; est. prompt cost to complete {cost}"
         month = self.catalogue_month
         return line + (
@@ -181,7 +187,7 @@ class StatusReport:
             "complete": self.complete,
             "counts": self.counts(),
             # A total with an unknown part is unknown (null), never its known parts read as the whole.
-            "est_cost_usd": None if self.unpriced else self.est_cost_usd(),
+            "est_cost_usd": None if self.unpriced or self.uningested else self.est_cost_usd(),
             "est_cost_known_usd": self.est_cost_usd(),
             "unpriced": self.unpriced,
             "catalogue_month": self.catalogue_month.as_json()
@@ -333,11 +339,14 @@ def terminated_cells(instance: DagsterInstance | None, keys: Iterable[str]) -> d
 
 def _counts(questions: pl.DataFrame, rows: pl.DataFrame) -> tuple[int, int, int]:
     """(answered, errors, missing) over the active questions."""
-    active = set(questions.filter(pl.col("status") == "active")["qid"])
+    # Series masks, not frame filters: asked of every cell, thousands of them.
+    active = set(questions["qid"].filter(questions["status"] == "active"))
     if rows.is_empty():
         return 0, 0, len(active)
-    answered = set(rows.filter(REPLIED)["qid"]) & active  # an empty final reply too: recorded, invalid
-    errors = (set(rows.filter(pl.col("error").is_not_null())["qid"]) & active) - answered
+    error = rows["error"].is_not_null()
+    replied = (~error & rows["raw_response"].is_not_null()).fill_null(False)  # REPLIED
+    answered = set(rows["qid"].filter(replied)) & active  # an empty final reply too: recorded, invalid
+    errors = (set(rows["qid"].filter(error)) & active) - answered
     return len(answered), len(errors), len(active - answered - errors)
 
 
@@ -362,6 +371,8 @@ def _current_run_rows(
         return rows
     if model is not None and plans:
         return rows.filter(pl.col("run_id") == live_run_id(model.key, plans[0].replicate))
+    if rows["run_id"].null_count() == 0 and rows["run_id"].n_unique() == 1:
+        return rows  # one run (the common case): it is the one, whichever rule below chose
     active = set(questions.filter(pl.col("status") == "active")["qid"])
     by_summary = summary_editions(store, rows)
     runs = rows.group_by("run_id").agg(
@@ -582,7 +593,8 @@ def collect_status(
         statuses.append(status)
         if no_price:
             unpriced.add(model_key)
-    return StatusReport(statuses, sorted(unpriced), catalogue_month(settings, store))
+    uningested = sorted({e for e, m in cells if e not in ingested and m in registry}, key=int)
+    return StatusReport(statuses, sorted(unpriced), catalogue_month(settings, store), uningested)
 
 
 def catalogue_month(settings: Settings, store: Warehouse) -> MonthBudget | str | None:

@@ -209,7 +209,8 @@ def answer_keys(
         results, ANSWER_KEY_CHECKS, f"edition {edition.edition} answer key ({edition.answer_key.url})"
     )
     frame = answer_key_frame(edition, key)
-    warehouse.warehouse().write_partition("answer_keys", frame, context.partition_key)
+    version = frame_version(frame)  # the rows, which carry the PDF's SHA-256 pin
+    warehouse.warehouse().write_partition("answer_keys", frame, context.partition_key, data_version=version)
     annulled = frame.filter(pl.col("status") == "annulled")
     yield MaterializeResult(
         metadata={
@@ -226,7 +227,7 @@ def answer_keys(
             "source_sha256": edition.answer_key.sha256,
         },
         check_results=results,
-        data_version=DataVersion(frame_version(frame)),  # the rows, which carry the PDF's SHA-256 pin
+        data_version=DataVersion(version),
     )
 
 
@@ -310,6 +311,8 @@ def questions(
         raise Failure(
             description=f"edition {edition.edition} booklet ({edition.booklet.url}): {error}"
         ) from None
+    # The answer keys' version first: the rows read after it are at least as new as what it records.
+    inputs = warehouse.warehouse().input_versions({"answer_keys": context.partition_key})
     key = warehouse.warehouse().read("answer_keys", context.partition_key)
     problems = validation.booklet_problems(booklet, edition, key)
     results = [problems_result(name, found) for name, found in problems.items()]
@@ -318,7 +321,10 @@ def questions(
     )
     frame = questions_frame(edition, booklet, key)
     warnings = validation.area_warnings(frame)
-    warehouse.warehouse().write_partition("questions", frame, context.partition_key)
+    version = frame_version(frame)  # the rows, which carry the booklet's SHA-256 pin
+    warehouse.warehouse().write_partition(
+        "questions", frame, context.partition_key, data_version=version, inputs=inputs
+    )
     yield MaterializeResult(
         metadata={
             "rows": len(frame),
@@ -337,7 +343,7 @@ def questions(
                 metadata={"warnings": MetadataValue.md("\n".join(f"- {w}" for w in warnings) or "none")},
             ),
         ],
-        data_version=DataVersion(frame_version(frame)),  # the rows, which carry the booklet's SHA-256 pin
+        data_version=DataVersion(version),
     )
 
 

@@ -150,6 +150,8 @@ def inferences(
     store = warehouse.warehouse()
     if model.kind == "api" and (retired := retirement_problem(store, model.id)):
         raise Failure(description=f"{model.key}: {retired}; it is never requested again")
+    # What the cell is built from, recorded with it (`engine/freshness.py`), read before the rows themselves.
+    inputs = store.input_versions({"questions": edition})
     questions = store.read("questions", edition)
     if questions.is_empty():
         raise Failure(
@@ -169,7 +171,7 @@ def inferences(
         # Read under the lock: a run that held it before may have answered and written the cell.
         existing = with_logical_run_ids(store.read("inferences", context.partition_key), model.key)
         yield from _answer_cell(
-            context, config, model, edition, questions, store, existing, model_client, models_registry
+            context, config, model, edition, questions, store, existing, model_client, models_registry, inputs
         )
 
 
@@ -183,8 +185,10 @@ def _answer_cell(
     existing: pl.DataFrame,
     model_client: ModelClientResource,
     models_registry: ModelsRegistryResource,
+    inputs: dict[str, str],
 ) -> Iterator[MaterializeResult | AssetCheckResult]:
-    """Answer what the cell still needs (live calls or the baseline), check it and write the partition."""
+    """Answer what the cell still needs (live calls or the baseline), check it and write the partition
+    (with `inputs`, the data versions of the partitions it was built from)."""
     if model.kind == "baseline":
         rows = baseline_cell_rows(model, questions, run_id=baseline_run_id(model.key))
         built, sent = [baseline_run_id(model.key)], 0
@@ -199,7 +203,7 @@ def _answer_cell(
     others = existing.filter(~pl.col("run_id").is_in(built)) if not existing.is_empty() else existing
     parts = [conform("inferences", f) for f in (others, new) if f is not None and not f.is_empty()]
     frame = pl.concat(parts) if parts else conform("inferences", pl.DataFrame())
-    yield from _finish(context, store, questions, frame, built, sent)
+    yield from _finish(context, store, questions, frame, built, sent, inputs)
 
 
 def _columns_frame(rows: list[dict]) -> pl.DataFrame:
@@ -595,6 +599,7 @@ def _finish(
     frame: pl.DataFrame,
     built: list[str],
     sent: int,
+    inputs: dict[str, str],
 ) -> Iterator[MaterializeResult | AssetCheckResult]:
     """Check the partition (one row per question per run) and the runs this step built (no active
     question unaccounted), then write every run's rows."""
@@ -646,7 +651,12 @@ def _finish(
         ),
     ]
     yield from stop_on_blocking_failures(checks, BLOCKING_INFERENCE_CHECKS, f"cell {context.partition_key}")
-    store.write_partition("inferences", partition, str(context.partition_key))
+    # What the cell answers (request hashes, replies, errors), not when it was written: a rebuild that
+    # changes no answer keeps the version, so nothing downstream re-runs (automation/downstream.py).
+    version = frame_version(partition, INFERENCE_BOOKKEEPING_COLUMNS)
+    store.write_partition(
+        "inferences", partition, str(context.partition_key), data_version=version, inputs=inputs
+    )
     yield MaterializeResult(
         metadata={
             "rows": partition.height,
@@ -659,7 +669,5 @@ def _finish(
             "cost_usd": MetadataValue.float(float(frame["cost_usd"].fill_null(0).sum())),
         },
         check_results=checks,
-        # What the cell answers (request hashes, replies, errors), not when it was written: a rebuild
-        # that changes no answer keeps the version, so nothing downstream re-runs (automation/downstream.py).
-        data_version=DataVersion(frame_version(partition, INFERENCE_BOOKKEEPING_COLUMNS)),
+        data_version=DataVersion(version),
     )

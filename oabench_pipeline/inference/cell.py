@@ -7,14 +7,24 @@ log and the rows the partition already holds.
 from __future__ import annotations
 
 import datetime as dt
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
 from oabench_pipeline.core.answer_parsing import PARSER_VERSION, parse_answer
 from oabench_pipeline.core.baselines import baseline_answer
 from oabench_pipeline.core.models_registry import ModelConfig
-from oabench_pipeline.core.prompts import build_messages, build_request_body, request_hash
+from oabench_pipeline.core.prompts import (
+    Protocol,
+    build_messages,
+    build_request_body,
+    hash_with_digest,
+    messages_digest,
+    request_hash,
+)
 from oabench_pipeline.core.records import Letter
 from oabench_pipeline.core.runs import live_run_id
 from oabench_pipeline.inference.types import ChatRequest, ChatResult
@@ -56,15 +66,57 @@ class CellPlan:
 
 
 def build_requests(model: ModelConfig, questions: pl.DataFrame, replicate: int = 1) -> list[ChatRequest]:
-    """The exact OABench request for every active question of the cell (hashed with its replicate)."""
+    """The exact OABench request for every active question of the cell (hashed with its replicate).
+
+    Remembered for the last few (model, questions frame, replicate): `oabench status` and a no-op `oabench
+    run` ask it twice of each of thousands of cells (its plan, then whether its rows were asked this way),
+    passing each edition's one questions frame; a new frame is a new entry. Callers must not mutate the
+    returned list."""
+    key = (id(questions), model.id, model.protocol, model.reasoning_effort, model.web_search, replicate)
+    with _cache_lock:
+        cached = _requests_cache.get(key)
+    if cached is not None and cached[0] is questions:
+        return cached[1]
     requests = []
+    for qid, messages, digest in _prompts(questions, model.protocol):
+        body = build_request_body(model.id, messages, model.reasoning_effort, model.web_search)
+        hashed = hash_with_digest(digest, body) if replicate == 1 else request_hash(body, replicate)
+        requests.append(ChatRequest(qid=qid, body=body, request_hash=hashed))
+    # The frame is held with its entry, so its id cannot be reused by another frame while the entry lives.
+    with _cache_lock:
+        _requests_cache[key] = (questions, requests)
+        while len(_requests_cache) > _REQUESTS_CACHED:
+            _requests_cache.popitem(last=False)
+    return requests
+
+
+_REQUESTS_CACHED = 4  # (edition, model)'s cells come in turn: a few entries serve every repeated question
+_cache_lock = threading.Lock()
+_requests_cache: OrderedDict[tuple, tuple[pl.DataFrame, list[ChatRequest]]] = OrderedDict()
+_FRAMES_CACHED = 64  # an edition's questions each: more than every edition a command asks about
+_prompts_cache: OrderedDict[tuple[int, str], tuple[pl.DataFrame, list]] = OrderedDict()
+
+
+def _prompts(questions: pl.DataFrame, protocol: Protocol) -> list[tuple[str, list[dict[str, str]], Any]]:
+    """(qid, messages, `messages_digest`) of each active question in booklet order, remembered per frame and
+    protocol: every model of an edition asks for the same frame's, and only the model's part of each body
+    is then encoded and hashed."""
+    key = (id(questions), protocol)
+    with _cache_lock:
+        cached = _prompts_cache.get(key)
+    if cached is not None and cached[0] is questions:
+        return cached[1]
+    prompts = []
     for q in questions.filter(pl.col("status") == "active").sort("number").iter_rows(named=True):
         messages = build_messages(
-            model.protocol, q["number"], q["stem"], q["choice_a"], q["choice_b"], q["choice_c"], q["choice_d"]
+            protocol, q["number"], q["stem"], q["choice_a"], q["choice_b"], q["choice_c"], q["choice_d"]
         )
-        body = build_request_body(model.id, messages, model.reasoning_effort, model.web_search)
-        requests.append(ChatRequest(qid=q["qid"], body=body, request_hash=request_hash(body, replicate)))
-    return requests
+        prompts.append((q["qid"], messages, messages_digest(messages)))
+    with _cache_lock:
+        _prompts_cache[key] = (questions, prompts)
+        while len(_prompts_cache) > _FRAMES_CACHED:
+            _prompts_cache.popitem(last=False)
+    return prompts
 
 
 def plan_cell(
@@ -136,7 +188,7 @@ def complete_imported_runs(
     """Imported runs in the partition whose summary says they completed `edition`."""
     if existing.is_empty():
         return 0
-    imported = set(existing.filter(pl.col("source") == "imported")["run_id"].drop_nulls())
+    imported = set(existing["run_id"].filter(existing["source"] == "imported").drop_nulls())
     return sum(1 for run_id in imported if edition in summary_editions.get(run_id, []))
 
 

@@ -34,6 +34,7 @@ from oabench_pipeline.core.published_runs import (
     read_run_summary,
     validate_published_runs,
 )
+from oabench_pipeline.core.versions import INFERENCE_BOOKKEEPING_COLUMNS, frame_version
 from oabench_pipeline.inference.cell import ANSWERED
 from oabench_pipeline.inference.cell_lock import CellLock, cell_lock_path
 from oabench_pipeline.shared.metadata import table_schema
@@ -128,8 +129,10 @@ def published_runs(
         partition = cell_partition_key(str(model_key), int(edition))
         # Under the cell's lock: a live run of the cell must not rebuild it from rows read before this write.
         with CellLock(cell_lock_path(store.root, str(model_key), str(edition)), run_id=context.run_id):
+            inputs = store.input_versions({"questions": str(edition)})
             merged = merge_into_partition(store, str(partition), rows)
-            store.write_partition("inferences", merged, str(partition))
+            version = frame_version(merged, INFERENCE_BOOKKEEPING_COLUMNS)
+            store.write_partition("inferences", merged, str(partition), data_version=version, inputs=inputs)
         if unanswered := unanswered_questions(store, str(edition), merged):
             incomplete.append(f"{partition} ({len(unanswered)} unanswered)")
             context.log_event(

@@ -130,6 +130,8 @@ def inspect_log(path: Path, keep_results: bool = True) -> LogContents:
             del line
             if not raw.strip():
                 continue  # an empty line (the fresh line started after a torn one) holds nothing
+            if not keep_results and _is_valid(raw):
+                continue  # no reply wanted: a valid line need not become a `ChatResult`
             outcome = _validate(raw, half_written=torn)
             if isinstance(outcome, ChatResult):
                 if keep_results:
@@ -140,6 +142,15 @@ def inspect_log(path: Path, keep_results: bool = True) -> LogContents:
             if salvaged is not None and keep_results:
                 results.append(salvaged)
     return LogContents(results, damaged)
+
+
+def _is_valid(raw: bytes) -> bool:
+    """The line validates as a `LoggedReply` (what `_validate` tries first)."""
+    try:
+        LoggedReply.model_validate_json(raw)
+    except ValidationError:
+        return False
+    return True
 
 
 def _validate(raw: bytes, half_written: bool) -> ChatResult | tuple[str, ChatResult | None, tuple[str, ...]]:

@@ -97,9 +97,19 @@ def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> Mate
     # The cell's own partitions only: another cell's unreadable file is that cell's to rebuild, and a view
     # over every file of a table would cost more with every cell the warehouse holds.
     cell_inputs = {"inferences": str(context.partition_key), "questions": edition, "answer_keys": edition}
+    # Their data versions, recorded with the scores (`engine/freshness.py`), read before the rows themselves.
+    inputs = store.input_versions(cell_inputs)
     with store.partitions_reader(cell_inputs) as con:
         frame = score_inferences(con, model_key=model_key, edition=int(edition))
-    store.write_partition("scores", frame, str(context.partition_key), version=SCORING_VERSION)
+    version = frame_version(frame)  # a re-score that changes no row changes nothing downstream
+    store.write_partition(
+        "scores",
+        frame,
+        str(context.partition_key),
+        version=SCORING_VERSION,
+        data_version=version,
+        inputs=inputs,
+    )
     # One line per run of the cell (a partition holds every run): summing across runs would mean nothing.
     per_run = (
         frame.group_by("run_id")
@@ -123,9 +133,7 @@ def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> Mate
                 )
             ),
         },
-        data_version=DataVersion(
-            frame_version(frame)
-        ),  # a re-score that changes no row changes nothing downstream
+        data_version=DataVersion(version),
     )
 
 

@@ -1055,7 +1055,7 @@ DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
         ("correct", pl.String, "The published key's letter (NULL when annulled)"),
         ("status", pl.String, "'active' or 'annulled'"),
         ("key_status", pl.String, "'preliminary' or 'definitive' key, where the answer keys say; else NULL"),
-        ("n_models", pl.Int64, "Model keys that answered it"),
+        ("n_models", pl.Int64, "Model keys that answered it (offline baselines left out)"),
         ("weight_a", pl.Float64, "Share of the ability-weighted votes for (A)"),
         ("weight_b", pl.Float64, "Share of the ability-weighted votes for (B)"),
         ("weight_c", pl.Float64, "Share of the ability-weighted votes for (C)"),
@@ -1063,7 +1063,11 @@ DESCRIBED_TABLES: dict[str, tuple[Column, ...]] = {
         ("consensus", pl.String, "The letter with the largest weighted share"),
         ("consensus_weight", pl.Float64, "Its weighted share"),
         ("key_weight", pl.Float64, "The published letter's weighted share"),
-        ("agreeing_models", pl.Int64, "Keys with a vote weight above 0 that chose the consensus letter"),
+        (
+            "agreeing_models",
+            pl.Int64,
+            "Models with a vote weight above 0 that chose the consensus letter (baselines never vote)",
+        ),
         ("difficulty", pl.Float64, "Rasch difficulty of the question (see item_difficulties)"),
         (
             "suspicious",

@@ -7,12 +7,15 @@ run with the CLI and in-process materializations, and the conditions are evaluat
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import polars as pl
 import pytest
 from dagster import (
     AssetKey,
+    AssetMaterialization,
     AssetRecordsFilter,
     AssetsDefinition,
     DagsterInstance,
@@ -20,6 +23,7 @@ from dagster import (
     Definitions,
 )
 from dagster._core.definitions.data_version import (
+    DATA_VERSION_TAG,
     CachingStaleStatusResolver,
     StaleStatus,
     extract_data_version_from_entry,
@@ -28,7 +32,9 @@ from dagster._core.loader import LoadingContextForTest
 
 from oabench_pipeline.automation.downstream import DOWNSTREAM_SENSOR_NAME
 from oabench_pipeline.cli.common import REPORT_ASSETS
+from oabench_pipeline.core.versions import frame_version
 from oabench_pipeline.definitions import ASSETS, build_definitions, build_resources
+from oabench_pipeline.engine.freshness import scores_are_current
 from oabench_pipeline.engine.runs import ensure_partitions, instance_for, run_assets
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.shared.partitions import cell_partition_key
@@ -110,7 +116,7 @@ def test_changed_inputs_rescore_only_their_cells_then_rebuild_the_leaderboard(sc
 
 
 def test_rebuilds_with_identical_data_rerun_nothing_downstream(scored_env) -> None:
-    _, defs, instance = scored_env
+    env, defs, instance = scored_env
     ticks = Ticks(defs, instance)
     assert ticks.tick() == {}
 
@@ -133,6 +139,46 @@ def test_rebuilds_with_identical_data_rerun_nothing_downstream(scored_env) -> No
     assert len(versions) == 2 and len(set(versions)) == 1  # `oabench run`'s, then the forced re-score's
     versions = _data_versions(instance, AssetKey("inferences"), cell)
     assert len(versions) == 2 and len(set(versions)) == 1 and None not in versions
+    # `oabench status` asks the same question of the same versions: the re-ingest staled nothing.
+    status = env.cli("status", "--editions", "43,44", "--format", "json")
+    assert status.exit_code == 0, status.output
+
+
+def test_a_changed_question_stales_and_rescores_exactly_its_edition(scored_env) -> None:
+    """A re-parse that changes a row of edition 44's questions: the automation re-scores 44's cells, and
+    `oabench status` calls the same cells stale (their answers were to the old question), 43's complete."""
+    env, defs, instance = scored_env
+    ticks = Ticks(defs, instance)
+    assert ticks.tick() == {}
+    store = env.warehouse
+    questions = store.read("questions", "44")
+    changed = questions.with_columns(
+        stem=pl.when(pl.col("number") == 1).then(pl.col("stem") + " (revisto)").otherwise(pl.col("stem"))
+    )
+    version = frame_version(changed)
+    # As the `questions` step writes and reports a re-parse (exams/assets.py), from outside a run.
+    store.write_partition(
+        "questions", changed, "44", data_version=version, inputs=store.recorded_inputs("questions", "44")
+    )
+    instance.report_runless_asset_event(
+        AssetMaterialization("questions", partition="44", tags={DATA_VERSION_TAG: version})
+    )
+    cells = {str(cell_partition_key(model, 44)) for model in MODELS}
+    assert ticks.tick() == {SCORES: cells}
+
+    status = env.cli("status", "--editions", "43,44", "--format", "json")
+    assert status.exit_code == 1
+    states = {(c["edition"], c["model_key"]): c for c in json.loads(status.output)["cells"]}
+    assert {key: c["state"] for key, c in states.items()} == {
+        **{("43", model): "complete" for model in MODELS},
+        **{("44", model): "stale" for model in MODELS},
+    }
+    assert "questions changed since the cell was built" in states[("44", API_MODEL)]["reason"]
+    assert "1 request hash(es) differ" in states[("44", API_MODEL)]["reason"]
+
+    for cell in cells:  # what the sensor's run does: the scores then record the new questions
+        assert run_assets(defs, instance, ["scores"], partition_key=cell).success
+    assert all(scores_are_current(store, model, "44") for model in MODELS)
 
 
 def test_a_code_version_bump_reruns_the_asset_once(scored_env) -> None:

@@ -13,6 +13,7 @@ import datetime as dt
 import warnings
 
 import numpy as np
+import polars as pl
 import pytest
 
 from oabench_pipeline.core.analysis import item_response as irt
@@ -334,3 +335,39 @@ def test_keys_answering_every_question_alike_get_an_ability_and_no_interval() ->
         fit = fit_rasch(correct, np.ones_like(correct), sim.group)
     assert fit.ability[0] == fit.ability[1] and np.isfinite(fit.ability).all()
     assert np.isnan(fit.ability_se).all() or (fit.ability_se > 0).all()
+
+
+def _near_chance_ability(weight: float) -> float:
+    """The ability whose vote weight is `weight`: w = (expit(θ) − 1/4) / (3/4)."""
+    accuracy = 0.25 + 0.75 * weight
+    return float(np.log(accuracy / (1 - accuracy)))
+
+
+def test_the_baselines_plus_one_real_model_flag_no_key() -> None:
+    """The README's two baselines and one model: where all three chose the same other letter, the fit gave
+    the baselines small positive weights (about 0.002 and 0.015), enough to count as 3 keys agreeing at
+    100% consensus. Baselines never vote or count: with one real model nothing is flagged."""
+    from oabench_pipeline.core.analysis.key_audit import key_audit
+
+    # Keys: baseline/random, baseline/longest-choice, one model; questions keyed A, B, C, D.
+    letters = np.array([[2, 3, 0, 1], [2, 0, 1, 1], [2, 0, 2, 3]])
+    ability = np.array([_near_chance_ability(0.002), _near_chance_ability(0.015), 1.5])
+    questions = pl.DataFrame(
+        {
+            "qid": [f"oab-43-1f-q{n}" for n in range(1, 5)],
+            "edition": [43] * 4,
+            "number": [1, 2, 3, 4],
+            "correct": ["A", "B", "C", "D"],
+            "status": ["active"] * 4,
+            "key_status": ["definitive"] * 4,
+        }
+    )
+    as_models = key_audit(questions, letters, ability, np.zeros(4))
+    assert as_models.filter(pl.col("suspicious"))["qid"].to_list() == ["oab-43-1f-q1"]  # three keys
+    audit = key_audit(questions, letters, ability, np.zeros(4), np.array([False, False, True]))
+    assert not audit["suspicious"].any()
+    assert audit["n_models"].to_list() == [1] * 4
+    assert audit.filter(pl.col("qid") == "oab-43-1f-q1")["agreeing_models"].item() == 1
+    keys = np.array([0, 1, 2, 3])
+    only_model = audit_keys(letters, keys, np.ones(4, bool), ability, np.array([False, False, True]))
+    assert not only_model["suspicious"].any()

@@ -107,3 +107,22 @@ def test_prompt_building_never_raises_and_keeps_every_choice(
     for label, text in zip("ABCD", choices, strict=True):
         assert f"{label}) {text}" in user
     assert re.fullmatch(r"[0-9a-f]{64}", request_hash(build_request_body("m", messages)))
+
+
+@pytest.mark.parametrize(
+    ("model_id", "effort", "web"),
+    [("openai/gpt-5.2", None, False), ("x/y", "high", True), ("qwen3:8b", "low", False), ("m", None, True)],
+)
+def test_a_body_hashed_from_its_messages_digest_hashes_as_request_hash(
+    model_id: str, effort: str | None, web: bool
+) -> None:
+    """`build_requests` hashes each question's prompts once per edition and continues per model: the same
+    digest as hashing the whole canonical body (what every response log is keyed by)."""
+    from oabench_pipeline.core.prompts import hash_with_digest, messages_digest
+
+    for protocol in ("direto", "deliberativo"):
+        messages = build_messages(
+            protocol, 7, 'Enunciado com acentuação e \ud800 "aspas"', "a", "b", "c", "d"
+        )
+        body = build_request_body(model_id, messages, effort, web)
+        assert hash_with_digest(messages_digest(messages), body) == request_hash(body)

@@ -236,13 +236,15 @@ def item_response_tables(
     mats: dict[str, np.ndarray],
     edition_dates: pl.DataFrame,
     superseded: np.ndarray | None = None,
+    real_models: np.ndarray | None = None,
 ) -> tuple[dict[str, pl.DataFrame], pl.DataFrame]:
     """Every table of the module, and `keys_df` with the leaderboard's ability columns. With `superseded`
-    (per question of `questions`: possibly superseded by later law), `law_currency_effect` on the same fit."""
+    (per question of `questions`: possibly superseded by later law), `law_currency_effect` on the same fit.
+    `real_models` (one boolean per key): the key audit counts only these (offline baselines never vote)."""
     fit = fit_answers(questions, mats)
     abilities = item_abilities(keys_df["model_key"], fit, mats)
     contamination, pooled = cutoff_tables(by_edition, keys_df, edition_dates, questions, mats, fit)
-    audit = key_audit(questions, mats["L"], fit.ability, fit.difficulty)
+    audit = key_audit(questions, mats["L"], fit.ability, fit.difficulty, real_models)
     tables = {
         "item_abilities": abilities,
         "item_difficulties": item_difficulties(questions, fit, mats),

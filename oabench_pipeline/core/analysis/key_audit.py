@@ -2,9 +2,11 @@
 
 Each key's vote on a question is weighted by how far above chance it answers a question of average
 difficulty: w_i = max(0, (expit(θ_i) − 1/4) / (3/4)) with θ_i its Rasch ability (`item_response`), so a
-key at chance (a random baseline) weighs 0 and a perfect one 1. Per question, the weighted share of
-each letter among the keys that answered it (an unparseable reply is a vote for no letter), the
-consensus letter (the largest share) and its share.
+key at chance weighs 0 and a perfect one 1. The offline baselines (`baseline/random`,
+`baseline/longest-choice`) weigh 0 and are not counted at all: they are floors, not readers of the
+question, and a fitted ability only near chance would still give them a small vote. Per question, the
+weighted share of each letter among the models that answered it (an unparseable reply is a vote for no
+letter), the consensus letter (the largest share) and its share.
 
 A question is `suspicious` when the consensus letter is not the published key and either
 - its weighted share is at least `CLEAR_SHARE` (0.8) with at least `MIN_AGREEING` (3) keys of weight
@@ -46,13 +48,21 @@ def vote_weights(ability: np.ndarray) -> np.ndarray:
 
 
 def audit_keys(
-    letters: np.ndarray, key_codes: np.ndarray, active: np.ndarray, ability: np.ndarray
+    letters: np.ndarray,
+    key_codes: np.ndarray,
+    active: np.ndarray,
+    ability: np.ndarray,
+    real_models: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Per question: weighted letter shares (4, J), consensus code, its share, agreeing keys, the flag.
 
     `letters`: keys × questions letter codes (0..3 A–D, 4 no letter, 5 not answered); `key_codes`: the
-    published key's code per question (-1 when annulled); `active`: the question counts.
+    published key's code per question (-1 when annulled); `active`: the question counts; `real_models`
+    (one boolean per key, default all): which keys are models; the others (offline baselines) neither
+    vote nor count.
     """
+    if real_models is not None:
+        letters, ability = letters[real_models], ability[real_models]
     weights = vote_weights(ability)
     answered = letters <= 4
     total = (weights[:, None] * answered).sum(axis=0)
@@ -88,13 +98,20 @@ def audit_keys(
 
 
 def key_audit(
-    questions: pl.DataFrame, letters: np.ndarray, ability: np.ndarray, difficulty: np.ndarray
+    questions: pl.DataFrame,
+    letters: np.ndarray,
+    ability: np.ndarray,
+    difficulty: np.ndarray,
+    real_models: np.ndarray | None = None,
 ) -> pl.DataFrame:
     """The `key_audit` table: one row per question of `questions` (in its order, matching `letters`' columns).
 
     `questions` has qid, edition, number, correct (the published letter), status and key_status (NULL
-    where the answer keys do not say whether the key is preliminary or definitive).
+    where the answer keys do not say whether the key is preliminary or definitive); `real_models`: as in
+    `audit_keys` (baselines are left out of every column, `n_models` too).
     """
+    if real_models is not None:
+        letters, ability = letters[real_models], ability[real_models]
     key_codes = (
         questions["correct"]
         .replace_strict(list(LETTER_CODES), list(range(len(LETTER_CODES))), default=-1, return_dtype=pl.Int64)
