@@ -39,6 +39,11 @@ from oabench_pipeline.warehouse import Warehouse
     type=click.IntRange(min=1),
     help="The judge's completion ceiling (default: OAB-Bench's, 20,000 for an o1/o3 judge, else 2,048).",
 )
+@click.option(
+    "--max-cost-usd",
+    type=click.FloatRange(min=0, min_open=True),
+    help="What this command may spend, over all its cells: it stops before a judgment could pass it.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the calls and the estimated cost; call nothing.")
 def judge(
     judge_key: str,
@@ -47,6 +52,7 @@ def judge(
     structured: bool,
     concurrency: int | None,
     max_completion_tokens: int | None,
+    max_cost_usd: float | None,
     dry_run: bool,
 ) -> None:
     """Grade the models' 2nd-phase answers with JUDGE, OAB-Bench's judge prompts by default (docs/phase2.md)."""
@@ -76,7 +82,9 @@ def judge(
     resume = f"oabench judge --judge {judge_model.key} --models {','.join(wanted)}"
     resume += " --structured" if structured else ""
     partitions = {"model_keys": sorted({judge_model.key, *wanted})}
-    phase2.launch_cells(settings, warehouse, cells, partitions, concurrency, resume, PHASE2_SCORE_ASSETS)
+    phase2.launch_cells(
+        settings, warehouse, cells, partitions, concurrency, resume, PHASE2_SCORE_ASSETS, max_cost_usd
+    )
 
 
 def _judgment_cell(
@@ -89,6 +97,7 @@ def _judgment_cell(
     max_completion_tokens: int | None,
 ) -> Any:
     """The judge × model cell, with what it would send now (as the asset plans it)."""
+    from oabench_pipeline.cli import phase2
     from oabench_pipeline.cli.phase2 import Cell
     from oabench_pipeline.core.phase2.protocol import default_judge_ceiling
     from oabench_pipeline.inference.response_log import latest_by_hash, read_log
@@ -128,4 +137,5 @@ def _judgment_cell(
         config=config,
         pending=[j.pending for j in planned if j.pending is not None],
         total=len(planned),
+        spent_usd=phase2.logged_spend(logged),
     )

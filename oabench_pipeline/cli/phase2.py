@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from concurrent.futures import as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -48,6 +48,8 @@ class Cell:
     later: tuple[ChatRequest, ...] = ()
     """Answer cells: the sub-items B that follow a pending A, built with an empty reply in place of A's
     (for the estimate only: the real request also carries A's reply)."""
+    spent_usd: float = 0.0
+    """What the cell's response log says it already paid (the base of its share of `--max-cost-usd`)."""
 
 
 def phase2_editions(warehouse: Warehouse, wanted: list[str] | None) -> list[str]:
@@ -115,6 +117,7 @@ def answer_cells(
                     pending=(pending := answer_round(model, items, logged, ceiling).pending),
                     total=sum(item.turns for item in items),
                     later=tuple(_later_turns(model, items, pending, ceiling)),
+                    spent_usd=logged_spend(logged),
                 )
             )
     return cells
@@ -145,6 +148,47 @@ def is_current(warehouse: Warehouse, cell: Cell) -> bool:
         live = live.filter(pl.col("structured").fill_null(False) == bool(cell.config.get("structured")))
         return live.height >= cell.total
     return live.filter(pl.col("answer").is_not_null()).height >= cell.total
+
+
+def logged_spend(logged: dict[str, Any]) -> float:
+    """The reported cost of a cell's logged replies (what its `max_cost_usd` counts as spent)."""
+    from oabench_pipeline.phase2.sending import spent
+
+    return spent(logged)
+
+
+def with_run_ceiling(warehouse: Warehouse, cells: list[Cell], max_cost_usd: float | None) -> list[Cell]:
+    """`--max-cost-usd X`: what this command may spend, over all its cells. Each cell's run carries, as
+    its `max_cost_usd`, what its log already paid plus its share of X, split by estimated prompt cost (evenly
+    when a cell's model has no price snapshot), as the automatic runs split their budget. A cell stops before
+    a request whose cost could pass its share (`inference/assets.send_requests`' ceiling), so together they
+    never pass X; what they were paid for is kept. A usage error when the estimate alone is over X."""
+    if max_cost_usd is None or not cells:
+        return cells
+    estimates = [_estimated_cost(warehouse, cell) for cell in cells]
+    known = [cost for cost in estimates if cost is not None]
+    total = sum(known)
+    if total > max_cost_usd:
+        raise click.UsageError(
+            f"estimated prompt cost ${total:.4f} is over --max-cost-usd ${max_cost_usd:g}; nothing was sent "
+            "(--dry-run shows it per cell)"
+        )
+    even = len(known) < len(cells) or total <= 0
+    shares = [
+        max_cost_usd / len(cells) if even else max_cost_usd * (cost or 0.0) / total for cost in estimates
+    ]
+    return [
+        replace(cell, config={**cell.config, "max_cost_usd": cell.spent_usd + share})
+        for cell, share in zip(cells, shares, strict=True)
+    ]
+
+
+def _estimated_cost(warehouse: Warehouse, cell: Cell) -> float | None:
+    """The cell's prompt tokens now (from the texts) at the price snapshot's prompt price; None: unpriced."""
+    price = listed_price(warehouse, cell.sender)
+    if price is None or price.prompt is None:
+        return None
+    return estimated_prompt_tokens([r.body for r in [*cell.pending, *cell.later]]) * price.prompt
 
 
 def dry_run(warehouse: Warehouse, cells: list[Cell], ceiling_of: Callable[[Cell], int | None]) -> None:
@@ -196,6 +240,7 @@ def launch_cells(
     concurrency: int | None,
     resume: str,
     rebuild: list[str] | None = None,
+    max_cost_usd: float | None = None,
 ) -> None:
     """Launch every cell that is not current as a Dagster run, follow them, rebuild the `rebuild` assets
     (the judges' scores) when any ran, and exit with `oabench run`'s code: 0 when every cell is complete,
@@ -204,6 +249,7 @@ def launch_cells(
     if not todo:
         click.echo(f"up to date: {len(cells)} cell(s), nothing to send")
         return
+    todo = with_run_ceiling(warehouse, todo, max_cost_usd)
     defs, instance = _dagster(settings)
     interrupts.reset()
 

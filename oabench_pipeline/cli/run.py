@@ -115,6 +115,11 @@ if TYPE_CHECKING:
     help="2nd phase: the completion ceiling of each request, recorded with each answer (default: the one the "
     "cell was started with; none at first). A new ceiling asks every sub-item again.",
 )
+@click.option(
+    "--max-cost-usd",
+    type=click.FloatRange(min=0, min_open=True),
+    help="2nd phase: what this command may spend, over all its cells; it stops before a request could pass it.",
+)
 def run(
     models_opt: str | None,
     editions_opt: str | None,
@@ -127,6 +132,7 @@ def run(
     phase: str,
     areas_opt: str | None,
     max_completion_tokens: int | None,
+    max_cost_usd: float | None,
 ) -> None:
     """Ask the models every question they have not answered yet, then score and rebuild the leaderboard.
 
@@ -147,11 +153,14 @@ def run(
             areas_opt,
             concurrency,
             max_completion_tokens,
+            max_cost_usd,
             dry_run,
         )
         return
-    if areas_opt is not None or max_completion_tokens is not None:
-        raise click.UsageError("--areas and --max-completion-tokens are 2nd-phase options (--phase 2)")
+    if areas_opt is not None or max_completion_tokens is not None or max_cost_usd is not None:
+        raise click.UsageError(
+            "--areas, --max-completion-tokens and --max-cost-usd are 2nd-phase options (--phase 2)"
+        )
     if suite is not None and editions_opt is not None:
         raise click.UsageError(
             "--suite and --editions both choose the editions: give one (--suite runs every edition of the suite)"
@@ -181,6 +190,7 @@ def _run_phase2(
     areas_opt: str | None,
     concurrency: int | None,
     max_completion_tokens: int | None,
+    max_cost_usd: float | None,
     dry_run: bool,
 ) -> None:
     """`oabench run --phase 2`: each model × edition of the 2nd phase, a launched run (`cli/phase2.py`)."""
@@ -198,7 +208,7 @@ def _run_phase2(
     resume = f"oabench run --phase 2 --models {','.join(m.key for m in chosen)} --editions {','.join(chosen_editions)}"
     resume += f" --areas {','.join(areas)}" if areas else ""
     partitions = {"phase2_editions": chosen_editions, "model_keys": [m.key for m in chosen]}
-    phase2.launch_cells(settings, warehouse, cells, partitions, concurrency, resume)
+    phase2.launch_cells(settings, warehouse, cells, partitions, concurrency, resume, None, max_cost_usd)
 
 
 def answer_cells(

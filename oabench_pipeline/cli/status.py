@@ -50,14 +50,26 @@ def _instance_if_it_opens(settings: Settings) -> DagsterInstance | None:
 @click.option("--editions", "editions_opt", help=f"The {EDITIONS_HELP} (default: all).")
 @suite_option("Only the editions of this suite, and which model keys are complete on all of them.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def status_cmd(models_opt: str | None, editions_opt: str | None, suite: str | None, fmt: str) -> None:
+@click.option(
+    "--phase",
+    type=click.Choice(["1", "2"]),
+    default="1",
+    show_default=True,
+    help="2: the 2nd phase's answer cells (model × edition) and judgment cells (judge × model) instead.",
+)
+def status_cmd(
+    models_opt: str | None, editions_opt: str | None, suite: str | None, fmt: str, phase: str
+) -> None:
     """Each cell (edition × model key): complete, missing, failed, interrupted, stale, queued or running, and
-    what completing costs.
+    what completing costs. `--phase 2`: the 2nd phase's answer and judgment cells instead (docs/phase2.md).
 
     Exit code 0 only when every listed cell is complete.
     """
     listed = edition_keys(editions_opt)
     settings = Settings.from_env()
+    if phase == "2":
+        _phase2_status(settings, listed, _split(models_opt), suite, fmt)
+        return
     if suite is not None and editions_opt is not None:
         raise click.UsageError("--suite and --editions both choose the editions: give one")
     chosen = choose_suite(load_registry_suites(settings), suite) if suite is not None else None
@@ -82,4 +94,27 @@ def status_cmd(models_opt: str | None, editions_opt: str | None, suite: str | No
         click.echo(report.summary())
         if chosen:
             click.echo(report.suite_summary(chosen))
+    sys.exit(0 if report.complete else 1)
+
+
+def _phase2_status(
+    settings: Settings, editions: list[str] | None, models: list[str] | None, suite: str | None, fmt: str
+) -> None:
+    """`oabench status --phase 2` (`engine/phase2_status.py`); exit code 0 only when every cell is complete."""
+    if suite is not None:
+        raise click.UsageError("--suite is a 1st-phase option: the 2nd phase has editions, not suites")
+    from oabench_pipeline.engine.phase2_status import collect_phase2_status
+
+    report = collect_phase2_status(settings, _instance(settings), editions, models)
+    if fmt == "json":
+        click.echo(json.dumps(report.as_json(), ensure_ascii=False, indent=2))
+    else:
+        table = format_table(report.display_frame(), "table", wrap={"reason": 50})
+        click.echo(
+            table
+            if report.cells
+            else "no 2nd-phase cells: no item ingested (`oabench ingest --phase 2`) or no model answered yet "
+            "(`--models KEY` lists its cells)"
+        )
+        click.echo(report.summary())
     sys.exit(0 if report.complete else 1)

@@ -4,7 +4,9 @@ into `phase2_judgments`, with no API call.
 Every file is read and checked before anything is written: a damaged line, an unknown item, an unsafe model
 key or a judgment of an answer the folder lacks refuses the whole folder. The folder is one answer run per
 model, `oab-bench:<commit>` (the commit its path names, else the folder's name); its rows replace that run's
-earlier import in each partition and leave every other run's rows (a live run's) as they are.
+earlier import in each partition and leave every other run's rows (a live run's) as they are. Each partition
+is read, merged and written under the cell lock that `oabench run --phase 2` and `oabench judge` hold while
+they send and write it, so an import and a live run of one partition never drop each other's rows.
 """
 
 from pathlib import Path
@@ -23,6 +25,8 @@ from oabench_pipeline.core.phase2.oab_bench import (
     parse_judgment_file,
     run_label,
 )
+from oabench_pipeline.inference.assets import holding_lock
+from oabench_pipeline.phase2.plans import answers_lock_path, judgments_lock_path
 from oabench_pipeline.shared.metadata import table_schema
 from oabench_pipeline.shared.partitions import (
     MODEL_KEYS_PARTITIONS,
@@ -166,7 +170,9 @@ def phase2_import(
         answer_frame.partition_by(["model_key", "edition"], as_dict=True).items()
     ):
         partition = str(phase2_cell_partition_key(str(model_key), int(edition)))
-        _merge(store, "phase2_answers", partition, rows, "run_id", run_id)
+        lock = answers_lock_path(store.root, str(model_key), str(edition))
+        with holding_lock(context, lock, f"{model_key} × edition {edition} (2nd phase)"):
+            _merge(store, "phase2_answers", partition, rows, "run_id", run_id)
         context.log_event(
             AssetMaterialization(
                 "phase2_answers", partition=partition, metadata={"rows": rows.height, "from": str(folder)}
@@ -177,7 +183,9 @@ def phase2_import(
             judgment_frame.partition_by(["judge_key", "model_key"], as_dict=True).items()
         ):
             partition = str(judgment_partition_key(str(judge_key), str(model_key)))
-            _merge(store, "phase2_judgments", partition, rows, "answer_run_id", run_id)
+            lock = judgments_lock_path(store.root, str(judge_key), str(model_key))
+            with holding_lock(context, lock, f"{judge_key} judging {model_key}"):
+                _merge(store, "phase2_judgments", partition, rows, "answer_run_id", run_id)
             context.log_event(
                 AssetMaterialization(
                     "phase2_judgments",

@@ -120,6 +120,28 @@ def _write_phase2(store: Warehouse, model_key: str, first_phase_edition: int) ->
         schema_overrides={"passed": pl.Boolean},
     )
     store.write_partition("phase2_scores", scores)
+    # Two ranked models the paired tests cannot tell apart (rank range 1-2), then the incomplete one.
+    leaderboard = pl.DataFrame(
+        {
+            "judge_key": ["o3-2025-04-16"] * 3,
+            "rank": [1, 2, None],
+            "rank_low": [1, 1, None],
+            "rank_high": [2, 2, None],
+            "model_key": ["ranked-a", "ranked-b", model_key],
+            "mean_score": [8.52, 8.1, None],
+            "mean_ci_low": [8.19, 7.5, None],
+            "mean_ci_high": [8.84, 8.7, None],
+            "exams_passed": [21, 20, 0],
+            "exams_total": [21, 21, 1],
+            "exams_complete": [21, 21, 0],
+            "exams_incomplete": [0, 0, 1],
+            "invalid": [0, 0, 1],
+            "missing": [0, 0, 0],
+            "ranked": [True, True, False],
+        },
+        schema_overrides={"rank": pl.Int64, "rank_low": pl.Int64, "rank_high": pl.Int64},
+    )
+    store.write_partition("phase2_leaderboard", leaderboard)
     rates = pl.DataFrame(
         {
             "edition": [first_phase_edition],
@@ -148,9 +170,12 @@ def test_phase2_pages_links_and_escaping(plain_warehouse: Path, tmp_path: Path) 
         encoding="utf-8"
     )  # linked from Início
     board = tables(index)["judge-1"]
-    assert [row.cells[1:3] for row in board] == [
-        ["—", "0/1 (0 completas)"]
-    ]  # incomplete: no mean, not failed
+    # phase2_leaderboard as stored: rank (rank range), mean with its 95% interval, exams passed.
+    assert [row.cells[0:1] + row.cells[2:5] for row in board] == [
+        ["1 (1–2)", "8,52", "8,19–8,84", "21/21"],
+        ["2 (1–2)", "8,10", "7,50–8,70", "20/21"],
+        ["—", "—", "—", "0/1 (0 completas)"],  # incomplete: no mean, not failed, unranked
+    ]
     assert "não estão nos dados compartilhados" in index  # the 39th-41st 1st-phase booklets
     item = (site / paths.phase2_item_page(f"{EDITION}_{AREA}_peca")).read_text(encoding="utf-8")
     # Replies, judgments and the standard are untrusted: escaped, never markup.

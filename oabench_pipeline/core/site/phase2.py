@@ -1,7 +1,7 @@
 """The site's 2nd-phase pages and the candidates' pass rates, read from the warehouse tables as stored.
 
-`fase2/index.html`: each judge's leaderboard of the models (from `phase2_scores`: mean total of the complete
-area-exams, exams passed), both phases side by side per edition, the judges compared
+`fase2/index.html`: each judge's leaderboard of the models (`phase2_leaderboard`: rank with its rank range,
+mean area-exam score with its 95% interval, exams passed), both phases side by side per edition, the judges compared
 (`phase2_judge_agreement`), and every item. `fase2/item/<item>.html`: the statement, the answer standard with
 its criteria, each model's answer and each judge's correction and score. A warehouse without phase-2 items has
 none of these pages, and no link to them. Replies and judgments are untrusted text: the templates escape them.
@@ -26,6 +26,7 @@ PHASE2_TABLES = (
     "phase2_answers",
     "phase2_judgments",
     "phase2_scores",
+    "phase2_leaderboard",
     "phase2_judge_agreement",
 )
 
@@ -37,6 +38,7 @@ class Phase2SiteData:
     answers: pl.DataFrame
     judgments: pl.DataFrame
     scores: pl.DataFrame
+    leaderboard: pl.DataFrame
     agreement: pl.DataFrame
     pass_rates: pl.DataFrame
     """`candidate_pass_rates` (empty before it): shown on the 1st-phase edition pages too."""
@@ -66,6 +68,9 @@ def load_phase2(con: duckdb.DuckDBPyConnection, present: set[str]) -> Phase2Site
         answers=table("phase2_answers", "item_id, model_key, run_id, turn"),
         judgments=table("phase2_judgments", "item_id, model_key, judge_key, turn"),
         scores=table("phase2_scores", "judge_key, model_key, edition, area"),
+        leaderboard=table(
+            "phase2_leaderboard", "judge_key, rank NULLS LAST, mean_score DESC NULLS LAST, model_key"
+        ),
         agreement=table("phase2_judge_agreement", "judge_a, judge_b, area"),
         pass_rates=pass_rates if not pass_rates.is_empty() else load_pass_rates(),
     )
@@ -89,22 +94,15 @@ def phase2_pages(
     yield from _item_pages(data, page, labels, model_href)
 
 
-def judge_boards(scores: pl.DataFrame) -> pl.DataFrame:
-    """Per judge × model, from `phase2_scores`: mean total of the complete area-exams, exams passed, complete
-    and total, invalid judgments; best mean first."""
-    if scores.is_empty():
-        return pl.DataFrame()
-    return (
-        scores.group_by("judge_key", "model_key")
-        .agg(
-            mean_total=pl.col("total").filter(pl.col("complete")).mean(),
-            exams_passed=pl.col("passed").fill_null(False).sum(),
-            exams_complete=pl.col("complete").sum(),
-            exams_total=pl.len(),
-            invalid=pl.col("invalid").sum(),
-        )
-        .sort(["judge_key", "mean_total", "model_key"], descending=[False, True, False], nulls_last=True)
-    )
+def judge_boards(leaderboard: pl.DataFrame) -> dict[str, list[dict[str, Any]]]:
+    """Per judge, its `phase2_leaderboard` rows as stored: ranked models by rank, then the unranked (an
+    incomplete area-exam) by mean score."""
+    if leaderboard.is_empty():
+        return {}
+    return {
+        str(judge): rows.to_dicts()
+        for (judge,), rows in leaderboard.partition_by("judge_key", as_dict=True, maintain_order=True).items()
+    }
 
 
 def _leaderboard_page(
@@ -115,23 +113,20 @@ def _leaderboard_page(
     phase1_by_edition: pl.DataFrame,
 ) -> tuple[str, str]:
     at = PHASE2_INDEX
-    boards = judge_boards(data.scores)
-    judges = []
-    if not boards.is_empty():
-        for (judge,), rows in boards.partition_by("judge_key", as_dict=True, maintain_order=True).items():
-            judges.append(
+    judges = [
+        {
+            "judge": judge,
+            "rows": [
                 {
-                    "judge": judge,
-                    "rows": [
-                        {
-                            **r,
-                            "label": labels.get(r["model_key"], r["model_key"]),
-                            "href": model_href(at, r["model_key"]),
-                        }
-                        for r in rows.iter_rows(named=True)
-                    ],
+                    **r,
+                    "label": labels.get(r["model_key"], r["model_key"]),
+                    "href": model_href(at, r["model_key"]),
                 }
-            )
+                for r in rows
+            ],
+        }
+        for judge, rows in judge_boards(data.leaderboard).items()
+    ]
     items = [
         {**item, "href": relative(at, phase2_item_page(item["item_id"]))}
         for item in data.items.select("item_id", "edition", "area", "kind", "number", "max_points").iter_rows(
