@@ -104,8 +104,17 @@ def _phase2_status(
     if suite is not None:
         raise click.UsageError("--suite is a 1st-phase option: the 2nd phase has editions, not suites")
     from oabench_pipeline.engine.phase2_status import collect_phase2_status
+    from oabench_pipeline.warehouse import Warehouse
 
-    report = collect_phase2_status(settings, _instance(settings), editions, models)
+    warehouse = Warehouse(settings.warehouse_path)
+    exists = warehouse.root.is_dir()
+    # As the 1st phase's: a read writes nothing (no warehouse, no instance), and a storage that does not open
+    # still leaves what the warehouse tells.
+    report = collect_phase2_status(
+        settings, _instance_if_it_opens(settings) if exists else None, editions, models
+    )
+    if not exists:
+        click.echo(no_warehouse_note(warehouse), err=True)
     if fmt == "json":
         click.echo(json.dumps(report.as_json(), ensure_ascii=False, indent=2))
     else:
