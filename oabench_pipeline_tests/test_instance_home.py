@@ -11,6 +11,9 @@ from oabench_pipeline.cli import main
 
 
 def run_status(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, home: str | None) -> tuple[int, str]:
+    """`oabench status` over a warehouse folder that exists (with none, a read opens no instance at all)."""
+    if not (tmp_path / "warehouse").exists():
+        (tmp_path / "warehouse").mkdir()
     monkeypatch.setenv("OABENCH_WAREHOUSE", str(tmp_path / "warehouse" / "oabench.duckdb"))
     if home is None:
         monkeypatch.delenv("DAGSTER_HOME", raising=False)
@@ -66,6 +69,7 @@ def test_unreadable_instance_storage(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     tells (a command that must write runs, `oabench run`, stops at that one line)."""
     home = tmp_path / "dagster_home"
     (home / "history" / "runs.db").mkdir(parents=True)  # a folder where SQLite expects its file
+    (tmp_path / "warehouse").mkdir()
     monkeypatch.setenv("OABENCH_WAREHOUSE", str(tmp_path / "warehouse" / "oabench.duckdb"))
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     result = CliRunner().invoke(main, ["status", "--editions", "44"])

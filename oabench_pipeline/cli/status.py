@@ -78,7 +78,7 @@ def status_cmd(
     from oabench_pipeline.warehouse import Warehouse
 
     warehouse = Warehouse(settings.warehouse_path)
-    exists = warehouse.root.is_dir()
+    exists = warehouse.root.exists()  # a file there is a broken setup: the instance says so
     # A read writes nothing: with no warehouse there is no instance either (opening one would create it).
     report = collect_status(
         settings, _instance_if_it_opens(settings) if exists else None, editions, _split(models_opt)
@@ -107,7 +107,7 @@ def _phase2_status(
     from oabench_pipeline.warehouse import Warehouse
 
     warehouse = Warehouse(settings.warehouse_path)
-    exists = warehouse.root.is_dir()
+    exists = warehouse.root.exists()  # a file there is a broken setup: the instance says so
     # As the 1st phase's: a read writes nothing (no warehouse, no instance), and a storage that does not open
     # still leaves what the warehouse tells.
     report = collect_phase2_status(

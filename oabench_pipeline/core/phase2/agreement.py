@@ -26,7 +26,6 @@ from contextlib import contextmanager
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
 PASS_MARK = 6.0
 OVERALL = "all"  # the `area` of the rows over every area
@@ -178,6 +177,8 @@ def score_statistics(
         return out | dict.fromkeys(
             ["mae", "mean_difference", "pearson", "spearman", "icc", "icc_ci_low", "icc_ci_high"]
         )
+    from scipy import stats  # imported where used: importing core stays light (test_stats.py)
+
     out["mae"] = float(np.mean(np.abs(score_a - score_b)))
     out["mean_difference"] = float(np.mean(score_a - score_b))
     varies = n >= 3 and np.ptp(share_a) > 0 and np.ptp(share_b) > 0
