@@ -119,6 +119,8 @@ class InferenceConfig(Config):
     """Send the unanswered questions through the model's batch API (`oabench run --batch`, docs/batch.md)."""
     batch_fallback: str | None = None
     """"sync": the questions the batches gave up on are sent as chat completions (`--batch-fallback sync`)."""
+    batch_collect_only: bool = False
+    """Collect finished batches, submit nothing (`batch_results_sensor`'s runs spend nothing)."""
 
 
 def cell_keys(context: AssetExecutionContext) -> tuple[str, str]:
@@ -349,8 +351,19 @@ def _answer_by_batch(
     logged = latest_by_hash(read_log(log_path))
     registry = models_registry.models()
     ceiling = _cost_ceiling(model, config)
+    submit = not config.batch_collect_only
     answer_by_batch(
-        context, model, edition, plan.pending, logged, log_path, model_client, registry, store, ceiling
+        context,
+        model,
+        edition,
+        plan.pending,
+        logged,
+        log_path,
+        model_client,
+        registry,
+        store,
+        ceiling,
+        submit,
     )
     if config.batch_fallback != "sync":
         return

@@ -30,7 +30,7 @@ from oabench_pipeline.inference.catalogue_store import Price
 from oabench_pipeline.inference.cost import estimated_prompt_cost, listed_price
 from oabench_pipeline.inference.progress import notify
 from oabench_pipeline.inference.resources import MissingApiKeyError, ModelClientResource
-from oabench_pipeline.inference.response_log import ResponseLog, ResponseLogError
+from oabench_pipeline.inference.response_log import ResponseLog, ResponseLogError, latest_by_hash, read_log
 from oabench_pipeline.inference.types import ChatRequest, ChatResult
 from oabench_pipeline.warehouse import Warehouse
 
@@ -52,8 +52,11 @@ def answer_by_batch(
     registry: dict[str, ModelConfig],
     store: Warehouse,
     ceiling: float | None,
+    submit: bool = True,
 ) -> StepReport:
-    """One protocol round for the cell's `pending` questions; raises `BatchPending` while a batch is open."""
+    """One protocol round for the cell's `pending` questions; raises `BatchPending` while a batch is open.
+    `submit=False` (`batch_results_sensor`'s runs, which spend nothing): collect only, and end as pending
+    while questions are left to send."""
     cell = f"{model.key} × edition {edition}"
     if model.batch_api is None:
         raise Failure(description=f"{model.key}: no batch_api in its registry entry; {BATCH_API_HINT}")
@@ -63,7 +66,7 @@ def answer_by_batch(
         raise Failure(description=str(error)) from None
     journal = BatchJournal(journal_path(store.root, model.key, edition))
     price = listed_price(store, model)
-    to_send = _within_budget(model, cell, pending, journal, logged, store, ceiling)
+    to_send = _within_budget(model, cell, pending, journal, logged, store, ceiling) if submit else []
     transport = open_transport(model.batch_api, endpoint)
     protocol = BatchProtocol(journal, transport, model.id, secrets_to_redact=endpoint.secrets)
 
@@ -90,6 +93,14 @@ def answer_by_batch(
     _say(context, cell, report)
     if report.rejected:
         raise Failure(description=f"{cell}: the batch API refused the batch: {report.rejected[0]}")
+    if not submit:
+        left = still_unanswered(pending, latest_by_hash(read_log(log_path)))
+        if report.open_batches or report.unresolved_intents or left:
+            what = pending_line(_open(store, model, edition)) if report.open_batches else "batches collected"
+            raise BatchPending(
+                f"{cell}: {what}; {len(left)} question(s) left: `oabench run --batch` sends them"
+            )
+        return report
     if len(to_send) < len(pending) and not report.open_batches and not report.unresolved_intents:
         raise Failure(description=_over_budget_line(model, cell, pending, store, logged, ceiling))
     if not report.done:

@@ -19,7 +19,10 @@ from typing import Any
 
 import polars as pl
 import pytest
+from dagster import SensorResult, build_sensor_context
 
+from oabench_pipeline.automation.batch_sensor import batch_results_sensor
+from oabench_pipeline.definitions import build_resources
 from oabench_pipeline.inference.batches.cells import journal_path
 from oabench_pipeline_tests.inference.replay import (
     TEST_KEY,
@@ -134,6 +137,7 @@ def test_batch_run_sends_no_chat_pays_half_once_and_scores_as_the_sync_run(
         assert rerun.exit_code == 0 and batch.requests["create"] == 2  # nothing left to send
 
 
+@pytest.mark.slow
 def test_sigkill_after_submission_then_a_rerun_submits_no_new_line(
     fresh_env: PipelineEnv, shared_oab: Path
 ) -> None:
@@ -167,6 +171,23 @@ def test_sigkill_after_submission_then_a_rerun_submits_no_new_line(
             child.wait()
         assert batch.requests["create"] == 1
         lines = sum(len(b.lines) for b in batch.batches.values())
+        [batch_id] = batch.batches
+        cell = cell_status(fresh_env)
+        while cell["state"] == "running":  # the cell's run (its own process) ends its round, batch open
+            assert time.monotonic() < deadline, cell
+            time.sleep(0.2)
+            cell = cell_status(fresh_env)
+        assert cell["state"] == "batch pending" and batch_id in cell["reason"], cell
+        listed = fresh_env.cli("batches")
+        assert f"{BATCH_KEY} × 45: open {batch_id}" in listed.output, listed.output
+        # The sensor launches the run that collects the batch once it finished (collect only: no spend).
+        requests = []
+        for _ in range(4):  # the loopback batch finishes on its 3rd status read
+            if requests := sensor_tick(fresh_env).run_requests or []:
+                break
+        [request] = requests
+        assert request.partition_key == "45|" + BATCH_KEY and batch_id in (request.run_key or "")
+        assert request.run_config["ops"]["inferences"]["config"]["batch_collect_only"] is True
 
         rerun = fresh_env.cli("run", "--batch", "--models", BATCH_KEY, "--editions", "45")
         assert rerun.exit_code == 0, rerun.output
@@ -175,6 +196,17 @@ def test_sigkill_after_submission_then_a_rerun_submits_no_new_line(
         assert rows.height == lines and rows["raw_response"].null_count() == 0
         assert set(batch.billed_by_body.values()) == {1}
         print(f"lines submitted before the SIGKILL: {lines}; after the rerun: 0 new")
+
+
+def cell_status(env: PipelineEnv) -> dict[str, Any]:
+    shown = env.cli("status", "--models", BATCH_KEY, "--editions", "45", "--format", "json")
+    return json.loads(shown.output)["cells"][0]
+
+
+def sensor_tick(env: PipelineEnv) -> SensorResult:
+    result = batch_results_sensor(build_sensor_context(resources=build_resources(env.settings)))
+    assert isinstance(result, SensorResult)
+    return result
 
 
 def _submitted(journal: Path) -> bool:
