@@ -298,6 +298,11 @@ def _run_api_cell(
         model, questions, logged, existing, config.replicates, elsewhere, config.retry_invalid
     )
     budget = _automatic_budget(models_registry, store, model, log_path)
+    if config.batch and budget is not None:  # the watch policy's reservations hold chat requests only
+        raise Failure(
+            description=f"{model.key}: registered from the model catalogue, whose budget does not hold "
+            "batches yet: run it without --batch"
+        )
     rows: list[dict] = []
     sent = 0
     for plan in plans:
