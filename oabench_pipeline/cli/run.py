@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from concurrent.futures import as_completed
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ from oabench_pipeline.engine.freshness import (
     models_table_is_current,
     scores_are_current,
 )
-from oabench_pipeline.inference.batches.cells import BATCH_PRICE_FACTOR
+from oabench_pipeline.inference.batches.cells import BATCH_PRICE_FACTOR, is_batch_pending
 from oabench_pipeline.inference.catalogue_store import retired_models
 from oabench_pipeline.inference.cell import REPLIED, cell_name
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
@@ -700,6 +701,9 @@ def _run_cells(
         bar.start_cell(f"{model.key} × {edition}")
         spec = _cell_run(model, edition, answers_current, options)
         outcome = run_launched(engine, spec)
+        if options.batch and not outcome.success and is_batch_pending(outcome.errors):
+            # Not a failure: the cell's batch is open at the provider (`oabench run --batch` follows it).
+            return dataclasses.replace(outcome, success=True, errors=[]), "batch pending (`oabench batches`)"
         # What a cell that sent no model call did (a cell that sent any has its counts instead).
         if answers_current:
             quiet = "answers up to date, re-scored"

@@ -87,6 +87,7 @@ from oabench_pipeline.shared.tables import conform
 from oabench_pipeline.warehouse import Warehouse
 
 MAX_ERROR_RATE = 0.02
+BATCH_PENDING_METADATA = "batch_pending"
 EMPTY_ANSWER_NOTE = (
     "answered nothing on all {attempts} attempts: recorded as its final answer (invalid, scored wrong), not "
     "asked again; `oabench run --retry-invalid` asks it again"
@@ -137,8 +138,6 @@ def cell_keys(context: AssetExecutionContext) -> tuple[str, str]:
     metadata={"dagster/column_schema": table_schema("inferences").value},
     check_specs=check_specs("inferences", INFERENCE_CHECKS, blocking=BLOCKING_INFERENCE_CHECKS),
     pool="model_calls",
-    # A cell whose batch is still open (`oabench run --batch`) ends its run without writing the partition.
-    output_required=False,
 )
 def inferences(
     context: AssetExecutionContext,
@@ -204,9 +203,11 @@ def _answer_cell(
                 context, model, edition, questions, store, existing, model_client, config, models_registry
             )
         except BatchPending as pending:
-            context.log.info(str(pending))
+            # The step ends here without writing the partition (its last good rows stay) and without its
+            # checks, which Dagster requires of a step that ends well: so it ends as a failure that says it
+            # is not one. `oabench run --batch` shows it as pending, `oabench status` as `batch pending`.
             notify(str(pending))
-            return  # nothing written: the partition keeps its last good rows until the batch is collected
+            raise Failure(description=str(pending), metadata={BATCH_PENDING_METADATA: True}) from None
     for row in rows:
         row.setdefault("dagster_run_id", context.run_id)
     new = conform("inferences", _columns_frame(rows)) if rows else None

@@ -38,7 +38,8 @@ OPENAI_COST_NOTE = "cost computed from the tokens at half the listed price: Open
 
 
 class BatchPending(Exception):
-    """The cell's batch is still open: the run ends here, the partition is not written."""
+    """The cell's batch is still open: the run ends here, the partition is not written. Its message starts
+    with the cell and says `batch pending:` (`is_batch_pending` reads it back from a run's errors)."""
 
 
 def answer_by_batch(

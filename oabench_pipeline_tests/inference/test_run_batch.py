@@ -244,3 +244,27 @@ def test_failed_and_expired_lines_are_asked_again_until_the_cell_is_complete_eac
         ]
         sizes = [len(b.lines) for b in batch.batches.values()]
         print(f"batches of {sizes} lines; {rows.height} questions, each billed once")
+
+
+def test_an_openai_batch_line_is_costed_from_its_tokens_at_half_the_listed_price() -> None:
+    """OpenAI's batch lines report no cost: it is computed from the tokens at the batch price, and said so."""
+    from oabench_pipeline.core.models_registry import ModelConfig
+    from oabench_pipeline.inference.batch_cell import OPENAI_COST_NOTE, _as_logged
+    from oabench_pipeline.inference.batches.protocol import BatchLineResult
+    from oabench_pipeline.inference.batches.transport import LineOutcome, to_chat_result
+    from oabench_pipeline.inference.catalogue_store import Price
+    from oabench_pipeline_tests.servers.batch_api import completion
+
+    model = ModelConfig(id="gpt-4o", base_url="https://api.openai.com/v1")
+    assert model.batch_api == "openai"
+    body = completion("B", cost=None)  # 100 prompt tokens, 5 completion tokens
+    result = to_chat_result(LineOutcome("t:q1", body, None), "q1", "h1", 1, 10, ())
+    assert result.cost_usd is None
+    logged = _as_logged(
+        BatchLineResult(result, "batch_1", "t:q1"), model, Price(prompt=2e-6, completion=8e-6)
+    )
+    assert logged.batch_id == "batch_1" and logged.raw_response == "B"
+    assert logged.cost_usd == pytest.approx((100 * 2e-6 + 5 * 8e-6) / 2) == logged.total_cost_usd
+    assert logged.cost_note is not None and OPENAI_COST_NOTE in logged.cost_note
+    unpriced = _as_logged(BatchLineResult(result, "batch_1", "t:q1"), model, None)
+    assert unpriced.cost_usd is None  # no price snapshot: unknown, never $0

@@ -7,7 +7,7 @@ not in it: `spend.py` sums every `*.jsonl` under `responses/` as money paid.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +24,11 @@ from oabench_pipeline.inference.types import EndpointConfig
 # guide), OpenAI 50% of input and output tokens (docs/design/batch-apis.md says where each was read).
 BATCH_PRICE_FACTOR = 0.5
 JOURNALS_DIR = "batches"
+
+
+def is_batch_pending(errors: Sequence[str]) -> bool:
+    """Whether a run's failure messages are a cell's batch still open, not an error."""
+    return bool(errors) and all("batch pending:" in e or "batches collected;" in e for e in errors)
 
 
 def journal_path(warehouse_root: Path, model_key: str, edition: str) -> Path:
