@@ -268,3 +268,39 @@ def test_an_openai_batch_line_is_costed_from_its_tokens_at_half_the_listed_price
     assert logged.cost_note is not None and OPENAI_COST_NOTE in logged.cost_note
     unpriced = _as_logged(BatchLineResult(result, "batch_1", "t:q1"), model, None)
     assert unpriced.cost_usd is None  # no price snapshot: unknown, never $0
+
+
+class BatchAndChatServer(OpenRouterBatchServer):
+    """The batch API, and chat completions on the same base URL (as OpenRouter serves both)."""
+
+    def route(
+        self, method: str, path: str, query: dict[str, str], raw: bytes, headers: Any
+    ) -> tuple[int, bytes, str]:
+        if method == "POST" and path.endswith("/chat/completions"):
+            self.count("chat")
+            return 200, json.dumps(self.reply("chat", json.loads(raw))).encode(), "application/json"
+        return super().route(method, path, query, raw, headers)
+
+
+def test_batch_fallback_sync_sends_the_given_up_questions_as_chat_completions(
+    fresh_env: PipelineEnv, shared_oab: Path
+) -> None:
+    replies = published_replies(shared_oab, fresh_env.warehouse)
+    always_failing = BatchPlan(failed_lines=lambda c: _number(c) % 10 == 3)
+    with BatchAndChatServer(reply=batch_reply(replies), default_plan=always_failing) as server:
+        fresh_env.set(TEST_KEY_ENV, TEST_KEY)
+        fresh_env.set("OABENCH_BATCH_POLL_S", "0.1")
+        entry = {"id": MODEL, "key": BATCH_KEY, "api_key_env": TEST_KEY_ENV, "base_url": server.base_url}
+        fresh_env.set(
+            "OABENCH_MODELS_FILE",
+            write_models_file(fresh_env.root / "models.toml", [{**entry, "batch_api": "openrouter"}]),
+        )
+        result = fresh_env.cli(
+            "run", "--batch", "--batch-fallback", "sync", "--models", BATCH_KEY, "--editions", "45"
+        )
+        assert result.exit_code == 0, result.output
+        rows = active_rows(fresh_env, BATCH_KEY)
+        given_up = rows.filter(pl.col("batch_id").is_null())
+        assert server.requests["create"] == 3 and server.requests["chat"] == given_up.height > 0
+        assert sorted(int(q.rsplit("q", 1)[1]) % 10 for q in given_up["qid"]) == [3] * given_up.height
+        assert rows["raw_response"].null_count() == 0 and rows["error"].null_count() == rows.height
