@@ -276,6 +276,10 @@ class BatchAndChatServer(OpenRouterBatchServer):
     def route(
         self, method: str, path: str, query: dict[str, str], raw: bytes, headers: Any
     ) -> tuple[int, bytes, str]:
+        if method == "GET" and path.endswith("/models"):  # the price list `model_pricing` reads
+            pricing = {"prompt": "0.001", "completion": "0.002"}
+            listing = {"data": [{"id": PRICEY, "name": PRICEY, "pricing": pricing, "context_length": 128000}]}
+            return 200, json.dumps(listing).encode(), "application/json"
         if method == "POST" and path.endswith("/chat/completions"):
             self.count("chat")
             return 200, json.dumps(self.reply("chat", json.loads(raw))).encode(), "application/json"
@@ -304,3 +308,37 @@ def test_batch_fallback_sync_sends_the_given_up_questions_as_chat_completions(
         assert server.requests["create"] == 3 and server.requests["chat"] == given_up.height > 0
         assert sorted(int(q.rsplit("q", 1)[1]) % 10 for q in given_up["qid"]) == [3] * given_up.height
         assert rows["raw_response"].null_count() == 0 and rows["error"].null_count() == rows.height
+
+
+PRICEY = "acme/pricey"
+
+
+@pytest.mark.parametrize(("ceiling", "sent"), [(10.0, False), (20.0, True)])
+def test_max_cost_usd_holds_a_batchs_worst_case_at_the_batch_price_before_it_is_sent(
+    fresh_env: PipelineEnv, ceiling: float, sent: bool
+) -> None:
+    """Edition 45's prompts cost about $32 at $0.001 a token: $16 at the batch price. A $10 ceiling holds
+    the batch back (nothing created); $20 lets it go, though the sync price would not fit."""
+    from oabench_pipeline_tests.inference.test_budget_and_fatal import materialize_pricing
+
+    with BatchAndChatServer() as server:
+        fresh_env.set(TEST_KEY_ENV, TEST_KEY)
+        fresh_env.set("OABENCH_BATCH_POLL_S", "0.1")
+        entry = {"id": PRICEY, "key": "pricey", "api_key_env": TEST_KEY_ENV, "base_url": server.base_url}
+        fresh_env.set(
+            "OABENCH_MODELS_FILE",
+            write_models_file(
+                fresh_env.root / "models.toml",
+                [{**entry, "batch_api": "openrouter", "max_cost_usd": ceiling}],
+            ),
+        )
+        materialize_pricing(fresh_env)
+        dry = fresh_env.cli("run", "--models", "pricey", "--editions", "45", "--dry-run", "--batch")
+        estimate = float(dry.output.split("est. prompt cost $")[1].split()[0])
+        assert 10 < estimate < 20 and "× 0.5" in dry.output, dry.output
+        result = fresh_env.cli("run", "--batch", "--models", "pricey", "--editions", "45")
+        assert server.requests["create"] == (1 if sent else 0) and server.requests["chat"] == 0
+        if sent:
+            assert result.exit_code == 0, result.output
+        else:
+            assert result.exit_code == 1 and "exceeds max_cost_usd $10.0; no batch sent" in result.output
