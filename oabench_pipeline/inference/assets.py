@@ -42,6 +42,7 @@ from oabench_pipeline.engine import interrupts
 from oabench_pipeline.engine.freshness import summary_editions
 from oabench_pipeline.engine.runs import HOST_TAG, PID_TAG
 from oabench_pipeline.inference.batch_cell import BatchPending, answer_by_batch, still_unanswered
+from oabench_pipeline.inference.batches.cells import open_batches, pending_line
 from oabench_pipeline.inference.catalogue_store import catalogue_prices, retirement_problem
 from oabench_pipeline.inference.cell import (
     CellPlan,
@@ -298,6 +299,11 @@ def _run_api_cell(
     plans = replicate_plans(
         model, questions, logged, existing, config.replicates, elsewhere, config.retry_invalid
     )
+    if not config.batch and (held := open_batches(store.root, model.key, edition)):
+        raise Failure(
+            description=f"{model.key} × edition {edition}: {pending_line(held)}; `oabench run --batch` collects "
+            "it (chat completions now would pay for its questions twice)"
+        )
     budget = _automatic_budget(models_registry, store, model, log_path)
     if config.batch and budget is not None:  # the watch policy's reservations hold chat requests only
         raise Failure(

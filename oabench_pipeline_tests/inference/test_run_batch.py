@@ -188,6 +188,9 @@ def test_sigkill_after_submission_then_a_rerun_submits_no_new_line(
         [request] = requests
         assert request.partition_key == "45|" + BATCH_KEY and batch_id in (request.run_key or "")
         assert request.run_config["ops"]["inferences"]["config"]["batch_collect_only"] is True
+        # A chat run of the cell now would pay for the batch's questions twice: refused.
+        chat_run = fresh_env.cli("run", "--models", BATCH_KEY, "--editions", "45")
+        assert chat_run.exit_code == 1 and "`oabench run --batch` collects it" in chat_run.output
 
         rerun = fresh_env.cli("run", "--batch", "--models", BATCH_KEY, "--editions", "45")
         assert rerun.exit_code == 0, rerun.output
