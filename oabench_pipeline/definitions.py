@@ -14,6 +14,7 @@ from dagster import (
     multi_or_in_process_executor,
 )
 
+from oabench_pipeline.automation.batch_sensor import batch_results_sensor
 from oabench_pipeline.automation.catalogue_sensor import model_catalogue_sensor
 from oabench_pipeline.automation.downstream import downstream_automation_sensor
 from oabench_pipeline.automation.jobs import ASSET_JOBS
@@ -131,6 +132,7 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
             oab_portal_sensor,
             models_registry_sensor,
             model_catalogue_sensor,
+            batch_results_sensor,
             downstream_automation_sensor(enabled=settings.automation),
         ],
         schedules=[weekly_portal_discovery, daily_model_catalogue],

@@ -7,6 +7,7 @@ draw in `output.py`.
 
 from oabench_pipeline.cli import (  # noqa: F401 (registers each command)
     audit_keys,
+    batches,
     catalogue,
     import_runs,
     ingest,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from concurrent.futures import as_completed
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import click
@@ -44,6 +46,7 @@ from oabench_pipeline.engine.freshness import (
     models_table_is_current,
     scores_are_current,
 )
+from oabench_pipeline.inference.batches.cells import BATCH_PRICE_FACTOR, is_batch_pending
 from oabench_pipeline.inference.catalogue_store import retired_models
 from oabench_pipeline.inference.cell import REPLIED, cell_name
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
@@ -120,6 +123,17 @@ if TYPE_CHECKING:
     type=click.FloatRange(min=0, min_open=True),
     help="2nd phase: what this command may spend, over all its cells; it stops before a request could pass it.",
 )
+@click.option(
+    "--batch",
+    is_flag=True,
+    help="Send the unanswered questions through the model's batch API (`batch_api`) at half price, and "
+    "follow the batches to the end; Ctrl-C leaves them running (docs/batch.md).",
+)
+@click.option(
+    "--batch-fallback",
+    type=click.Choice(["sync"]),
+    help="With --batch: send the questions the batches gave up on as chat completions.",
+)
 def run(
     models_opt: str | None,
     editions_opt: str | None,
@@ -133,6 +147,8 @@ def run(
     areas_opt: str | None,
     max_completion_tokens: int | None,
     max_cost_usd: float | None,
+    batch: bool,
+    batch_fallback: str | None,
 ) -> None:
     """Ask the models every question they have not answered yet, then score and rebuild the leaderboard.
 
@@ -142,6 +158,12 @@ def run(
     wanted_editions = edition_keys(editions_opt)
     settings = Settings.from_env()
     warehouse = Warehouse(settings.warehouse_path)
+    if batch_fallback and not batch:
+        raise click.UsageError("--batch-fallback goes with --batch")
+    if batch and (phase == "2" or replicates != 1):
+        raise click.UsageError(
+            "--batch answers the 1st phase's first replicate (not --phase 2, --replicates)"
+        )
     if phase == "2":
         if suite is not None or replicates != 1 or force or retry_invalid:
             raise click.UsageError("--suite, --replicates, --force and --retry-invalid are 1st-phase options")
@@ -168,6 +190,10 @@ def run(
     suites = load_registry_suites(settings)  # a bad registry stops the run before any cell, not after
     chosen_suite = choose_suite(suites, suite) if suite is not None else None
     chosen = _choose_models(settings, warehouse, _split(models_opt))
+    if batch:
+        from oabench_pipeline.cli.batches import refuse_without_batch_api
+
+        refuse_without_batch_api(chosen)
     if chosen_suite is None and editions_opt is None:
         # Neither option: the default suite (what `oabench leaderboard` ranks), not every ingested edition,
         # which costs a real model ~10× what the leaderboard shows.
@@ -178,7 +204,17 @@ def run(
         editions = _choose_editions(warehouse, wanted, chosen_suite)
     cells = [(model, edition) for model in chosen for edition in editions]
     answer_cells(
-        settings, warehouse, cells, concurrency, replicates, dry_run, force, chosen_suite, retry_invalid
+        settings,
+        warehouse,
+        cells,
+        concurrency,
+        replicates,
+        dry_run,
+        force,
+        chosen_suite,
+        retry_invalid,
+        batch=batch,
+        batch_fallback=batch_fallback,
     )
 
 
@@ -221,6 +257,8 @@ def answer_cells(
     force: bool = False,
     suite: Suite | None = None,
     retry_invalid: bool = False,
+    batch: bool = False,
+    batch_fallback: str | None = None,
 ) -> None:
     """Answer `cells` (model, edition) as `oabench run` does, then exit with its exit code.
 
@@ -237,7 +275,7 @@ def answer_cells(
     if dry_run:
         if suite is not None:
             click.echo(_suite_size(warehouse, settings, suite))
-        _print_dry_run(warehouse, cells, replicates, retry_invalid)
+        _print_dry_run(warehouse, cells, replicates, retry_invalid, batch)
         return
     # Footers only, as for the tables below: a truncated file (the damage a crash or a full disk leaves) has
     # none; a full read of every cell's two files doubled the time of a no-op run over thousands of cells.
@@ -298,7 +336,13 @@ def answer_cells(
         if force or not models_table_is_current(warehouse, *models_files):
             _must(run_assets(defs, instance, ["models"]), "models registry")
         logged_before = _logged_replies(warehouse, todo)
-        failures = _run_cells(defs, instance, warehouse, todo, concurrency, replicates, retry_invalid)
+        cell_options = CellOptions(concurrency, replicates, retry_invalid, batch, batch_fallback)
+        failures = _run_cells(defs, instance, warehouse, todo, cell_options)
+        if batch:
+            from oabench_pipeline.cli.batches import follow_batches
+
+            relaunch = lambda cells: _run_cells(defs, instance, warehouse, cells, cell_options)  # noqa: E731
+            failures = follow_batches(settings, warehouse, todo, failures, relaunch)
         if interrupts.requested():
             which = f"--suite {suite.name}" if suite is not None else f"--editions {','.join(editions)}"
             kept = _logged_replies(warehouse, todo) - logged_before
@@ -648,6 +692,7 @@ def _print_dry_run(
     cells: list[tuple[ModelConfig, str]],
     replicates: int = 1,
     retry_invalid: bool = False,
+    batch: bool = False,
 ) -> None:
     """One line per cell, then per model key (when it has several editions), then the total. A cost no
     price snapshot tells is "unknown", never $0, and never summed as zero into a total."""
@@ -655,6 +700,8 @@ def _print_dry_run(
     per_model: dict[str, list[tuple[int, float | None]]] = {}
     for model, edition in cells:
         calls, estimate = cell_estimate(warehouse, model, edition, replicates, retry_invalid)
+        if batch and estimate is not None:
+            estimate *= BATCH_PRICE_FACTOR
         if estimate is None:
             unpriced.append(model.key)
         total_calls += calls
@@ -677,6 +724,8 @@ def _print_dry_run(
     else:
         total = f"${total_cost:.4f} + unknown for {', '.join(unknown)}"
     how = "" if total == UNKNOWN_PRICE else " (prompt tokens × listed price)"
+    if batch and total != UNKNOWN_PRICE:
+        how = " (prompt tokens × listed price × 0.5: the batch APIs bill half the listed price)"
     click.echo(f"total: {total_calls} call(s), est. prompt cost {total}{how}")
     if unknown:
         click.echo(f"no price snapshot for {', '.join(unknown)}: {PRICING_HINT}")
@@ -686,14 +735,23 @@ def _usd_or_unknown(cost: float | None) -> str:
     return UNKNOWN_PRICE if cost is None else f"${cost:.4f}"
 
 
+@dataclass(frozen=True)
+class CellOptions:
+    """The command's options a cell's run is launched with."""
+
+    concurrency: int | None = None
+    replicates: int = 1
+    retry_invalid: bool = False
+    batch: bool = False
+    batch_fallback: str | None = None
+
+
 def _run_cells(
     defs: Definitions,
     instance: DagsterInstance,
     warehouse: Warehouse,
     cells: list[tuple[ModelConfig, str]],
-    concurrency: int | None,
-    replicates: int = 1,
-    retry_invalid: bool = False,
+    options: CellOptions,
 ) -> dict[str, str]:
     """Every cell at once (up to `MAX_CELL_RUNS` in flight), each a Dagster run that the instance's run
     launcher starts in a process of its own (`engine/launch.py`): the requests of a model key's cells share
@@ -707,12 +765,17 @@ def _run_cells(
         if interrupts.requested():
             return None  # a cell not started yet after a Ctrl-C is not started at all
         # Answers already complete (e.g. imported) need only re-scoring: no inference run at all.
-        answers_current = inferences_are_current(warehouse, model, edition, replicates, retry_invalid)
+        answers_current = inferences_are_current(
+            warehouse, model, edition, options.replicates, options.retry_invalid
+        )
         if not answers_current:
             _announce_cell_lock(bar.console, warehouse, model, edition)
         bar.start_cell(f"{model.key} × {edition}")
-        spec = _cell_run(model, edition, answers_current, concurrency, replicates, retry_invalid)
+        spec = _cell_run(model, edition, answers_current, options)
         outcome = run_launched(engine, spec)
+        if options.batch and not outcome.success and is_batch_pending(outcome.errors):
+            # Not a failure: the cell's batch is open at the provider (`oabench run --batch` follows it).
+            return dataclasses.replace(outcome, success=True, errors=[]), "batch pending (`oabench batches`)"
         # What a cell that sent no model call did (a cell that sent any has its counts instead).
         if answers_current:
             quiet = "answers up to date, re-scored"
@@ -749,25 +812,24 @@ def _run_cells(
     return failures
 
 
-def _cell_run(
-    model: ModelConfig,
-    edition: str,
-    answers_current: bool,
-    concurrency: int | None,
-    replicates: int,
-    retry_invalid: bool,
-) -> RunSpec:
+def _cell_run(model: ModelConfig, edition: str, answers_current: bool, options: CellOptions) -> RunSpec:
     """The run of one cell: `oabench_cell` (answers, then scores), or `score_cell` when the answers are
     up to date; the run-config overrides of the command's options."""
     from oabench_pipeline.automation.jobs import cell_job, score_cell_job
     from oabench_pipeline.engine.launch import RunSpec
     from oabench_pipeline.shared.partitions import cell_partition_key
 
-    settings: dict[str, int | bool] = {"concurrency": concurrency} if concurrency else {}
-    if replicates != 1:
-        settings["replicates"] = replicates
-    if retry_invalid:
+    settings: dict[str, int | bool | str] = (
+        {"concurrency": options.concurrency} if options.concurrency else {}
+    )
+    if options.replicates != 1:
+        settings["replicates"] = options.replicates
+    if options.retry_invalid:
         settings["retry_invalid"] = True
+    if options.batch:
+        settings["batch"] = True
+    if options.batch_fallback:
+        settings["batch_fallback"] = options.batch_fallback
     run_config = {"ops": {"inferences": {"config": settings}}} if settings and not answers_current else {}
     return RunSpec(
         job=score_cell_job.name if answers_current else cell_job.name,

@@ -41,6 +41,10 @@ from oabench_pipeline.core.toml_errors import (
 
 ReasoningEffort = Literal["low", "medium", "high"]
 ModelKind = Literal["api", "baseline"]
+BatchApi = Literal["openrouter", "openai"]
+# Hosts whose batch API is known: a model on one of them gets `batch_api` without writing it. Any other host
+# (a proxy, a local server) may speak either shape or none, so there it must be set by hand.
+BATCH_API_BY_HOST: dict[str, BatchApi] = {"openrouter.ai": "openrouter", "api.openai.com": "openai"}
 
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 DEFAULT_API_KEY_ENV = "OPENROUTER_API_KEY"
@@ -290,6 +294,16 @@ class EnvHeaderValue(BaseModel):
     env: str = Field(min_length=1)
 
 
+def _batch_api_of(base_url: str) -> BatchApi | None:
+    """The batch API of a known host (`BATCH_API_BY_HOST`); None elsewhere, or for a URL `base_url`'s own
+    validation will refuse."""
+    try:
+        host = urlsplit(base_url).hostname or ""
+    except ValueError:
+        return None
+    return BATCH_API_BY_HOST.get(host.lower())
+
+
 class ModelConfig(BaseModel):
     """One `[[models]]` table. Strict types: a quoted number or "yes" for a bool is an error, not a guess."""
 
@@ -320,6 +334,11 @@ class ModelConfig(BaseModel):
         None, ge=1, description="Requests in flight to the base_url's host, all models on it together"
     )
     max_cost_usd: float | None = Field(None, gt=0, allow_inf_nan=False)
+    batch_api: BatchApi | None = Field(
+        None,
+        description="The batch API `oabench run --batch` uses (docs/batch.md); inferred for openrouter.ai "
+        "and api.openai.com",
+    )
     knowledge_cutoff: date | None = None
     kind: ModelKind = "api"
     key: str = Field(description="Partition key; derived from the other fields unless given")
@@ -336,6 +355,8 @@ class ModelConfig(BaseModel):
         if is_api:
             data.setdefault("base_url", DEFAULT_BASE_URL)
             data.setdefault("api_key_env", DEFAULT_API_KEY_ENV)
+            if "batch_api" not in data and isinstance(data["base_url"], str):
+                data["batch_api"] = _batch_api_of(data["base_url"])
         # TOML has no null: `api_key_env = ""` or `= false` is how a local server says "no key".
         if data.get("api_key_env") in ("", False):
             data["api_key_env"] = None

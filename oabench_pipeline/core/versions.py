@@ -38,7 +38,9 @@ SITE_VERSION = "site-4"  # 2: an Início per suite with a switcher; passed editi
 
 # Columns of `inferences` that say when or by which Dagster run a row was (re)written: a rebuild of an
 # unchanged cell (a baseline recomputed, skipped rows re-dated, a rerun that sent nothing) changes them.
-INFERENCE_BOOKKEEPING_COLUMNS: tuple[str, ...] = ("created_at", "dagster_run_id")
+# `batch_id` says how an answer was delivered, not what it is: a cell answered by chat and by batch with the
+# same replies has the same version.
+INFERENCE_BOOKKEEPING_COLUMNS: tuple[str, ...] = ("created_at", "dagster_run_id", "batch_id")
 
 
 def exclude_from_version(table: str) -> tuple[str, ...]:

@@ -17,7 +17,8 @@ States: `complete`; `missing` (no rows yet, only an incomplete imported run, or 
 rows); `interrupted` (a signal stopped its last run, or Dagster terminated it: the answers its response log keeps,
 and the command that resumes it); `stale` (complete, but built before its inputs changed, or its response log has damaged lines,
 each named `file:line: why`); `queued` (a run waits in the instance's run queue, no process holds the cell:
-the daemon of `oabench ui` starts it); `running` (a live process holds the cell).
+the daemon of `oabench ui` starts it); `running` (a live process holds the cell); `batch pending` (its batches
+are open at the provider: their ids, ages and lines, from the cell's batch journal).
 Cells are the registry's models × the editions of the registry (plus discovered ones), and the existing
 cells of keys no longer in the registry (their history; they cannot be run again, so only cells that
 exist are listed).
@@ -25,6 +26,7 @@ exist are listed).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal
@@ -68,8 +70,19 @@ from oabench_pipeline.shared.partitions import cell_partition_key, model_edition
 from oabench_pipeline.warehouse import DamagedPartitionError, Warehouse
 
 PARTITION_TAG = "dagster/partition"
-CellState = Literal["complete", "missing", "failed", "interrupted", "stale", "queued", "running"]
-STATES: tuple[CellState, ...] = ("complete", "missing", "failed", "interrupted", "stale", "queued", "running")
+CellState = Literal[
+    "complete", "missing", "failed", "interrupted", "stale", "queued", "running", "batch pending"
+]
+STATES: tuple[CellState, ...] = (
+    "complete",
+    "missing",
+    "failed",
+    "interrupted",
+    "stale",
+    "queued",
+    "running",
+    "batch pending",
+)
 # Runs the instance counts as in progress that no process executes yet: the run queue's.
 WAITING_RUN_STATUSES = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED]
 UNKNOWN_COST = UNKNOWN_PRICE
@@ -590,11 +603,23 @@ def collect_status(
             run_state,
             failure[1] or failure[0] if failure is not None else None,
         )
-        statuses.append(status)
+        statuses.append(with_open_batches(store, status, run_state))
         if no_price:
             unpriced.add(model_key)
     uningested = sorted({e for e, m in cells if e not in ingested and m in registry}, key=int)
     return StatusReport(statuses, sorted(unpriced), catalogue_month(settings, store), uningested)
+
+
+def with_open_batches(store: Warehouse, status: CellStatus, run_state: str | None) -> CellStatus:
+    """`batch pending` for a cell whose batches (`oabench run --batch`) are still open at the provider, with
+    their ids, ages and line counts from the cell's batch journal; a running cell stays `running`."""
+    from oabench_pipeline.inference.batches.cells import open_batches, pending_line
+
+    batches = open_batches(store.root, status.model_key, status.edition)
+    if not batches or run_state == "running":
+        return status
+    reason = f"{pending_line(batches)}; `oabench run --batch` (or batch_results_sensor) collects it"
+    return dataclasses.replace(status, state="batch pending", reason=reason)
 
 
 def catalogue_month(settings: Settings, store: Warehouse) -> MonthBudget | str | None:

@@ -11,6 +11,7 @@ no answer yet. The partition file is written only when the cell completes: on a 
 exhausted budget the step fails and the table keeps its last good rows (the log keeps the new answers).
 """
 
+import dataclasses
 import os
 import socket
 import time
@@ -40,6 +41,8 @@ from oabench_pipeline.core.versions import INFERENCE_BOOKKEEPING_COLUMNS, frame_
 from oabench_pipeline.engine import interrupts
 from oabench_pipeline.engine.freshness import summary_editions
 from oabench_pipeline.engine.runs import HOST_TAG, PID_TAG
+from oabench_pipeline.inference.batch_cell import BatchPending, answer_by_batch, still_unanswered
+from oabench_pipeline.inference.batches.cells import open_batches, pending_line
 from oabench_pipeline.inference.catalogue_store import catalogue_prices, retirement_problem
 from oabench_pipeline.inference.cell import (
     CellPlan,
@@ -85,6 +88,7 @@ from oabench_pipeline.shared.tables import conform
 from oabench_pipeline.warehouse import Warehouse
 
 MAX_ERROR_RATE = 0.02
+BATCH_PENDING_METADATA = "batch_pending"
 EMPTY_ANSWER_NOTE = (
     "answered nothing on all {attempts} attempts: recorded as its final answer (invalid, scored wrong), not "
     "asked again; `oabench run --retry-invalid` asks it again"
@@ -113,6 +117,12 @@ class InferenceConfig(Config):
     max_cost_usd: float | None = None
     """A ceiling on this cell's spend besides the model's own `max_cost_usd` (the lower one holds): the
     registry sensor's share of `OABENCH_AUTORUN_MAX_COST_USD`."""
+    batch: bool = False
+    """Send the unanswered questions through the model's batch API (`oabench run --batch`, docs/batch.md)."""
+    batch_fallback: str | None = None
+    """"sync": the questions the batches gave up on are sent as chat completions (`--batch-fallback sync`)."""
+    batch_collect_only: bool = False
+    """Collect finished batches, submit nothing (`batch_results_sensor`'s runs spend nothing)."""
 
 
 def cell_keys(context: AssetExecutionContext) -> tuple[str, str]:
@@ -193,9 +203,16 @@ def _answer_cell(
         rows = baseline_cell_rows(model, questions, run_id=baseline_run_id(model.key))
         built, sent = [baseline_run_id(model.key)], 0
     else:
-        rows, built, sent = _run_api_cell(
-            context, model, edition, questions, store, existing, model_client, config, models_registry
-        )
+        try:
+            rows, built, sent = _run_api_cell(
+                context, model, edition, questions, store, existing, model_client, config, models_registry
+            )
+        except BatchPending as pending:
+            # The step ends here without writing the partition (its last good rows stay) and without its
+            # checks, which Dagster requires of a step that ends well: so it ends as a failure that says it
+            # is not one. `oabench run --batch` shows it as pending, `oabench status` as `batch pending`.
+            notify(str(pending))
+            raise Failure(description=str(pending), metadata={BATCH_PENDING_METADATA: True}) from None
     for row in rows:
         row.setdefault("dagster_run_id", context.run_id)
     new = conform("inferences", _columns_frame(rows)) if rows else None
@@ -286,7 +303,17 @@ def _run_api_cell(
     plans = replicate_plans(
         model, questions, logged, existing, config.replicates, elsewhere, config.retry_invalid
     )
+    if not config.batch and (held := open_batches(store.root, model.key, edition)):
+        raise Failure(
+            description=f"{model.key} × edition {edition}: {pending_line(held)}; `oabench run --batch` collects "
+            "it (chat completions now would pay for its questions twice)"
+        )
     budget = _automatic_budget(models_registry, store, model, log_path)
+    if config.batch and budget is not None:  # the watch policy's reservations hold chat requests only
+        raise Failure(
+            description=f"{model.key}: registered from the model catalogue, whose budget does not hold "
+            "batches yet: run it without --batch"
+        )
     rows: list[dict] = []
     sent = 0
     for plan in plans:
@@ -295,7 +322,12 @@ def _run_api_cell(
             f"{model.key} × edition {edition}, replicate {plan.replicate}: {len(plan.requests)} active "
             f"questions, {len(plan.requests) - len(plan.pending)} already answered, {len(plan.pending)} to send"
         )
-        if plan.pending:
+        if plan.pending and config.batch:
+            _answer_by_batch(
+                context, model, edition, plan, log_path, model_client, config, models_registry, store
+            )
+            logged = latest_by_hash(read_log(log_path))
+        elif plan.pending:
             ceiling = _cost_ceiling(model, config)
             _check_budget_before(model, plan.pending, store, logged, budget, ceiling)
             gate = budget.gate() if budget is not None else _ceiling_gate(store, model, logged, ceiling)
@@ -317,6 +349,49 @@ def _run_api_cell(
         rows += api_cell_rows(model, questions, plan, logged, run_id=run_id)
         sent += len(plan.pending)
     return rows, [live_run_id(model.key, p.replicate) for p in plans], sent
+
+
+def _answer_by_batch(
+    context: AssetExecutionContext,
+    model: ModelConfig,
+    edition: str,
+    plan: CellPlan,
+    log_path: Path,
+    model_client: ModelClientResource,
+    config: InferenceConfig,
+    models_registry: ModelsRegistryResource,
+    store: Warehouse,
+) -> None:
+    """One batch round for the plan (`batch_cell.py`); with `--batch-fallback sync`, the questions the
+    batches gave up on are then sent as chat completions."""
+    logged = latest_by_hash(read_log(log_path))
+    registry = models_registry.models()
+    ceiling = _cost_ceiling(model, config)
+    submit = not config.batch_collect_only
+    answer_by_batch(
+        context,
+        model,
+        edition,
+        plan.pending,
+        logged,
+        log_path,
+        model_client,
+        registry,
+        store,
+        ceiling,
+        submit,
+    )
+    if config.batch_fallback != "sync":
+        return
+    logged = latest_by_hash(read_log(log_path))
+    if retry := still_unanswered(plan.pending, logged):
+        context.log.info(
+            f"{model.key} × edition {edition}: {len(retry)} given up by the batches, sent as chat"
+        )
+        fallback = dataclasses.replace(plan, pending=retry)
+        _call_model(
+            context, model, edition, fallback, logged, log_path, model_client, config, registry, store.root
+        )
 
 
 def _automatic_budget(

@@ -248,6 +248,7 @@ def _result_row(model: ModelConfig, q: dict, result: ChatResult, run_id: str) ->
         "source": "live",
         "created_at": result.finished_at,
         "run_id": run_id,
+        "batch_id": result.batch_id,
         **result.provenance.columns(),
     }
 

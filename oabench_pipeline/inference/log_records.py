@@ -62,6 +62,7 @@ class LoggedReply(BaseModel):
     finished_at: datetime | None = None
     total_cost_usd: float | None = None
     cost_note: str | None = None
+    batch_id: str | None = None
     response_id: str | None = None
     response_model: str | None = None
     finish_reason: str | None = None

@@ -100,6 +100,7 @@ class ChatResult:
     total_cost_usd: float | None = None
     provenance: Provenance = field(default_factory=Provenance)
     cost_note: str | None = None
+    batch_id: str | None = None  # the provider's batch that answered it; None for a chat completion
 
     @property
     def ok(self) -> bool:

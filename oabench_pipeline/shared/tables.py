@@ -226,6 +226,7 @@ TABLES: dict[str, tuple[Column, ...]] = {
         ("finish_reason", pl.String, "choices[0].finish_reason of the reply ('stop', 'length', ...)"),
         ("response_provider", pl.String, "The reply's `provider` (OpenRouter: the upstream that served it)"),
         ("system_fingerprint", pl.String, "The reply's `system_fingerprint` (backend configuration)"),
+        ("batch_id", pl.String, "The provider's batch that answered (`oabench run --batch`); NULL for chat"),
     ),
     "published_run_summaries": _columns(
         ("run_id", pl.String, "Published OABench run folder name (partition key)"),

@@ -208,7 +208,33 @@ ENDPOINT_BROKEN = [
     ('extra_headers = { "X-A" = 3 }', "extra_headers", '{ env = "VAR" }'),
     ('extra_headers = { "X-A" = { env = "" } }', "extra_headers", '{ env = "VAR" }'),
     ('extra_headers = { "Authorization" = "Bearer x" }', "extra_headers", "api_key_header"),
+    ('batch_api = "anthropic"', "batch_api", "'openrouter' or 'openai'"),
+    ("batch_api = true", "batch_api", "'openrouter' or 'openai'"),
 ]
+
+
+def test_batch_api_is_inferred_from_known_hosts_only(tmp_path: Path) -> None:
+    path = _registry(
+        tmp_path,
+        """
+[[models]]
+id = "a/openrouter"
+
+[[models]]
+id = "gpt-4o"
+base_url = "https://api.openai.com/v1"
+
+[[models]]
+id = "a/proxy"
+base_url = "https://proxy.example/v1"
+
+[[models]]
+id = "a/proxied"
+base_url = "https://proxy.example/v1"
+batch_api = "openrouter"
+""",
+    )
+    assert [m.batch_api for m in load_models_registry(path)] == ["openrouter", "openai", None, "openrouter"]
 
 
 @pytest.mark.parametrize(("line", "field", "words"), ENDPOINT_BROKEN)

@@ -1,0 +1,347 @@
+"""`oabench run --batch` end to end, against a loopback OpenRouter-shaped batch API that answers with the
+published OABench replies: no chat completion, every active question in a batch line, each paid once at half
+the sync cost, the sync run's scores; a SIGKILL after submission then a rerun submits no new line; failed
+and expired lines are asked again until the cell is complete, each question paid once."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from dagster import SensorResult, build_sensor_context
+
+from oabench_pipeline.automation.batch_sensor import batch_results_sensor
+from oabench_pipeline.definitions import build_resources
+from oabench_pipeline.inference.batches.cells import journal_path
+from oabench_pipeline_tests.inference.replay import (
+    TEST_KEY,
+    TEST_KEY_ENV,
+    published_replies,
+    published_summary,
+)
+from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
+from oabench_pipeline_tests.servers.batch_api import BatchPlan, OpenRouterBatchServer
+from oabench_pipeline_tests.servers.openai_replay import RecordedReply, ReplayServer
+
+MODEL = "deepseek/deepseek-v3.2"
+SYNC_KEY, BATCH_KEY = "ds-sync", "ds-batch"
+BATCH_ROUTES = {"create", "status", "results", "list"}
+
+
+def batch_reply(replies: dict[tuple[str, str], RecordedReply]) -> Any:
+    """The published reply to a line's prompt, as the chat completion OpenRouter would put in the line."""
+
+    def reply(custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        recorded = replies[(body["model"], body["messages"][-1]["content"])]
+        usage: dict[str, Any] = {
+            "prompt_tokens": recorded.prompt_tokens or 0,
+            "completion_tokens": recorded.completion_tokens or 0,
+        }
+        if recorded.cost is not None:
+            usage["cost"] = recorded.cost
+        message: dict[str, Any] = {"role": "assistant", "content": recorded.raw_response}
+        if recorded.reasoning is not None:
+            message["reasoning"] = recorded.reasoning
+        return {
+            "id": f"gen-{custom_id}",
+            "object": "chat.completion",
+            "model": body["model"],
+            "provider": "replay",
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": usage,
+        }
+
+    return reply
+
+
+@contextmanager
+def servers(env: PipelineEnv, shared_oab: Path, **batch_options: Any) -> Iterator[tuple[ReplayServer, Any]]:
+    """The chat replay server (the sync key) and the batch server (the batch key), both replaying MODEL."""
+    # The published runs record no cost: each reply gets one (what OpenRouter reports for a chat reply).
+    replies = {
+        key: dataclasses.replace(reply, cost=0.0001 * (1 + len(key[1]) % 7))
+        for key, reply in published_replies(shared_oab, env.warehouse).items()
+    }
+    with (
+        ReplayServer(replies=replies, api_key=TEST_KEY) as chat,
+        OpenRouterBatchServer(reply=batch_reply(replies), **batch_options) as batch,
+    ):
+        env.set(TEST_KEY_ENV, TEST_KEY)
+        env.set("OABENCH_BATCH_POLL_S", "0.1")
+        common = {"id": MODEL, "api_key_env": TEST_KEY_ENV}
+        entries = [
+            {**common, "key": SYNC_KEY, "base_url": chat.base_url},
+            {**common, "key": BATCH_KEY, "base_url": batch.base_url, "batch_api": "openrouter"},
+        ]
+        env.set("OABENCH_MODELS_FILE", write_models_file(env.root / "models.toml", entries))
+        yield chat, batch
+
+
+def active_rows(env: PipelineEnv, key: str) -> pl.DataFrame:
+    return env.warehouse.read("inferences").filter((pl.col("model_key") == key) & ~pl.col("skipped"))
+
+
+def scores(env: PipelineEnv, key: str) -> list[tuple]:
+    board = env.warehouse.read("leaderboard_by_edition").filter(pl.col("model_key") == key).sort("edition")
+    return list(board.select("edition", "official_score", "technical_score", "passed").iter_rows())
+
+
+def test_batch_run_sends_no_chat_pays_half_once_and_scores_as_the_sync_run(
+    fresh_env: PipelineEnv, shared_oab: Path
+) -> None:
+    with servers(fresh_env, shared_oab, default_plan=BatchPlan(polls_to_finish=2), max_page_size=30) as (
+        chat,
+        batch,
+    ):
+        refused = fresh_env.cli("run", "--batch", "--models", SYNC_KEY, "--editions", "44,45")
+        assert refused.exit_code == 2 and 'batch_api = "openrouter"' in refused.output
+        assert len(refused.output.strip().splitlines()[-1]) > 0 and chat.stats.total_requests == 0
+
+        synced = fresh_env.cli("run", "--models", SYNC_KEY, "--editions", "44,45")
+        assert synced.exit_code == 0, synced.output
+        sync_requests = chat.stats.total_requests
+        batched = fresh_env.cli("run", "--batch", "--models", BATCH_KEY, "--editions", "44,45")
+        assert batched.exit_code == 0, batched.output
+
+        assert chat.stats.total_requests == sync_requests  # no chat completion for the batch key
+        assert set(batch.requests) <= BATCH_ROUTES and batch.requests["create"] == 2  # one per cell
+        sync_rows, batch_rows = active_rows(fresh_env, SYNC_KEY), active_rows(fresh_env, BATCH_KEY)
+        assert batch_rows.height == sync_rows.height == sync_requests
+        # Every active question went into a batch line, and each was billed once.
+        assert len(batch.billed_by_body) == batch_rows.height and set(batch.billed_by_body.values()) == {1}
+        assert (
+            batch_rows["batch_id"].null_count() == 0
+            and sync_rows["batch_id"].null_count() == sync_rows.height
+        )
+        sync_cost, batch_cost = sync_rows["cost_usd"].sum(), batch_rows["cost_usd"].sum()
+        assert sync_cost > 0 and batch_cost == pytest.approx(sync_cost / 2)
+        assert scores(fresh_env, BATCH_KEY) == scores(fresh_env, SYNC_KEY)
+        published = published_summary(shared_oab, MODEL)
+        assert [s[1] for s in scores(fresh_env, BATCH_KEY)] == [
+            e["officialScore"] for e in published["editions"] if e["edition"] in (44, 45)
+        ]
+        print(f"sync ${sync_cost:.6f} vs batch ${batch_cost:.6f}; scores {scores(fresh_env, BATCH_KEY)}")
+
+        rerun = fresh_env.cli("run", "--batch", "--models", BATCH_KEY, "--editions", "44,45")
+        assert rerun.exit_code == 0 and batch.requests["create"] == 2  # nothing left to send
+
+
+@pytest.mark.slow
+def test_sigkill_after_submission_then_a_rerun_submits_no_new_line(
+    fresh_env: PipelineEnv, shared_oab: Path
+) -> None:
+    with servers(fresh_env, shared_oab, default_plan=BatchPlan(polls_to_finish=3)) as (_, batch):
+        journal = journal_path(fresh_env.settings.warehouse_path.parent, BATCH_KEY, "45")
+        child = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "oabench_pipeline.cli",
+                "run",
+                "--batch",
+                "--models",
+                BATCH_KEY,
+                "--editions",
+                "45",
+            ],
+            env={**os.environ, "OABENCH_BATCH_POLL_S": "600"},
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 300
+            while not _submitted(journal):
+                assert child.poll() is None, "the run ended before it submitted"
+                assert time.monotonic() < deadline, "no batch submitted"
+                time.sleep(0.1)
+        finally:
+            os.killpg(child.pid, signal.SIGKILL)  # the command and the cell runs it launched
+            child.wait()
+        assert batch.requests["create"] == 1
+        lines = sum(len(b.lines) for b in batch.batches.values())
+        [batch_id] = batch.batches
+        cell = cell_status(fresh_env)
+        while cell["state"] == "running":  # the cell's run (its own process) ends its round, batch open
+            assert time.monotonic() < deadline, cell
+            time.sleep(0.2)
+            cell = cell_status(fresh_env)
+        assert cell["state"] == "batch pending" and batch_id in cell["reason"], cell
+        listed = fresh_env.cli("batches")
+        assert f"{BATCH_KEY} × 45: open {batch_id}" in listed.output, listed.output
+        # The sensor launches the run that collects the batch once it finished (collect only: no spend).
+        requests = []
+        for _ in range(4):  # the loopback batch finishes on its 3rd status read
+            if requests := sensor_tick(fresh_env).run_requests or []:
+                break
+        [request] = requests
+        assert request.partition_key == "45|" + BATCH_KEY and batch_id in (request.run_key or "")
+        assert request.run_config["ops"]["inferences"]["config"]["batch_collect_only"] is True
+        # A chat run of the cell now would pay for the batch's questions twice: refused.
+        chat_run = fresh_env.cli("run", "--models", BATCH_KEY, "--editions", "45")
+        assert chat_run.exit_code == 1 and "`oabench run --batch` collects it" in chat_run.output
+
+        rerun = fresh_env.cli("run", "--batch", "--models", BATCH_KEY, "--editions", "45")
+        assert rerun.exit_code == 0, rerun.output
+        assert batch.requests["create"] == 1 and sum(len(b.lines) for b in batch.batches.values()) == lines
+        rows = active_rows(fresh_env, BATCH_KEY)
+        assert rows.height == lines and rows["raw_response"].null_count() == 0
+        assert set(batch.billed_by_body.values()) == {1}
+        print(f"lines submitted before the SIGKILL: {lines}; after the rerun: 0 new")
+
+
+def cell_status(env: PipelineEnv) -> dict[str, Any]:
+    shown = env.cli("status", "--models", BATCH_KEY, "--editions", "45", "--format", "json")
+    return json.loads(shown.output)["cells"][0]
+
+
+def sensor_tick(env: PipelineEnv) -> SensorResult:
+    result = batch_results_sensor(build_sensor_context(resources=build_resources(env.settings)))
+    assert isinstance(result, SensorResult)
+    return result
+
+
+def _submitted(journal: Path) -> bool:
+    if not journal.exists():
+        return False
+    return any(
+        line.strip() and json.loads(line).get("event") == "submitted"
+        for line in journal.read_text().splitlines()
+        if line.endswith("}")
+    )
+
+
+def _number(custom_id: str) -> int:
+    return int(custom_id.rsplit("q", 1)[1])
+
+
+def test_failed_and_expired_lines_are_asked_again_until_the_cell_is_complete_each_paid_once(
+    fresh_env: PipelineEnv, shared_oab: Path
+) -> None:
+    plans = [  # a first batch that expires half done, 20% of its run lines failed; then 20% failed again
+        BatchPlan("expired", answered_fraction=0.5, failed_lines=lambda c: _number(c) % 5 == 0),
+        BatchPlan(failed_lines=lambda c: _number(c) % 5 == 1),
+    ]
+    with servers(fresh_env, shared_oab, plans=plans) as (chat, batch):
+        result = fresh_env.cli("run", "--batch", "--models", BATCH_KEY, "--editions", "45")
+        assert result.exit_code == 0, result.output
+        assert chat.stats.total_requests == 0
+        rows = active_rows(fresh_env, BATCH_KEY)
+        assert rows["raw_response"].null_count() == 0 and rows["error"].null_count() == rows.height
+        assert batch.requests["create"] == 3 and len(rows["batch_id"].unique()) == 3
+        assert len(batch.billed_by_body) == rows.height and set(batch.billed_by_body.values()) == {1}
+        published = published_summary(shared_oab, MODEL)
+        assert [s[1] for s in scores(fresh_env, BATCH_KEY)] == [
+            e["officialScore"] for e in published["editions"] if e["edition"] == 45
+        ]
+        sizes = [len(b.lines) for b in batch.batches.values()]
+        print(f"batches of {sizes} lines; {rows.height} questions, each billed once")
+
+
+def test_an_openai_batch_line_is_costed_from_its_tokens_at_half_the_listed_price() -> None:
+    """OpenAI's batch lines report no cost: it is computed from the tokens at the batch price, and said so."""
+    from oabench_pipeline.core.models_registry import ModelConfig
+    from oabench_pipeline.inference.batch_cell import OPENAI_COST_NOTE, _as_logged
+    from oabench_pipeline.inference.batches.protocol import BatchLineResult
+    from oabench_pipeline.inference.batches.transport import LineOutcome, to_chat_result
+    from oabench_pipeline.inference.catalogue_store import Price
+    from oabench_pipeline_tests.servers.batch_api import completion
+
+    model = ModelConfig(id="gpt-4o", base_url="https://api.openai.com/v1")
+    assert model.batch_api == "openai"
+    body = completion("B", cost=None)  # 100 prompt tokens, 5 completion tokens
+    result = to_chat_result(LineOutcome("t:q1", body, None), "q1", "h1", 1, 10, ())
+    assert result.cost_usd is None
+    logged = _as_logged(
+        BatchLineResult(result, "batch_1", "t:q1"), model, Price(prompt=2e-6, completion=8e-6)
+    )
+    assert logged.batch_id == "batch_1" and logged.raw_response == "B"
+    assert logged.cost_usd == pytest.approx((100 * 2e-6 + 5 * 8e-6) / 2) == logged.total_cost_usd
+    assert logged.cost_note is not None and OPENAI_COST_NOTE in logged.cost_note
+    unpriced = _as_logged(BatchLineResult(result, "batch_1", "t:q1"), model, None)
+    assert unpriced.cost_usd is None  # no price snapshot: unknown, never $0
+
+
+class BatchAndChatServer(OpenRouterBatchServer):
+    """The batch API, and chat completions on the same base URL (as OpenRouter serves both)."""
+
+    def route(
+        self, method: str, path: str, query: dict[str, str], raw: bytes, headers: Any
+    ) -> tuple[int, bytes, str]:
+        if method == "GET" and path.endswith("/models"):  # the price list `model_pricing` reads
+            pricing = {"prompt": "0.001", "completion": "0.002"}
+            listing = {"data": [{"id": PRICEY, "name": PRICEY, "pricing": pricing, "context_length": 128000}]}
+            return 200, json.dumps(listing).encode(), "application/json"
+        if method == "POST" and path.endswith("/chat/completions"):
+            self.count("chat")
+            return 200, json.dumps(self.reply("chat", json.loads(raw))).encode(), "application/json"
+        return super().route(method, path, query, raw, headers)
+
+
+def test_batch_fallback_sync_sends_the_given_up_questions_as_chat_completions(
+    fresh_env: PipelineEnv, shared_oab: Path
+) -> None:
+    replies = published_replies(shared_oab, fresh_env.warehouse)
+    always_failing = BatchPlan(failed_lines=lambda c: _number(c) % 10 == 3)
+    with BatchAndChatServer(reply=batch_reply(replies), default_plan=always_failing) as server:
+        fresh_env.set(TEST_KEY_ENV, TEST_KEY)
+        fresh_env.set("OABENCH_BATCH_POLL_S", "0.1")
+        entry = {"id": MODEL, "key": BATCH_KEY, "api_key_env": TEST_KEY_ENV, "base_url": server.base_url}
+        fresh_env.set(
+            "OABENCH_MODELS_FILE",
+            write_models_file(fresh_env.root / "models.toml", [{**entry, "batch_api": "openrouter"}]),
+        )
+        result = fresh_env.cli(
+            "run", "--batch", "--batch-fallback", "sync", "--models", BATCH_KEY, "--editions", "45"
+        )
+        assert result.exit_code == 0, result.output
+        rows = active_rows(fresh_env, BATCH_KEY)
+        given_up = rows.filter(pl.col("batch_id").is_null())
+        assert server.requests["create"] == 3 and server.requests["chat"] == given_up.height > 0
+        assert sorted(int(q.rsplit("q", 1)[1]) % 10 for q in given_up["qid"]) == [3] * given_up.height
+        assert rows["raw_response"].null_count() == 0 and rows["error"].null_count() == rows.height
+
+
+PRICEY = "acme/pricey"
+
+
+@pytest.mark.parametrize(("ceiling", "sent"), [(10.0, False), (20.0, True)])
+def test_max_cost_usd_holds_a_batchs_worst_case_at_the_batch_price_before_it_is_sent(
+    fresh_env: PipelineEnv, ceiling: float, sent: bool
+) -> None:
+    """Edition 45's prompts cost about $32 at $0.001 a token: $16 at the batch price. A $10 ceiling holds
+    the batch back (nothing created); $20 lets it go, though the sync price would not fit."""
+    from oabench_pipeline_tests.inference.test_budget_and_fatal import materialize_pricing
+
+    with BatchAndChatServer() as server:
+        fresh_env.set(TEST_KEY_ENV, TEST_KEY)
+        fresh_env.set("OABENCH_BATCH_POLL_S", "0.1")
+        entry = {"id": PRICEY, "key": "pricey", "api_key_env": TEST_KEY_ENV, "base_url": server.base_url}
+        fresh_env.set(
+            "OABENCH_MODELS_FILE",
+            write_models_file(
+                fresh_env.root / "models.toml",
+                [{**entry, "batch_api": "openrouter", "max_cost_usd": ceiling}],
+            ),
+        )
+        materialize_pricing(fresh_env)
+        dry = fresh_env.cli("run", "--models", "pricey", "--editions", "45", "--dry-run", "--batch")
+        estimate = float(dry.output.split("est. prompt cost $")[1].split()[0])
+        assert 10 < estimate < 20 and "× 0.5" in dry.output, dry.output
+        result = fresh_env.cli("run", "--batch", "--models", "pricey", "--editions", "45")
+        assert server.requests["create"] == (1 if sent else 0) and server.requests["chat"] == 0
+        if sent:
+            assert result.exit_code == 0, result.output
+        else:
+            assert result.exit_code == 1 and "exceeds max_cost_usd $10.0; no batch sent" in result.output
