@@ -12,8 +12,8 @@ import click
 from oabench_pipeline.cli.group import main
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.engine import interrupts
-from oabench_pipeline.inference.batch_cell import BATCH_API_HINT
 from oabench_pipeline.inference.batches.cells import (
+    BATCH_API_HINT,
     CellBatch,
     all_batches,
     open_batches,

@@ -18,6 +18,7 @@ from dagster import AssetExecutionContext, Failure
 
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.inference.batches.cells import (
+    BATCH_API_HINT,
     BATCH_PRICE_FACTOR,
     journal_path,
     open_transport,
@@ -107,12 +108,6 @@ def answer_by_batch(
     if not report.done:
         raise BatchPending(f"{cell}: {pending_line(_open(store, model, edition))}")
     return report
-
-
-BATCH_API_HINT = (
-    'set `batch_api = "openrouter"` or `batch_api = "openai"` on its [[models]] entry (inferred only for '
-    "openrouter.ai and api.openai.com)"
-)
 
 
 def _within_budget(

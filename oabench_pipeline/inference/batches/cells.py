@@ -25,6 +25,12 @@ from oabench_pipeline.inference.types import EndpointConfig
 BATCH_PRICE_FACTOR = 0.5
 JOURNALS_DIR = "batches"
 
+# How to give a model a batch API: said by `oabench run --batch` (no Dagster imported) and by the cell.
+BATCH_API_HINT = (
+    'set `batch_api = "openrouter"` or `batch_api = "openai"` on its [[models]] entry (inferred only for '
+    "openrouter.ai and api.openai.com)"
+)
+
 
 def is_batch_pending(errors: Sequence[str]) -> bool:
     """Whether a run's failure messages are a cell's batch still open, not an error."""
