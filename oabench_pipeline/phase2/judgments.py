@@ -11,14 +11,19 @@ from collections.abc import Iterator
 
 import polars as pl
 from dagster import (
+    AllPartitionMapping,
     AssetCheckResult,
     AssetCheckSeverity,
+    AssetDep,
     AssetExecutionContext,
     Config,
+    DimensionPartitionMapping,
     Failure,
+    IdentityPartitionMapping,
     MaterializeResult,
     MetadataValue,
     MultiPartitionKey,
+    MultiPartitionMapping,
     asset,
 )
 
@@ -81,7 +86,17 @@ def _keys(context: AssetExecutionContext) -> tuple[str, str]:
 @asset(
     group_name="phase2_judgments",
     partitions_def=judgment_cells_partitions,
-    deps=["phase2_answers", "phase2_standards"],
+    # A judge × model cell reads that model's answers to every edition (model to model, every edition) and
+    # every edition's standards: Dagster cannot infer either mapping between these partitions.
+    deps=[
+        AssetDep(
+            "phase2_answers",
+            partition_mapping=MultiPartitionMapping(
+                {"model": DimensionPartitionMapping("model", IdentityPartitionMapping())}
+            ),
+        ),
+        AssetDep("phase2_standards", partition_mapping=AllPartitionMapping()),
+    ],
     metadata={"dagster/column_schema": table_schema("phase2_judgments").value},
     check_specs=check_specs("phase2_judgments", JUDGMENT_CHECKS, blocking=BLOCKING_JUDGMENT_CHECKS),
     pool="model_calls",
