@@ -7,6 +7,7 @@ rerun sends only sub-items with no judgment in the log. A judgment without a `[[
 sub-item's points, is invalid (score NULL); `retry_invalid` asks again under a new request hash.
 """
 
+import warnings
 from collections.abc import Iterator
 
 import polars as pl
@@ -16,6 +17,7 @@ from dagster import (
     AssetCheckSeverity,
     AssetDep,
     AssetExecutionContext,
+    BetaWarning,
     Config,
     DimensionPartitionMapping,
     Failure,
@@ -83,18 +85,22 @@ def _keys(context: AssetExecutionContext) -> tuple[str, str]:
     return key.keys_by_dimension["judge"], key.keys_by_dimension["model"]
 
 
+# Dagster's MultiPartitionMapping is public but marked beta: its BetaWarning, raised when the mapping is built,
+# would print in every process that loads the definitions (each launched cell's) for a mapping we chose.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", BetaWarning)
+    _SAME_MODEL_EVERY_EDITION = MultiPartitionMapping(
+        {"model": DimensionPartitionMapping("model", IdentityPartitionMapping())}
+    )
+
+
 @asset(
     group_name="phase2_judgments",
     partitions_def=judgment_cells_partitions,
     # A judge × model cell reads that model's answers to every edition (model to model, every edition) and
     # every edition's standards: Dagster cannot infer either mapping between these partitions.
     deps=[
-        AssetDep(
-            "phase2_answers",
-            partition_mapping=MultiPartitionMapping(
-                {"model": DimensionPartitionMapping("model", IdentityPartitionMapping())}
-            ),
-        ),
+        AssetDep("phase2_answers", partition_mapping=_SAME_MODEL_EVERY_EDITION),
         AssetDep("phase2_standards", partition_mapping=AllPartitionMapping()),
     ],
     metadata={"dagster/column_schema": table_schema("phase2_judgments").value},
