@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import gc
-from typing import cast
+import multiprocessing
 
 from dagster import (
     AssetsDefinition,
     Definitions,
-    ExecutorDefinition,
     Field,
+    Permissive,
     Selector,
     multi_or_in_process_executor,
 )
@@ -51,19 +51,17 @@ from oabench_pipeline.scoring.site_asset import leaderboard_site
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.shared.resources import ExamSourcesResource, WarehouseResource
 
-# Dagster's default executor with the other default: in-process unless a run asks for `multiprocess`. The
-# same name and config as Dagster's, so `--config-json '{"execution":{"config":{"in_process":{}}}}'` (docs/ui.md)
-# and `{"multiprocess": {...}}` from the launchpad keep working; only an empty config changes meaning.
-# Its two choices, read from its own (public) config schema: a Selector of `multiprocess` and `in_process`.
-_EXECUTOR_CHOICES = cast("Selector", multi_or_in_process_executor.config_schema.config_type).fields
-in_process_by_default_executor = ExecutorDefinition(
-    name=multi_or_in_process_executor.name,
+# Dagster's default executor with the other default: in-process unless a run asks for `multiprocess`.
+# `configured` (Dagster's public way to give a definition's config a default) keeps its name and config, so
+# `--config-json '{"execution":{"config":{"in_process":{}}}}'` (docs/ui.md) and `{"multiprocess": {...}}`
+# from the launchpad keep working; only an empty config changes meaning. Each choice's own fields are
+# checked by Dagster's executor, to which the config is passed as given.
+in_process_by_default_executor = multi_or_in_process_executor.configured(
+    lambda config: config,
     config_schema=Field(
-        Selector(dict(_EXECUTOR_CHOICES)),
+        Selector({"in_process": Field(Permissive(), default_value={}), "multiprocess": Permissive()}),
         default_value={"in_process": {}},
     ),
-    requirements=multi_or_in_process_executor.get_requirements,
-    executor_creation_fn=multi_or_in_process_executor.executor_creation_fn,
     description="In-process by default (one process per run); `multiprocess` on request.",
 )
 
@@ -152,8 +150,11 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
 
 defs = build_definitions()
 
-# What exists now (Dagster, polars, duckdb, these definitions) lives as long as the process: out of the
-# garbage collector's sight (`gc.freeze`, Python's documented switch for long-lived objects), it is no
-# longer traversed by every full collection nor at exit. Each cell run is a process that imports this
-# module, does a few seconds' work and exits; that traversal was a fifth of its CPU.
-gc.freeze()
+# In a run worker, what exists now (Dagster, polars, duckdb, these definitions) lives as long as the process:
+# out of the garbage collector's sight (`gc.freeze`, Python's documented switch for long-lived objects), it is
+# no longer traversed by every full collection nor at exit, about 0.5 s of the 2 s of CPU a process that
+# imports this module and exits spends (docs/design/dagster-internals.md). Dagster's code server starts each
+# run's worker with `multiprocessing` (spawn), so only such a child freezes: a test session, the UI or the
+# daemon importing the definitions keeps its garbage collector whole.
+if multiprocessing.parent_process() is not None:
+    gc.freeze()

@@ -9,11 +9,17 @@ the host) before the run is queued, so the daemon sees it when it applies the li
 
 from __future__ import annotations
 
+import logging
+
 from dagster import DagsterRun, QueuedRunCoordinator, SubmitRunContext
 
 from oabench_pipeline.core.models_registry import ModelsRegistryError, known_models
 from oabench_pipeline.inference.endpoints import endpoint_tags_for_run
 from oabench_pipeline.settings import Settings, SettingsError
+from oabench_pipeline.shared import dagster_internals
+
+# Under Dagster's own logger, as the queued run coordinator's: the daemon and the UI print it.
+LOGGER = logging.getLogger("dagster.run_coordinator.endpoint_tagging")
 
 
 class EndpointTaggingRunCoordinator(QueuedRunCoordinator):
@@ -24,9 +30,9 @@ class EndpointTaggingRunCoordinator(QueuedRunCoordinator):
             registry = known_models(settings.models_files, settings.catalogue_models_file)
         except (ModelsRegistryError, SettingsError, OSError) as error:
             # Queue it untagged rather than not at all: the request limits still hold in the step.
-            self._logger.warning(f"run {run.run_id}: no oabench/endpoint tag ({error})")
+            LOGGER.warning(f"run {run.run_id}: no oabench/endpoint tag ({error})")
             registry = []
         tags = endpoint_tags_for_run(run.tags, registry)
         if tags:
-            self._instance.add_run_tags(run.run_id, tags)
+            dagster_internals.add_run_tags(dagster_internals.coordinator_instance(self), run.run_id, tags)
         return super().submit_run(context)

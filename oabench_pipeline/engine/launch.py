@@ -14,9 +14,8 @@ from the event log. Live progress comes through a small file the run writes (`in
 A stop (Ctrl-C) is written at once to a file every launched run reads before each request
 (`engine/interrupts.py`), then terminates every launched run through the run launcher.
 
-Dagster has no public Python name for "a workspace loaded from this module" that `instance.launch_run`
-needs; `WorkspaceProcessContext` and `ModuleTarget` are the two private imports this costs (ARCHITECTURE,
-"Dagster's private names").
+Dagster has no public Python API to load a code location and launch a run of it: the private names and
+undocumented calls this costs are behind one door, `shared/dagster_internals.py`.
 """
 
 from __future__ import annotations
@@ -35,8 +34,6 @@ from typing import Any, TypeVar
 
 import sqlalchemy.exc
 from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus, Definitions, RunsFilter
-from dagster._core.workspace.context import WorkspaceProcessContext
-from dagster._core.workspace.load_target import ModuleTarget
 
 from oabench_pipeline import CODE_LOCATION_NAME
 from oabench_pipeline.engine import interrupts
@@ -51,6 +48,7 @@ from oabench_pipeline.engine.stale_runs import (
 )
 from oabench_pipeline.inference.progress import PROGRESS_FILE_TAG, RelayReader
 from oabench_pipeline.settings import Settings
+from oabench_pipeline.shared import dagster_internals
 
 DEFINITIONS_MODULE = "oabench_pipeline.definitions"
 PROGRESS_FOLDER = "progress"  # under the warehouse: the relay files of runs being followed, stop files
@@ -95,17 +93,6 @@ def read_storage(read: Callable[[], T], what: str, retry_s: float | None = None)
                 ) from None
             time.sleep(wait)
             wait = min(wait * 2, 5.0)
-
-
-def definitions_target() -> ModuleTarget:
-    """The code location the cells' runs are launched from: the definitions module under the one location
-    name every entry point serves (the UI lists these runs, and keeps sensor state, under it)."""
-    return ModuleTarget(
-        module_name=DEFINITIONS_MODULE,
-        attribute=None,
-        working_directory=os.getcwd(),
-        location_name=CODE_LOCATION_NAME,
-    )
 
 
 @dataclass(frozen=True)
@@ -190,15 +177,13 @@ class RunLauncher:
         self.progress_folder.mkdir(parents=True, exist_ok=True)
         _remove_old_stop_files(self.progress_folder)
         self._stack.enter_context(interrupts.announcing_stops_to(self.stop_file))
-        workspace = self._stack.enter_context(
-            WorkspaceProcessContext(self.instance, definitions_target(), code_server_log_level="WARNING")
+        # The definitions module under the one location name every entry point serves (the UI lists these
+        # runs, and keeps sensor state, under it).
+        self._location = self._stack.enter_context(
+            dagster_internals.loaded_code_location(
+                self.instance, DEFINITIONS_MODULE, CODE_LOCATION_NAME, os.getcwd()
+            )
         )
-        self._context = workspace.create_request_context()
-        (self._location,) = self._context.code_locations
-        error = self._context.get_code_location_error(self._location.name)
-        if error is not None:
-            raise RuntimeError(f"the definitions did not load in Dagster's code server: {error.message}")
-        (self._repository,) = self._location.get_repositories().values()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -206,13 +191,12 @@ class RunLauncher:
 
     def launch(self, spec: RunSpec) -> str:
         """Create the run in the instance and hand it to the run launcher; its run id."""
-        job = self._repository.get_full_job(spec.job)
+        job = dagster_internals.remote_job(self._location, spec.job)
         # Dagster's console logger at the command's level (WARNING unless OABENCH_LOG_LEVEL says otherwise):
         # a run's process writes to this command's terminal; the event log keeps everything for the UI.
         log_level = Settings.from_env().log_level
         run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}, **spec.run_config}
         tags = {
-            **job.tags,
             **self._partition_tags(spec),
             **spec.tags,
             interrupts.STOP_FILE_TAG: str(self.stop_file),
@@ -220,29 +204,11 @@ class RunLauncher:
             LAUNCHER_HOST_TAG: socket.gethostname(),
             LAUNCHER_PID_TAG: str(os.getpid()),
         }
-        run = self.instance.create_run(
-            job_name=job.name,
-            run_id=None,
-            run_config=run_config,
-            resolved_op_selection=None,
-            step_keys_to_execute=None,
-            op_selection=None,
-            status=None,
-            root_run_id=None,
-            parent_run_id=None,
-            tags=tags,
-            job_snapshot=job.job_snapshot,
-            execution_plan_snapshot=self._plan(job, run_config),
-            parent_job_snapshot=job.parent_job_snapshot,
-            remote_job_origin=job.get_remote_origin(),
-            job_code_origin=job.get_python_origin(),
-            asset_selection=None,
-            asset_check_selection=None,
-            asset_graph=self._repository.asset_graph,
-        )
-        self._launched.add(run.run_id)
-        self.instance.launch_run(run.run_id, self._context)
-        return run.run_id
+        plan = self._plan(job, run_config)
+        run_id = dagster_internals.create_run(self.instance, self._location, job, run_config, tags, plan)
+        self._launched.add(run_id)
+        dagster_internals.launch_run(self.instance, self._location, run_id)
+        return run_id
 
     def _partition_tags(self, spec: RunSpec) -> Mapping[str, str]:
         if spec.partition_key is None:
@@ -257,10 +223,9 @@ class RunLauncher:
         key = (job.name, repr(sorted(run_config.items())))
         with self._plans_lock:
             if key not in self._plans:
-                plan = self._location.get_execution_plan(
-                    job, run_config, step_keys_to_execute=None, known_state=None, instance=self.instance
+                self._plans[key] = dagster_internals.execution_plan_snapshot(
+                    self._location, job, run_config, self.instance
                 )
-                self._plans[key] = plan.execution_plan_snapshot
             return self._plans[key]
 
     def terminate(self, run_id: str) -> None:
@@ -273,10 +238,10 @@ class RunLauncher:
         if run is None or run.is_finished or run.status == DagsterRunStatus.CANCELING:
             return
         try:
-            self.instance.run_launcher.terminate(run_id)
+            dagster_internals.terminate_run(self.instance, run_id)
         except Exception as error:  # any launcher's failure: the stop file still stops the run
-            self.instance.report_engine_event(
-                f"oabench could not terminate the run through its run launcher: {error}", run
+            dagster_internals.report_engine_event(
+                self.instance, f"oabench could not terminate the run through its run launcher: {error}", run
             )
 
     def follow(
@@ -352,8 +317,7 @@ class RunLauncher:
             DagsterEventType.RUN_FAILURE,
             DagsterEventType.ENGINE_EVENT,  # how its process ended, when it crashed
         }
-        records = self.instance.get_records_for_run(run_id, of_type=wanted).records
-        events = [r.event_log_entry.dagster_event for r in records if r.event_log_entry.dagster_event]
+        events = dagster_internals.run_events(self.instance, run_id, wanted)
         failures = [e for e in events if e.is_step_failure]
         checks = []
         for event in events:

@@ -34,6 +34,7 @@ from oabench_pipeline.inference.cost import PRICING_HINT, UNKNOWN_PRICE, estimat
 from oabench_pipeline.inference.response_log import latest_by_hash, read_log
 from oabench_pipeline.inference.types import ChatRequest
 from oabench_pipeline.settings import Settings
+from oabench_pipeline.shared import dagster_internals
 from oabench_pipeline.shared.partitions import judgment_partition_key, phase2_cell_partition_key
 from oabench_pipeline.warehouse import Warehouse
 
@@ -317,7 +318,7 @@ def _state(
     if newest.status not in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED):
         return "missing", left
     wanted = {DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_CANCELING}
-    events = [r.dagster_event for r in instance.all_logs(newest.run_id, of_type=wanted) if r.dagster_event]
+    events = dagster_internals.run_events(instance, newest.run_id, wanted)
     failures = [e for e in events if e.is_step_failure]
     stopped = interruption(failures)
     if stopped or newest.status == DagsterRunStatus.CANCELED:

@@ -34,6 +34,7 @@ from dagster import (
 
 from oabench_pipeline.engine.interrupts import INTERRUPTED_METADATA
 from oabench_pipeline.settings import Settings
+from oabench_pipeline.shared import dagster_internals
 from oabench_pipeline.warehouse import views_refreshed_once
 
 if TYPE_CHECKING:
@@ -319,12 +320,6 @@ def step_failure_messages(events: Iterable[DagsterEvent]) -> list[str]:
     return messages
 
 
-# Dagster's words for a run failed from outside its process, and for how that process ended
-# (`dagster._utils.get_run_crash_explanation`, reported as an engine event by the code server).
-FAILED_FROM_OUTSIDE = "This run has been marked as failed from outside the execution context."
-CRASH_CLAUSES = ("was terminated by signal", "unexpectedly exited with code")
-
-
 def run_failure_reason(events: Iterable[DagsterEvent]) -> str | None:
     """Why a run failed when no step says so, from its RUN_FAILURE and ENGINE_EVENT events: how its process
     ended (exit code or signal) when Dagster recorded it, else the run failure's own message (e.g. "its
@@ -336,11 +331,10 @@ def run_failure_reason(events: Iterable[DagsterEvent]) -> str | None:
         if event.event_type == DagsterEventType.RUN_FAILURE and message:
             failure = message
         elif event.event_type == DagsterEventType.ENGINE_EVENT:
-            for clause in CRASH_CLAUSES:
-                if clause in message:
-                    ended = message[message.index(clause) :].split(". ")[0].rstrip(".")
-                    crash = f"its process {ended.replace('unexpectedly exited', 'exited')}"
-    if crash is not None and (failure is None or failure == FAILED_FROM_OUTSIDE):
+            ended = dagster_internals.process_end(message)
+            if ended is not None:
+                crash = f"its process {ended}"
+    if crash is not None and (failure is None or failure == dagster_internals.FAILED_FROM_OUTSIDE):
         return crash
     return failure
 

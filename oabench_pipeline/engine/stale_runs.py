@@ -4,8 +4,8 @@ A run is STARTING, STARTED or CANCELING in the instance until its own process sa
 SIGKILL (a process-group kill, the OOM killer) it never does. Dagster's run monitoring closes such runs from
 the daemon (`run_monitoring` in the instance's `dagster.yaml`), but only with a timeout and only while a daemon
 runs (`oabench ui`); `oabench run` and `oabench status` run without one. So they ask here, run by run, whether
-a live process holds it, and close those none holds with Dagster's public `report_run_failed` (or
-`report_run_canceled` for a run that was being canceled): the run queue and the pools stop counting it.
+a live process holds it, and close those none holds as run monitoring would, failed (or canceled for a run
+that was being canceled), through `shared/dagster_internals.py`: the run queue and the pools stop counting it.
 
 A run's process is known from, in this order:
 - the cell's lock (`inference/cell_lock.py`): held, its holder is alive, whatever else is said; free with a
@@ -23,7 +23,6 @@ monitoring.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
@@ -33,20 +32,18 @@ from pathlib import Path
 from typing import Literal
 
 from dagster import (
-    DagsterEventType,
     DagsterInstance,
     DagsterRun,
     DagsterRunStatus,
-    DefaultRunLauncher,
     RunsFilter,
 )
 
 from oabench_pipeline.engine.runs import HOST_TAG, PID_TAG
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
+from oabench_pipeline.shared import dagster_internals
 
 LAUNCHER_PID_TAG = "oabench/launcher-pid"  # the `oabench` command that launched the run,
 LAUNCHER_HOST_TAG = "oabench/launcher-host"  # and its host
-GRPC_INFO_TAG = ".dagster/grpc_info"  # where Dagster's default run launcher names the run's code server
 PARTITION_TAG = "dagster/partition"
 IN_PROGRESS = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 WORKER_START_GRACE_S = 30.0
@@ -91,8 +88,8 @@ def why_dead(instance: DagsterInstance, run: DagsterRun, warehouse_root: Path | 
     pid = _tagged_pid(run.tags.get(PID_TAG)) if run.tags.get(HOST_TAG) == here else None
     # Launched here by `oabench run` through the default run launcher: its worker is a process of this
     # host, whose PID Dagster records (with Docker's or Kubernetes' it is a container's, not ours to check).
-    launched_here = run.tags.get(LAUNCHER_HOST_TAG) == here and isinstance(
-        instance.run_launcher, DefaultRunLauncher
+    launched_here = run.tags.get(LAUNCHER_HOST_TAG) == here and dagster_internals.launches_local_processes(
+        instance
     )
     if pid is None and launched_here:
         pid = worker_pid(instance, run.run_id)
@@ -140,11 +137,8 @@ def _lock_verdict(run: DagsterRun, warehouse_root: Path | None) -> str | None:
 def code_server_gone(tags: Mapping[str, str]) -> bool:
     """Whether the code server that launched the run (the `.dagster/grpc_info` tag Dagster's default run
     launcher sets before starting it) refuses connections on this host: no worker of it can still start."""
-    try:
-        info = json.loads(tags.get(GRPC_INFO_TAG) or "null")
-    except ValueError:
-        return False
-    if not isinstance(info, dict):
+    info = dagster_internals.launching_code_server(tags)
+    if info is None:
         return False
     try:
         if info.get("socket"):
@@ -171,15 +165,7 @@ def _tagged_pid(value: str | None) -> int | None:
 
 def worker_pid(instance: DagsterInstance, run_id: str) -> int | None:
     """The PID Dagster's run worker recorded when it started ("Started process for run (pid: N)")."""
-    records = instance.get_records_for_run(run_id, of_type=DagsterEventType.ENGINE_EVENT, limit=20).records
-    for record in records:
-        event = record.event_log_entry.dagster_event
-        data = event.engine_event_data if event is not None else None
-        value = data.metadata.get("pid") if data is not None else None
-        pid = _tagged_pid(str(getattr(value, "value", value))) if value is not None else None
-        if pid is not None:
-            return pid
-    return None
+    return dagster_internals.run_worker_pid(instance, run_id)
 
 
 def dead_runs(
@@ -202,11 +188,9 @@ def close(instance: DagsterInstance, dead: DeadRun) -> None:
     if run is None or run.is_finished:
         return
     if run.status == DagsterRunStatus.CANCELING:
-        instance.report_run_canceled(run, f"Canceled: {dead.why}.")
+        dagster_internals.close_run(instance, run, f"Canceled: {dead.why}.", canceled=True)
     else:
-        instance.report_run_failed(run, f"{dead.why[:1].upper()}{dead.why[1:]}.")
-    if instance.event_log_storage.supports_global_concurrency_limits:
-        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        dagster_internals.close_run(instance, run, f"{dead.why[:1].upper()}{dead.why[1:]}.", canceled=False)
 
 
 def close_dead_runs(instance: DagsterInstance, warehouse_root: Path | None) -> list[DeadRun]:

@@ -66,6 +66,7 @@ from oabench_pipeline.inference.cell import ANSWERED, CellPlan
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held
 from oabench_pipeline.inference.cost import PRICING_HINT, UNKNOWN_PRICE, estimated_prompt_cost
 from oabench_pipeline.settings import Settings
+from oabench_pipeline.shared import dagster_internals
 from oabench_pipeline.shared.partitions import cell_partition_key, model_edition_partitions
 from oabench_pipeline.warehouse import DamagedPartitionError, Warehouse
 
@@ -313,8 +314,7 @@ def last_failure(
     messages = step_failure_messages(failures)
     if not messages:  # no step said why: how its process ended, or why it was marked failed
         wanted = {DagsterEventType.RUN_FAILURE, DagsterEventType.ENGINE_EVENT}
-        records = instance.all_logs(runs[0].run_id, of_type=wanted)
-        reason = run_failure_reason(r.dagster_event for r in records if r.dagster_event is not None)
+        reason = run_failure_reason(dagster_internals.run_events(instance, runs[0].run_id, wanted))
         messages = [reason] if reason else []
     return cell_failure_line(model_key, edition, messages), stopped
 
@@ -324,8 +324,7 @@ def _how_it_stopped(instance: DagsterInstance, run_id: str) -> tuple[list[Dagste
     was asked to terminate, else None). A run asked to terminate that then failed (its process stopped while
     starting) was stopped, too."""
     wanted = {DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_CANCELING}
-    records = instance.all_logs(run_id, of_type=wanted)
-    events = [record.dagster_event for record in records if record.dagster_event is not None]
+    events = dagster_internals.run_events(instance, run_id, wanted)
     asked_to_stop = any(event.event_type == DagsterEventType.RUN_CANCELING for event in events)
     failures = [event for event in events if event.is_step_failure]
     return failures, interruption(failures) or ("terminated" if asked_to_stop else None)

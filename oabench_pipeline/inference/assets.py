@@ -80,6 +80,7 @@ from oabench_pipeline.inference.response_log import (
 )
 from oabench_pipeline.inference.spend import AutomaticBudget, CellCeiling
 from oabench_pipeline.inference.types import ChatRequest, ChatResult, FatalEndpointError
+from oabench_pipeline.shared import dagster_internals
 from oabench_pipeline.shared.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.shared.metadata import table_schema
 from oabench_pipeline.shared.partitions import model_edition_partitions
@@ -168,7 +169,9 @@ def inferences(
             description=f"edition {edition} has no questions yet: run `oabench ingest --editions {edition}`"
         )
     # Which process answers the cell: `oabench status` tells a run whose process died from one in progress.
-    context.instance.add_run_tags(context.run_id, {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()})
+    dagster_internals.add_run_tags(
+        context.instance, context.run_id, {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+    )
     # `oabench run` follows its launched runs' progress through a file it names (progress.py), and tells
     # them of its Ctrl-C through another (engine/interrupts.py).
     relay = context.run.tags.get(PROGRESS_FILE_TAG)
@@ -276,8 +279,10 @@ def _mark_dead_run_failed(context: AssetExecutionContext, holder: LockHolder) ->
         return
     run = context.instance.get_run_by_id(holder.run_id)
     if run is not None and run.status in (DagsterRunStatus.STARTING, DagsterRunStatus.STARTED):
-        context.instance.report_run_failed(
-            run, f"its process ({holder.describe()}) died; run {context.run_id} took the cell over"
+        dagster_internals.mark_run_failed(
+            context.instance,
+            run,
+            f"its process ({holder.describe()}) died; run {context.run_id} took the cell over",
         )
 
 
@@ -607,7 +612,7 @@ def _interrupted(context: AssetExecutionContext, line: str, reason: str) -> Fail
     try:
         run = context.instance.get_run_by_id(context.run_id)
         if run is not None and run.status == DagsterRunStatus.STARTED:
-            context.instance.report_run_canceling(run, message=f"oabench: {reason}")
+            dagster_internals.mark_run_canceling(context.instance, run, f"oabench: {reason}")
     except Exception:  # a failing instance storage (full DAGSTER_HOME): the interrupt still fails the step
         pass
     return Failure(description=line, metadata={interrupts.INTERRUPTED_METADATA: reason})
