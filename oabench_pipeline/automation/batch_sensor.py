@@ -13,7 +13,6 @@ from __future__ import annotations
 from dagster import DefaultSensorStatus, RunRequest, SensorEvaluationContext, SensorResult, sensor
 
 from oabench_pipeline.automation.jobs import cell_job
-from oabench_pipeline.automation.sensor_support import never_raise
 from oabench_pipeline.inference.batches.cells import (
     all_journals,
     open_batches,
@@ -94,8 +93,4 @@ def batch_results_sensor(
     model_client: ModelClientResource,
     warehouse: WarehouseResource,
 ) -> SensorResult:
-    return never_raise(
-        "batch_results_sensor",
-        context,
-        lambda: _batch_tick(context, models_registry, model_client, warehouse),
-    )
+    return _batch_tick(context, models_registry, model_client, warehouse)

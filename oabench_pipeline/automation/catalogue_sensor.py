@@ -32,7 +32,7 @@ from oabench_pipeline.automation.jobs import (
     models_table_job,
     pricing_job,
 )
-from oabench_pipeline.automation.sensor_support import missing_partitions, never_raise
+from oabench_pipeline.automation.sensor_support import missing_partitions
 from oabench_pipeline.inference.catalogue_assets import tick_materializations
 from oabench_pipeline.inference.resources import ModelCatalogueResource, ModelsRegistryResource
 from oabench_pipeline.shared.partitions import (
@@ -131,8 +131,4 @@ def model_catalogue_sensor(
     exam_sources: ExamSourcesResource,
     warehouse: WarehouseResource,
 ) -> SensorResult:
-    return never_raise(
-        CATALOGUE_SENSOR_NAME,
-        context,
-        lambda: _catalogue_tick(context, watch_setup(catalogue, models_registry, exam_sources, warehouse)),
-    )
+    return _catalogue_tick(context, watch_setup(catalogue, models_registry, exam_sources, warehouse))

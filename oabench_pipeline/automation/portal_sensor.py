@@ -46,7 +46,6 @@ from oabench_pipeline.automation.sensor_support import (
     autorun_cells,
     ingested_editions,
     missing_partitions,
-    never_raise,
     runnable_model_keys,
 )
 from oabench_pipeline.core.editions import Edition, load_editions
@@ -234,8 +233,4 @@ def oab_portal_sensor(
     warehouse: WarehouseResource,
     models_registry: ModelsRegistryResource,
 ) -> SensorResult:
-    return never_raise(
-        "oab_portal_sensor",
-        context,
-        lambda: _portal_tick(context, portal, exam_sources, warehouse, models_registry),
-    )
+    return _portal_tick(context, portal, exam_sources, warehouse, models_registry)

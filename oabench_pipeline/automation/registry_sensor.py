@@ -43,7 +43,6 @@ from oabench_pipeline.automation.sensor_support import (
     autorun_cells,
     ingested_editions,
     missing_partitions,
-    never_raise,
     runnable_model_keys,
 )
 from oabench_pipeline.core.editions import Suite, default_suite, load_editions
@@ -203,8 +202,4 @@ def models_registry_sensor(
     exam_sources: ExamSourcesResource,
     warehouse: WarehouseResource,
 ) -> SensorResult:
-    return never_raise(
-        "models_registry_sensor",
-        context,
-        lambda: _registry_tick(context, models_registry, exam_sources, warehouse),
-    )
+    return _registry_tick(context, models_registry, exam_sources, warehouse)

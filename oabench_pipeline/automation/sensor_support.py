@@ -1,18 +1,18 @@
 """What the sensors need: which models can run unattended, which of their cells may run by themselves
-(the `OABENCH_AUTORUN_MAX_COST_USD` opt-in and its budget), which editions are ingested, and a tick that
-never raises."""
+(the `OABENCH_AUTORUN_MAX_COST_USD` opt-in and its budget), which editions are ingested.
+
+A tick that raises is left to raise: Dagster records it as a failed tick, with its error, and keeps the
+cursor, so the next tick tries again. A skip reason says only that there is nothing to do now."""
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dagster import (
     DagsterInstance,
     RunRequest,
-    SensorEvaluationContext,
-    SensorResult,
 )
 
 from oabench_pipeline.automation.jobs import cell_requests
@@ -109,17 +109,3 @@ def ingested_editions(warehouse: WarehouseResource) -> set[str]:
 def missing_partitions(instance: DagsterInstance, partitions_name: str, keys: Iterable[str]) -> list[str]:
     existing = set(instance.get_dynamic_partitions(partitions_name))
     return sorted({k for k in keys if k not in existing})
-
-
-def never_raise(
-    sensor_name: str, context: SensorEvaluationContext, evaluate: Callable[[], SensorResult]
-) -> SensorResult:
-    """Run a tick; an unexpected error becomes a skip reason (the cursor stays, so the tick is retried)."""
-    try:
-        return evaluate()
-    except Exception as error:  # a crashed tick shows no reason and stops nothing: report instead
-        context.log.exception(f"{sensor_name}: tick failed")
-        return SensorResult(
-            skip_reason=f"{sensor_name} could not complete this tick: {type(error).__name__}: {error}",
-            cursor=context.cursor,
-        )

@@ -45,7 +45,7 @@ from oabench_pipeline.automation.registry_sensor import (
     RegistryCursor,
     models_registry_sensor,
 )
-from oabench_pipeline.automation.sensor_support import ingested_editions, never_raise, runnable_model_keys
+from oabench_pipeline.automation.sensor_support import ingested_editions, runnable_model_keys
 
 __all__ = [
     "MODELS_SENSOR_TICK_S",
@@ -64,7 +64,6 @@ __all__ = [
     "ingested_editions",
     "models_registry_sensor",
     "models_table_job",
-    "never_raise",
     "oab_portal_sensor",
     "runnable_model_keys",
 ]

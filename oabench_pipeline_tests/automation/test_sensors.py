@@ -41,7 +41,7 @@ from oabench_pipeline.automation.sensors import (
     models_registry_sensor,
     oab_portal_sensor,
 )
-from oabench_pipeline.core.editions import DEFAULT_EDITIONS_FILE, load_editions
+from oabench_pipeline.core.editions import DEFAULT_EDITIONS_FILE, EditionsRegistryError, load_editions
 from oabench_pipeline.exams.assets import answer_keys, editions, exam_pdfs, questions
 from oabench_pipeline.inference.assets import inferences
 from oabench_pipeline.inference.registry_assets import models
@@ -550,12 +550,19 @@ def test_a_broken_models_registry_keeps_an_ingested_edition_waiting(env: Env) ->
     assert PortalCursor.parse(result.cursor).cells_requested == []  # asked again on the next tick
 
 
-def test_a_corrupt_discovered_file_never_crashes_the_tick(env: Env) -> None:
+def test_a_corrupt_discovered_file_fails_the_tick_and_nothing_to_do_stays_a_skip(env: Env) -> None:
+    """A tick that cannot complete is a failed tick, as Dagster's sensor evaluation reports it (the daemon
+    records FAILURE with the error and keeps the cursor), not a skip; a tick with nothing to do is a skip."""
+    cursor = '{"last_check": 1e12}'  # no portal check due
+    nothing_to_do = env.tick(oab_portal_sensor, cursor=cursor)
+    assert nothing_to_do.skip_reason is not None and not nothing_to_do.run_requests
     env.discovered_file.parent.mkdir(parents=True)
     env.discovered_file.write_text("[[editions]]\nedition = 'forty-six'\n", encoding="utf-8")
-    result = env.tick(oab_portal_sensor, cursor='{"last_check": 1e12}')  # no portal check due
-    assert "oab_portal_sensor could not complete this tick" in skip_text(result)
-    assert result.cursor == '{"last_check": 1e12}'
+    context = build_sensor_context(
+        instance=env.instance, cursor=cursor, resources=env.resources(), definitions=env.definitions()
+    )
+    with pytest.raises(EditionsRegistryError, match="forty-six"):  # the tick's error says what is wrong
+        oab_portal_sensor.evaluate_tick(context)
 
 
 # --- weekly_portal_discovery ---------------------------------------------------------------------------
