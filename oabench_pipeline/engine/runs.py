@@ -129,10 +129,9 @@ def ensure_partitions(instance: DagsterInstance, partitions_name: str, keys: Seq
     return missing
 
 
-# The run limits of a new instance, the same in the repository's `dagster.yaml` (`test_instance_defaults.py`
-# keeps them equal). They hold runs the run queue starts (UI backfills, sensors); `oabench run` launches its
-# cells' runs itself, past the queue, so with `granularity: run` they claim no pool slot: the request
-# limits (`concurrency`, `endpoint_concurrency`) bound every path.
+# The run limits of a new instance. They hold runs the run queue starts (UI backfills, sensors); `oabench run`
+# launches its cells' runs itself, past the queue (docs/design/run-queue.md), so with `granularity: run` they
+# claim no pool slot: the request limits (`concurrency`, `endpoint_concurrency`) bound every path.
 DEFAULT_CONCURRENCY_YAML = """\
 run_coordinator:               # the run queue, tagging each cell run with its endpoint (oabench/endpoint)
   module: oabench_pipeline.automation.run_coordinator
@@ -148,7 +147,7 @@ concurrency:
     granularity: run             # queued until a slot is free, instead of started and then waiting
 """
 
-# Run monitoring, the same in the repository's `dagster.yaml`: the daemon (`oabench ui`, `dagster dev`) fails
+# Run monitoring: the daemon (`oabench ui`, `dagster dev`) fails
 # a run stuck STARTING or CANCELING, so a run whose process died never holds a slot of the run queue.
 # `oabench run` and `oabench status` also close such runs themselves (`engine/stale_runs.py`): they run
 # without a daemon, and know the run's process, where the daemon waits for a timeout.
@@ -162,17 +161,25 @@ run_monitoring:
   free_slots_after_run_end_seconds: 60   # pool slots a killed step still claims are given back
 """
 
-DEFAULT_INSTANCE_YAML = (
+# The instance settings, written once: `oabench` writes them into a new DAGSTER_HOME, and the repository's
+# `dagster.yaml` ends with this very text after its storage paths (`test_instance_defaults.py` checks it).
+INSTANCE_SETTINGS_YAML = (
     """\
-# Written by `oabench` for a new DAGSTER_HOME: local SQLite storage, no telemetry, no "join the community"
-# pop-up on the UI's first page, run limits for cells, run monitoring.
 telemetry:
   enabled: false
-nux:
+nux:                           # no "join the Dagster community" pop-up on the UI's first page
   enabled: false
 """
     + DEFAULT_CONCURRENCY_YAML
     + DEFAULT_MONITORING_YAML
+)
+
+DEFAULT_INSTANCE_YAML = (
+    """\
+# Written by `oabench` for a new DAGSTER_HOME: local SQLite storage (the default, in this folder), no
+# telemetry, run limits for cells, run monitoring.
+"""
+    + INSTANCE_SETTINGS_YAML
 )
 
 # Every run `oabench` executes says which process runs it: `oabench status` tells a run whose process is gone
