@@ -97,6 +97,8 @@ def test_create_run_and_launch_run(instance: DagsterInstance, launched: str) -> 
     assert run.job_name == LAUNCHED_JOB
     assert run.tags["oabench/test"] == "door"  # the caller's tags, with the job's own
     assert run.status == DagsterRunStatus.SUCCESS  # the run launcher ran it in a process of its own
+    # Past the run queue (docs/design/run-queue.md): no daemon runs here, and the run was never queued.
+    assert not door.run_events(instance, launched, {DagsterEventType.RUN_ENQUEUED})
 
 
 def test_run_events_and_run_worker_pid(instance: DagsterInstance, launched: str) -> None:

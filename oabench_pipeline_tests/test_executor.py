@@ -7,7 +7,8 @@ per step). docs/ui.md's explicit `{"in_process": {}}` config must stay valid, an
 
 from __future__ import annotations
 
-from dagster import Shape
+import pytest
+from dagster import DagsterInvalidConfigError, Shape, validate_run_config
 from dagster._config import process_config
 
 from oabench_pipeline.definitions import defs, in_process_by_default_executor
@@ -28,3 +29,16 @@ def test_every_job_executes_its_steps_in_process() -> None:
     for explicit in ({"in_process": {}}, {"multiprocess": {"max_concurrent": 2}}):
         resolved = process_config(execution, {"config": explicit})
         assert resolved.success and resolved.value["config"].keys() == explicit.keys()  # type: ignore[index]
+
+
+def test_a_run_s_executor_config_is_resolved_and_checked_by_dagsters_executor() -> None:
+    """What a run of a named job resolves to (Dagster's public `validate_run_config`): in-process with no
+    config, `multiprocess` on request, and a wrong field refused by Dagster's own executor schema."""
+    job = defs.resolve_job_def("refresh_models_table")
+    resolved = validate_run_config(job, {})["execution"]["multi_or_in_process_executor"]
+    assert resolved.keys() == {"in_process"}
+    multiprocess = {"execution": {"config": {"multiprocess": {"max_concurrent": 2}}}}
+    resolved = validate_run_config(job, multiprocess)["execution"]["multi_or_in_process_executor"]
+    assert resolved["multiprocess"]["max_concurrent"] == 2
+    with pytest.raises(DagsterInvalidConfigError, match="max_concurrent"):
+        validate_run_config(job, {"execution": {"config": {"multiprocess": {"max_concurrent": "two"}}}})
