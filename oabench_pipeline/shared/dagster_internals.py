@@ -292,7 +292,7 @@ def coordinator_instance(coordinator: QueuedRunCoordinator) -> DagsterInstance:
     """The instance a run coordinator configured in `dagster.yaml` belongs to.
 
     Reads `RunCoordinator._instance` (Dagster's `MayHaveInstanceWeakref`). Why: `submit_run` gets a
-    `SubmitRunContext` holding the run and a workspace, not the instance, and Dagster's own example of a
-    custom run coordinator tags runs through this attribute.
+    `SubmitRunContext` holding the run and a workspace, not the instance; the attribute is the only way a
+    coordinator reaches the instance it belongs to.
     """
     return coordinator._instance
