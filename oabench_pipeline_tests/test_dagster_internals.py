@@ -19,7 +19,7 @@ from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunSta
 from dagster._utils import get_run_crash_explanation
 
 from oabench_pipeline import CODE_LOCATION_NAME
-from oabench_pipeline.engine.launch import DEFINITIONS_MODULE
+from oabench_pipeline.engine.launch import definitions_target
 from oabench_pipeline.engine.runs import instance_for
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.shared import dagster_internals as door
@@ -50,7 +50,7 @@ def instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterInstan
 
 @pytest.fixture(scope="module")
 def loaded(instance: DagsterInstance) -> Iterator[door.LoadedLocation]:
-    with door.loaded_code_location(instance, DEFINITIONS_MODULE, CODE_LOCATION_NAME, os.getcwd()) as location:
+    with door.loaded_code_location(instance, definitions_target()) as location:
         yield location
 
 
@@ -78,8 +78,10 @@ def _created(instance: DagsterInstance, status: DagsterRunStatus = DagsterRunSta
     return instance.create_run_for_job(_a_job, status=status)
 
 
-def test_loaded_code_location_serves_the_definitions(loaded: door.LoadedLocation) -> None:
-    assert loaded.location.name == CODE_LOCATION_NAME
+def test_module_target_and_loaded_code_location_serve_the_definitions(loaded: door.LoadedLocation) -> None:
+    target = door.module_target("oabench_pipeline.definitions", "a_name", os.getcwd())
+    assert [origin.location_name for origin in target.create_origins()] == ["a_name"]
+    assert loaded.location.name == CODE_LOCATION_NAME  # what `oabench run` launches from
     assert LAUNCHED_JOB in {j.name for j in loaded.repository.get_all_jobs()}
 
 

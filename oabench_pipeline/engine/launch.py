@@ -95,6 +95,12 @@ def read_storage(read: Callable[[], T], what: str, retry_s: float | None = None)
             wait = min(wait * 2, 5.0)
 
 
+def definitions_target() -> dagster_internals.ModuleTarget:
+    """The code location the cells' runs are launched from: the definitions module under the one location
+    name every entry point serves (the UI lists these runs, and keeps sensor state, under it)."""
+    return dagster_internals.module_target(DEFINITIONS_MODULE, CODE_LOCATION_NAME, os.getcwd())
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One run to launch: a job of the definitions, its partition, config and tags."""
@@ -177,12 +183,8 @@ class RunLauncher:
         self.progress_folder.mkdir(parents=True, exist_ok=True)
         _remove_old_stop_files(self.progress_folder)
         self._stack.enter_context(interrupts.announcing_stops_to(self.stop_file))
-        # The definitions module under the one location name every entry point serves (the UI lists these
-        # runs, and keeps sensor state, under it).
         self._location = self._stack.enter_context(
-            dagster_internals.loaded_code_location(
-                self.instance, DEFINITIONS_MODULE, CODE_LOCATION_NAME, os.getcwd()
-            )
+            dagster_internals.loaded_code_location(self.instance, definitions_target())
         )
         return self
 

@@ -58,27 +58,34 @@ class LoadedLocation:
     repository: RemoteRepository
 
 
-@contextmanager
-def loaded_code_location(
-    instance: DagsterInstance, module_name: str, location_name: str, working_directory: str
-) -> Iterator[LoadedLocation]:
-    """`module_name` loaded as the code location `location_name` in a code server Dagster starts (as
-    `dagster job launch -m MODULE` does), stopped on exit. Raises `CodeLocationLoadError`.
+def module_target(module_name: str, location_name: str, working_directory: str) -> ModuleTarget:
+    """The code location `location_name` served from the Python module `module_name`, as `dagster ... -m
+    MODULE` names it.
 
-    Wraps `dagster._core.workspace.context.WorkspaceProcessContext` with a `ModuleTarget`, its
-    `create_request_context()`, `code_locations`, `get_code_location_error()` and the location's
-    `get_repositories()`. Why: `DagsterInstance.launch_run` needs a workspace holding the run's code
-    location, and Dagster has no public Python API to load one (only its command lines and the UI do).
+    Wraps `dagster._core.workspace.load_target.ModuleTarget`. Why: `loaded_code_location` needs a load
+    target, and Dagster has no public Python name for one.
     """
-    target = ModuleTarget(
+    return ModuleTarget(
         module_name=module_name,
         attribute=None,
         working_directory=working_directory,
         location_name=location_name,
     )
+
+
+@contextmanager
+def loaded_code_location(instance: DagsterInstance, target: ModuleTarget) -> Iterator[LoadedLocation]:
+    """The code location of `target` loaded in a code server Dagster starts (as `dagster job launch -m
+    MODULE` does), stopped on exit. Raises `CodeLocationLoadError`.
+
+    Wraps `dagster._core.workspace.context.WorkspaceProcessContext`, its `create_request_context()`,
+    `code_locations`, `get_code_location_error()` and the location's `get_repositories()`. Why:
+    `DagsterInstance.launch_run` needs a workspace holding the run's code location, and Dagster has no
+    public Python API to load one (only its command lines and the UI do).
+    """
     with WorkspaceProcessContext(instance, target, code_server_log_level="WARNING") as process:
         workspace = process.create_request_context()
-        error = workspace.get_code_location_error(location_name)
+        error = workspace.get_code_location_error(target.location_name or "")
         if error is not None:
             raise CodeLocationLoadError(
                 f"the definitions did not load in Dagster's code server: {error.message}"
