@@ -39,7 +39,7 @@ from filelock import FileLock
 from filelock import Timeout as FileLockTimeout
 
 from oabench_pipeline.core.files import write_atomically
-from oabench_pipeline.shared.tables import TABLES, conform, empty_frame
+from oabench_pipeline.core.tables import TABLES, conform, empty_frame
 
 UNPARTITIONED = "all"
 VERSION_METADATA = "oabench_version"  # Parquet key-value metadata: the code version that wrote the rows

@@ -43,7 +43,7 @@ from dagster import (
     DefaultSensorStatus,
 )
 
-from oabench_pipeline.shared.tables import ANALYSIS_TABLES
+from oabench_pipeline.core.tables import ANALYSIS_TABLES
 
 DOWNSTREAM_SENSOR_NAME = "downstream_automation"
 DOWNSTREAM_ASSETS = ("scores", *ANALYSIS_TABLES, "leaderboard_report", "leaderboard_site")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from oabench_pipeline.shared.tables import column_names
+from oabench_pipeline.core.tables import column_names
 
 # The `scores` asset's code version: bump it with any change to the scoring rules, so that the automation
 # re-scores every cell (`automation/downstream.py`) and the UI shows every scores partition stale until then.

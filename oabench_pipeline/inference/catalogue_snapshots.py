@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from oabench_pipeline.core.tables import conform
 from oabench_pipeline.core.versions import frame_version
-from oabench_pipeline.shared.tables import conform
 from oabench_pipeline.warehouse import Warehouse
 
 if TYPE_CHECKING:

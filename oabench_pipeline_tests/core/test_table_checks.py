@@ -7,7 +7,7 @@ import polars as pl
 
 from oabench_pipeline.core.analysis.table_checks import TABLE_CHECKS, table_problems
 from oabench_pipeline.core.leaderboard import build_leaderboard_tables
-from oabench_pipeline.shared.tables import ANALYSIS_TABLES
+from oabench_pipeline.core.tables import ANALYSIS_TABLES
 from oabench_pipeline_tests.core.synthetic_results import make_synthetic_warehouse, register
 
 

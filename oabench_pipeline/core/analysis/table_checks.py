@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
-from oabench_pipeline.shared.tables import BY_SUITE
+from oabench_pipeline.core.tables import BY_SUITE
 
 # Holm's step-up and float sums may land a hair outside [0, 1]; anything past this is a real error.
 _TOLERANCE = 1e-9
