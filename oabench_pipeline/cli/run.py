@@ -39,13 +39,13 @@ from oabench_pipeline.core.models_registry import (
 )
 from oabench_pipeline.core.runs import with_logical_run_ids
 from oabench_pipeline.core.watch_policy import load_watch_policy
-from oabench_pipeline.engine import interrupts
 from oabench_pipeline.engine.freshness import (
     inferences_are_current,
     leaderboard_is_current,
     models_table_is_current,
     scores_are_current,
 )
+from oabench_pipeline.inference import interrupts
 from oabench_pipeline.inference.batches.cells import BATCH_PRICE_FACTOR, is_batch_pending
 from oabench_pipeline.inference.catalogue_store import retired_models
 from oabench_pipeline.inference.cell import REPLIED, cell_name

@@ -39,7 +39,6 @@ from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import ModuleTarget
 
 from oabench_pipeline import CODE_LOCATION_NAME
-from oabench_pipeline.engine import interrupts
 from oabench_pipeline.engine.runs import RunOutcome, run_failure_reason
 from oabench_pipeline.engine.stale_runs import (
     LAUNCHER_HOST_TAG,
@@ -49,6 +48,7 @@ from oabench_pipeline.engine.stale_runs import (
     why_dead,
     worker_pid,
 )
+from oabench_pipeline.inference import interrupts
 from oabench_pipeline.inference.progress import PROGRESS_FILE_TAG, RelayReader
 from oabench_pipeline.settings import Settings
 

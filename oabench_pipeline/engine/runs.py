@@ -32,7 +32,7 @@ from dagster import (
     define_asset_job,
 )
 
-from oabench_pipeline.engine.interrupts import INTERRUPTED_METADATA
+from oabench_pipeline.inference.interrupts import INTERRUPTED_METADATA
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import views_refreshed_once
 

@@ -39,9 +39,9 @@ from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.runs import baseline_run_id, live_run_id, with_logical_run_ids
 from oabench_pipeline.core.tables import conform
 from oabench_pipeline.core.versions import INFERENCE_BOOKKEEPING_COLUMNS, frame_version
-from oabench_pipeline.engine import interrupts
 from oabench_pipeline.engine.freshness import summary_editions
 from oabench_pipeline.engine.runs import HOST_TAG, PID_TAG
+from oabench_pipeline.inference import interrupts
 from oabench_pipeline.inference.batch_cell import BatchPending, answer_by_batch, still_unanswered
 from oabench_pipeline.inference.batches.cells import open_batches, pending_line
 from oabench_pipeline.inference.catalogue_store import catalogue_prices, retirement_problem
@@ -170,7 +170,7 @@ def inferences(
     # Which process answers the cell: `oabench status` tells a run whose process died from one in progress.
     context.instance.add_run_tags(context.run_id, {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()})
     # `oabench run` follows its launched runs' progress through a file it names (progress.py), and tells
-    # them of its Ctrl-C through another (engine/interrupts.py).
+    # them of its Ctrl-C through another (inference/interrupts.py).
     relay = context.run.tags.get(PROGRESS_FILE_TAG)
     stop = context.run.tags.get(interrupts.STOP_FILE_TAG)
     with (
