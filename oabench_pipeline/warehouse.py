@@ -44,7 +44,7 @@ from oabench_pipeline.core.tables import TABLES, conform, empty_frame
 UNPARTITIONED = "all"
 VERSION_METADATA = "oabench_version"  # Parquet key-value metadata: the code version that wrote the rows
 # Parquet key-value metadata: the partition's data version (the one reported to Dagster), and the data
-# versions of the partitions it was computed from (JSON, table → version): `engine/freshness.py` compares
+# versions of the partitions it was computed from (JSON, table → version): `inference/freshness.py` compares
 # them, so "up to date" means what Dagster's data versions mean.
 DATA_VERSION_METADATA = "oabench_data_version"
 INPUTS_METADATA = "oabench_inputs"

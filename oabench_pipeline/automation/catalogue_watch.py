@@ -43,7 +43,6 @@ from oabench_pipeline.core.models_registry import (
 )
 from oabench_pipeline.core.prompts import Protocol
 from oabench_pipeline.core.watch_policy import WatchPolicy, load_watch_policy
-from oabench_pipeline.engine.freshness import inferences_are_current, scores_are_current
 from oabench_pipeline.inference.catalogue_snapshots import (
     STAMP_FORMAT,
     Snapshot,
@@ -54,6 +53,7 @@ from oabench_pipeline.inference.catalogue_snapshots import (
 from oabench_pipeline.inference.catalogue_store import Price, catalogue_prices, retired_models
 from oabench_pipeline.inference.cell import build_requests
 from oabench_pipeline.inference.cost import cost_at
+from oabench_pipeline.inference.freshness import inferences_are_current, scores_are_current
 from oabench_pipeline.inference.spend import Spend, keys_spend, month_of
 from oabench_pipeline.inference.types import ChatRequest
 from oabench_pipeline.settings import Settings, environment_value

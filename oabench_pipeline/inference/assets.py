@@ -39,7 +39,6 @@ from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.runs import baseline_run_id, live_run_id, with_logical_run_ids
 from oabench_pipeline.core.tables import conform
 from oabench_pipeline.core.versions import INFERENCE_BOOKKEEPING_COLUMNS, frame_version
-from oabench_pipeline.engine.freshness import summary_editions
 from oabench_pipeline.engine.runs import HOST_TAG, PID_TAG
 from oabench_pipeline.inference import interrupts
 from oabench_pipeline.inference.batch_cell import BatchPending, answer_by_batch, still_unanswered
@@ -56,6 +55,7 @@ from oabench_pipeline.inference.cell_lock import CellLock, LockHolder, LockWaitS
 from oabench_pipeline.inference.client import run_blocking, run_chat_requests
 from oabench_pipeline.inference.cost import estimated_prompt_cost, listed_price
 from oabench_pipeline.inference.endpoints import cell_capacity
+from oabench_pipeline.inference.freshness import summary_editions
 from oabench_pipeline.inference.progress import (
     PROGRESS_FILE_TAG,
     BestEffort,
@@ -160,7 +160,7 @@ def inferences(
     store = warehouse.warehouse()
     if model.kind == "api" and (retired := retirement_problem(store, model.id)):
         raise Failure(description=f"{model.key}: {retired}; it is never requested again")
-    # What the cell is built from, recorded with it (`engine/freshness.py`), read before the rows themselves.
+    # What the cell is built from, recorded with it (`inference/freshness.py`), read before the rows themselves.
     inputs = store.input_versions({"questions": edition})
     questions = store.read("questions", edition)
     if questions.is_empty():

@@ -86,7 +86,9 @@ def cell_estimate(
     """(requests a run of the cell would send now, their estimated prompt cost; None: no snapshot prices
     the model) with `replicates` complete runs wanted: what `oabench run --dry-run` prints per cell, and
     what a suite costs a model is the sum over its editions. An offline baseline sends nothing."""
-    from oabench_pipeline.engine.freshness import planned_replicates  # freshness reads the warehouse and logs
+    from oabench_pipeline.inference.freshness import (
+        planned_replicates,  # freshness reads the warehouse and logs
+    )
 
     if model.kind == "baseline":
         return 0, 0.0

@@ -97,7 +97,7 @@ def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> Mate
     # The cell's own partitions only: another cell's unreadable file is that cell's to rebuild, and a view
     # over every file of a table would cost more with every cell the warehouse holds.
     cell_inputs = {"inferences": str(context.partition_key), "questions": edition, "answer_keys": edition}
-    # Their data versions, recorded with the scores (`engine/freshness.py`), read before the rows themselves.
+    # Their data versions, recorded with the scores (`inference/freshness.py`), read before the rows themselves.
     inputs = store.input_versions(cell_inputs)
     with store.partitions_reader(cell_inputs) as con:
         frame = score_inferences(con, model_key=model_key, edition=int(edition))

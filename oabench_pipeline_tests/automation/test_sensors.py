@@ -265,7 +265,7 @@ def test_a_removed_model_deletes_nothing_and_refreshes_the_models_table(env: Env
 def test_a_key_added_back_runs_only_its_cells_that_are_not_complete(
     persistent_env: Env, ingested_template: Path
 ) -> None:
-    """The sensor asks the same question as `oabench run` and `oabench status` (engine/freshness.py)."""
+    """The sensor asks the same question as `oabench run` and `oabench status` (inference/freshness.py)."""
     env = persistent_env
     copy_ingested(ingested_template, env.tmp / "warehouse")  # real questions: cells can be answered
     env.models_file.write_text(REGISTRY_TOML + EXTRA_BASELINE, encoding="utf-8")
