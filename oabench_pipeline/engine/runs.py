@@ -34,6 +34,7 @@ from dagster import (
 
 from oabench_pipeline.inference.interrupts import INTERRUPTED_METADATA
 from oabench_pipeline.settings import Settings
+from oabench_pipeline.shared.run_tags import HOST_TAG, PID_TAG
 from oabench_pipeline.warehouse import views_refreshed_once
 
 if TYPE_CHECKING:
@@ -173,10 +174,6 @@ nux:
     + DEFAULT_CONCURRENCY_YAML
     + DEFAULT_MONITORING_YAML
 )
-
-# Every run `oabench` executes says which process runs it: `oabench status` tells a run whose process is gone
-# (killed) from one in progress, which the instance alone cannot (an in-process run has no run monitor).
-PID_TAG, HOST_TAG = "oabench/pid", "oabench/host"
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,6 @@ from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.runs import baseline_run_id, live_run_id, with_logical_run_ids
 from oabench_pipeline.core.tables import conform
 from oabench_pipeline.core.versions import INFERENCE_BOOKKEEPING_COLUMNS, frame_version
-from oabench_pipeline.engine.runs import HOST_TAG, PID_TAG
 from oabench_pipeline.inference import interrupts
 from oabench_pipeline.inference.batch_cell import BatchPending, answer_by_batch, still_unanswered
 from oabench_pipeline.inference.batches.cells import open_batches, pending_line
@@ -85,6 +84,7 @@ from oabench_pipeline.shared.checks import check_specs, problems_result, stop_on
 from oabench_pipeline.shared.metadata import table_schema
 from oabench_pipeline.shared.partitions import model_edition_partitions
 from oabench_pipeline.shared.resources import WarehouseResource
+from oabench_pipeline.shared.run_tags import HOST_TAG, PID_TAG
 from oabench_pipeline.warehouse import Warehouse
 
 MAX_ERROR_RATE = 0.02
