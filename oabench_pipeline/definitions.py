@@ -23,6 +23,7 @@ from oabench_pipeline.automation.registry_sensor import models_registry_sensor
 from oabench_pipeline.automation.resources import PortalResource
 from oabench_pipeline.automation.schedules import daily_model_catalogue, weekly_portal_discovery
 from oabench_pipeline.exams.assets import answer_keys, editions, exam_pdfs, questions
+from oabench_pipeline.exams.resources import ExamSourcesResource
 from oabench_pipeline.inference.assets import inferences
 from oabench_pipeline.inference.catalogue_assets import catalogue_decisions, model_catalogue
 from oabench_pipeline.inference.imports import published_runs
@@ -49,7 +50,7 @@ from oabench_pipeline.phase2.scoring import phase2_scoring
 from oabench_pipeline.scoring.assets import leaderboard, leaderboard_report, scores
 from oabench_pipeline.scoring.site_asset import leaderboard_site
 from oabench_pipeline.settings import Settings
-from oabench_pipeline.shared.resources import ExamSourcesResource, WarehouseResource
+from oabench_pipeline.shared.resources import WarehouseResource
 
 # Dagster's default executor with the other default: in-process unless a run asks for `multiprocess`. The
 # same name and config as Dagster's, so `--config-json '{"execution":{"config":{"in_process":{}}}}'` (docs/ui.md)

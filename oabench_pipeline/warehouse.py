@@ -4,7 +4,7 @@ Layout under the warehouse folder (default `warehouse/`, beside `oabench.duckdb`
 
     tables/<table>/<partition>.parquet   one file per partition, replaced atomically (write, fsync, rename)
     oabench.duckdb                       views over those files, for `duckdb warehouse/oabench.duckdb`
-    raw/<sha256>                         official PDFs, content-addressed (see exams/raw_store.py)
+    raw/<sha256>                         official PDFs, content-addressed (see shared/raw_store.py)
 
 Why: DuckDB allows one writing process, while Dagster backfills run many steps at once. Steps therefore
 never write the DuckDB file to store data: each writes its own partition file, which needs no lock and

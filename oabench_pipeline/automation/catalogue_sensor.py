@@ -33,6 +33,7 @@ from oabench_pipeline.automation.jobs import (
     pricing_job,
 )
 from oabench_pipeline.automation.sensor_support import missing_partitions, never_raise
+from oabench_pipeline.exams.resources import ExamSourcesResource
 from oabench_pipeline.inference.catalogue_assets import tick_materializations
 from oabench_pipeline.inference.resources import ModelCatalogueResource, ModelsRegistryResource
 from oabench_pipeline.shared.partitions import (
@@ -41,7 +42,7 @@ from oabench_pipeline.shared.partitions import (
     editions_partitions,
     model_keys_partitions,
 )
-from oabench_pipeline.shared.resources import ExamSourcesResource, WarehouseResource
+from oabench_pipeline.shared.resources import WarehouseResource
 
 CATALOGUE_SENSOR_NAME = "model_catalogue_sensor"
 # Several models appear in the catalogue every week: four looks a day find them within hours, and keep

@@ -48,6 +48,7 @@ from oabench_pipeline.automation.sensor_support import (
 )
 from oabench_pipeline.core.editions import Suite, default_suite, load_editions
 from oabench_pipeline.core.models_registry import ModelConfig
+from oabench_pipeline.exams.resources import ExamSourcesResource
 from oabench_pipeline.inference.catalogue_store import retired_models
 from oabench_pipeline.inference.freshness import inferences_are_current
 from oabench_pipeline.inference.resources import ModelsRegistryResource
@@ -57,7 +58,7 @@ from oabench_pipeline.shared.partitions import (
     editions_partitions,
     model_keys_partitions,
 )
-from oabench_pipeline.shared.resources import ExamSourcesResource, WarehouseResource
+from oabench_pipeline.shared.resources import WarehouseResource
 
 MODELS_SENSOR_TICK_S = 60
 

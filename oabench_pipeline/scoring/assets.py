@@ -33,12 +33,13 @@ from oabench_pipeline.core.editions import EditionsRegistryError, Suite, default
 from oabench_pipeline.core.scoring import SCORING_VERSION, score_inferences
 from oabench_pipeline.core.tables import ANALYSIS_DESCRIPTIONS, ANALYSIS_TABLES
 from oabench_pipeline.core.versions import ANALYSIS_VERSION, REPORT_VERSION, frame_version
+from oabench_pipeline.exams.resources import ExamSourcesResource
 from oabench_pipeline.inference.assets import cell_keys
 from oabench_pipeline.scoring.inputs import healthy_reader
 from oabench_pipeline.shared.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.shared.metadata import table_schema
 from oabench_pipeline.shared.partitions import model_edition_partitions
-from oabench_pipeline.shared.resources import ExamSourcesResource, WarehouseResource
+from oabench_pipeline.shared.resources import WarehouseResource
 
 # The leaderboard's and the report's builders (`core/leaderboard.py`, `core/reports.py`, with numpy and
 # jinja2) are imported inside the steps that use them: every cell run's process loads this module for

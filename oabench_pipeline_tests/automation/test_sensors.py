@@ -43,10 +43,11 @@ from oabench_pipeline.automation.sensors import (
 )
 from oabench_pipeline.core.editions import DEFAULT_EDITIONS_FILE, load_editions
 from oabench_pipeline.exams.assets import answer_keys, editions, exam_pdfs, questions
+from oabench_pipeline.exams.resources import ExamSourcesResource
 from oabench_pipeline.inference.assets import inferences
 from oabench_pipeline.inference.registry_assets import models
 from oabench_pipeline.inference.resources import ModelClientResource, ModelsRegistryResource
-from oabench_pipeline.shared.resources import ExamSourcesResource, WarehouseResource
+from oabench_pipeline.shared.resources import WarehouseResource
 from oabench_pipeline_tests.automation.portal_fixture import (
     BOOKLET_PATH,
     DEFINITIVE_KEY_PATH,
