@@ -727,7 +727,7 @@ def _finish(
     ]
     yield from stop_on_blocking_failures(checks, BLOCKING_INFERENCE_CHECKS, f"cell {context.partition_key}")
     # What the cell answers (request hashes, replies, errors), not when it was written: a rebuild that
-    # changes no answer keeps the version, so nothing downstream re-runs (automation/downstream.py).
+    # changes no answer keeps the version, so nothing downstream re-runs (scoring/conditions.py).
     version = frame_version(partition, INFERENCE_BOOKKEEPING_COLUMNS)
     store.write_partition(
         "inferences", partition, str(context.partition_key), data_version=version, inputs=inputs

@@ -23,11 +23,6 @@ from dagster import (
     multi_asset,
 )
 
-from oabench_pipeline.automation.downstream import (
-    LEADERBOARD_CONDITION,
-    REPORT_CONDITION,
-    SCORES_CONDITION,
-)
 from oabench_pipeline.core.analysis.table_checks import TABLE_CHECKS, table_problems
 from oabench_pipeline.core.editions import EditionsRegistryError, Suite, default_suite
 from oabench_pipeline.core.scoring import SCORING_VERSION, score_inferences
@@ -35,6 +30,11 @@ from oabench_pipeline.core.tables import ANALYSIS_DESCRIPTIONS, ANALYSIS_TABLES
 from oabench_pipeline.core.versions import ANALYSIS_VERSION, REPORT_VERSION, frame_version
 from oabench_pipeline.exams.resources import ExamSourcesResource
 from oabench_pipeline.inference.assets import cell_keys
+from oabench_pipeline.scoring.conditions import (
+    LEADERBOARD_CONDITION,
+    REPORT_CONDITION,
+    SCORES_CONDITION,
+)
 from oabench_pipeline.scoring.inputs import healthy_reader
 from oabench_pipeline.shared.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.shared.metadata import table_schema
@@ -81,7 +81,7 @@ ANALYSIS_DEPS = ["scores", "models", "model_pricing", "model_catalogue", "editio
     deps=["inferences", "answer_keys", "questions"],
     code_version=SCORING_VERSION,
     metadata={"dagster/column_schema": table_schema("scores").value},
-    automation_condition=SCORES_CONDITION,  # re-score a cell when its inputs change (automation/downstream.py)
+    automation_condition=SCORES_CONDITION,  # re-score a cell when its inputs change (scoring/conditions.py)
 )
 def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
     """One row per question and model key: the answer, the key's letter, official and technical credit.
@@ -175,7 +175,7 @@ def _analysis_spec(table: str) -> AssetSpec:
         metadata={"dagster/column_schema": table_schema(table).value},
         kinds={"duckdb", "parquet"},
         code_version=ANALYSIS_VERSION,
-        automation_condition=LEADERBOARD_CONDITION,  # rebuilt once after upstream updates (downstream.py)
+        automation_condition=LEADERBOARD_CONDITION,  # rebuilt once after upstream updates (conditions.py)
     )
 
 
