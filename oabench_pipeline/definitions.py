@@ -22,17 +22,15 @@ from oabench_pipeline.automation.portal_sensor import oab_portal_sensor
 from oabench_pipeline.automation.registry_sensor import models_registry_sensor
 from oabench_pipeline.automation.resources import PortalResource
 from oabench_pipeline.automation.schedules import daily_model_catalogue, weekly_portal_discovery
+from oabench_pipeline.catalogue.assets import catalogue_decisions, model_catalogue
+from oabench_pipeline.catalogue.pricing import model_pricing
+from oabench_pipeline.catalogue.resources import ModelCatalogueResource
 from oabench_pipeline.exams.assets import answer_keys, editions, exam_pdfs, questions
 from oabench_pipeline.exams.resources import ExamSourcesResource
 from oabench_pipeline.inference.assets import inferences
-from oabench_pipeline.inference.catalogue_assets import catalogue_decisions, model_catalogue
 from oabench_pipeline.inference.imports import published_runs
-from oabench_pipeline.inference.registry_assets import model_pricing, models
-from oabench_pipeline.inference.resources import (
-    ModelCatalogueResource,
-    ModelClientResource,
-    ModelsRegistryResource,
-)
+from oabench_pipeline.inference.registry_assets import models
+from oabench_pipeline.inference.resources import ModelClientResource, ModelsRegistryResource
 from oabench_pipeline.phase2.agreement import phase2_judge_agreement
 from oabench_pipeline.phase2.answers import phase2_answers
 from oabench_pipeline.phase2.assets import (

@@ -43,7 +43,7 @@ from dagster import (
     partition_loading_context,
 )
 
-from oabench_pipeline.automation.catalogue_watch import MonthBudget, month_budget
+from oabench_pipeline.catalogue.watch import MonthBudget, month_budget
 from oabench_pipeline.core.editions import Suite, format_editions, known_editions
 from oabench_pipeline.core.models_registry import ModelConfig, automatic_models, known_models
 from oabench_pipeline.core.runs import live_run_id, with_logical_run_ids

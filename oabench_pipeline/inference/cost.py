@@ -76,7 +76,7 @@ def estimated_prompt_cost(
 
 def cost_at(requests: Sequence[ChatRequest], prompt_price: float, request_price: float = 0.0) -> float:
     """The estimate at given prices (USD per prompt token, per request): the watch policy's ceiling uses
-    the catalogue's prices this way (`automation/catalogue_watch.py`), `--dry-run` the price snapshot's."""
+    the catalogue's prices this way (`catalogue/watch.py`), `--dry-run` the price snapshot's."""
     return estimated_prompt_tokens([r.body for r in requests]) * prompt_price + len(requests) * request_price
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from oabench_pipeline.core.catalogue import decode_listing, listing_rows
+from oabench_pipeline.catalogue.listing import decode_listing, listing_rows
 from oabench_pipeline.core.markdown import markdown_cell
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.tables import csv_ready
