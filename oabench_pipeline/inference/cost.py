@@ -9,7 +9,7 @@ from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.runs import with_logical_run_ids
 from oabench_pipeline.inference.catalogue_store import Price
 from oabench_pipeline.inference.cell import cell_name
-from oabench_pipeline.inference.types import ChatRequest
+from oabench_pipeline.inference.types import ChatRequest, ChatResult
 from oabench_pipeline.warehouse import Warehouse
 
 # What takes a price snapshot by hand (the `daily_model_catalogue` schedule does it every day): the
@@ -97,3 +97,17 @@ def cell_estimate(
     plans = planned_replicates(store, model, edition, questions, existing, replicates, retry_invalid)
     pending = [request for plan in plans for request in plan.pending]
     return len(pending), estimated_prompt_cost(store, model, pending) if pending else 0.0
+
+
+def answer_cost(result: ChatResult, price: Price | None) -> tuple[float, bool]:
+    """(USD, reported): the endpoint's cost, else reported tokens × the price listed when the reply arrived,
+    else 0."""
+    reported = result.total_cost_usd if result.total_cost_usd is not None else result.cost_usd
+    if reported is not None:
+        return reported, True
+    price = price.at(result.finished_at) if price is not None else None
+    if price is None or price.prompt is None or result.prompt_tokens is None:
+        return 0.0, False
+    return result.prompt_tokens * price.prompt + (result.completion_tokens or 0) * (
+        price.completion or 0.0
+    ), False
