@@ -45,7 +45,9 @@ from oabench_pipeline.phase2.judgments import phase2_judgments
 from oabench_pipeline.phase2.pass_rates import candidate_pass_rates
 from oabench_pipeline.phase2.resources import Phase2SourcesResource
 from oabench_pipeline.phase2.scoring import phase2_scoring
-from oabench_pipeline.scoring.assets import leaderboard, leaderboard_report, scores
+from oabench_pipeline.scoring.analysis import leaderboard
+from oabench_pipeline.scoring.reports import leaderboard_report
+from oabench_pipeline.scoring.scores import scores
 from oabench_pipeline.scoring.site_asset import leaderboard_site
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.shared.resources import WarehouseResource

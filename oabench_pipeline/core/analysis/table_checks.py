@@ -1,6 +1,6 @@
 """What must hold in each analysis table, as checks that list the rows breaking it (no Dagster here).
 
-Each table's asset carries these as asset checks (`scoring/assets.py`), next to the leaderboard's own.
+Each table's asset carries these as asset checks (`scoring/analysis.py`), next to the leaderboard's own.
 They hold by construction, so a failure means a bug or a damaged input: every check here is blocking,
 and the step writes nothing. `TABLE_CHECKS` gives each check the description the UI's Checks tab shows;
 `table_problems` evaluates them on the tables `core/leaderboard.build_leaderboard_tables` returns.
