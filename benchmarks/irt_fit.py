@@ -69,10 +69,10 @@ def synthetic_warehouse(root: Path, n_keys: int) -> Path:
 
 def time_step(db_path: Path) -> float:
     """Wall time of one in-process Dagster run of the `leaderboard` step (every table selected)."""
+    from oabench_pipeline.core.tables import ANALYSIS_TABLES
     from oabench_pipeline.definitions import build_definitions
     from oabench_pipeline.engine.runs import instance_for, run_assets
     from oabench_pipeline.settings import Settings
-    from oabench_pipeline.shared.tables import ANALYSIS_TABLES
 
     os.environ["OABENCH_WAREHOUSE"] = str(db_path)
     settings = Settings.from_env()

@@ -40,11 +40,11 @@ import polars as pl
 from oabench_pipeline.core.models_registry import load_models_registry
 from oabench_pipeline.core.runs import live_run_id
 from oabench_pipeline.core.scoring import SCORING_VERSION, score_inferences
+from oabench_pipeline.core.tables import conform
 from oabench_pipeline.core.versions import INFERENCE_BOOKKEEPING_COLUMNS, frame_version
 from oabench_pipeline.inference.cell import api_cell_rows, build_requests, cell_name, plan_cell
 from oabench_pipeline.inference.response_log import ResponseLog, cell_log_path
 from oabench_pipeline.inference.types import ChatResult
-from oabench_pipeline.shared.tables import conform
 from oabench_pipeline.warehouse import Warehouse, views_refreshed_once
 from oabench_pipeline_tests.conftest import shared_oab_dir
 from oabench_pipeline_tests.pipeline_env import write_models_file

@@ -22,16 +22,15 @@ from oabench_pipeline.automation.portal_sensor import oab_portal_sensor
 from oabench_pipeline.automation.registry_sensor import models_registry_sensor
 from oabench_pipeline.automation.resources import PortalResource
 from oabench_pipeline.automation.schedules import daily_model_catalogue, weekly_portal_discovery
+from oabench_pipeline.catalogue.assets import catalogue_decisions, model_catalogue
+from oabench_pipeline.catalogue.pricing import model_pricing
+from oabench_pipeline.catalogue.resources import ModelCatalogueResource
 from oabench_pipeline.exams.assets import answer_keys, editions, exam_pdfs, questions
+from oabench_pipeline.exams.resources import ExamSourcesResource
 from oabench_pipeline.inference.assets import inferences
-from oabench_pipeline.inference.catalogue_assets import catalogue_decisions, model_catalogue
 from oabench_pipeline.inference.imports import published_runs
-from oabench_pipeline.inference.registry_assets import model_pricing, models
-from oabench_pipeline.inference.resources import (
-    ModelCatalogueResource,
-    ModelClientResource,
-    ModelsRegistryResource,
-)
+from oabench_pipeline.inference.registry_assets import models
+from oabench_pipeline.inference.resources import ModelClientResource, ModelsRegistryResource
 from oabench_pipeline.phase2.agreement import phase2_judge_agreement
 from oabench_pipeline.phase2.answers import phase2_answers
 from oabench_pipeline.phase2.assets import (
@@ -46,10 +45,12 @@ from oabench_pipeline.phase2.judgments import phase2_judgments
 from oabench_pipeline.phase2.pass_rates import candidate_pass_rates
 from oabench_pipeline.phase2.resources import Phase2SourcesResource
 from oabench_pipeline.phase2.scoring import phase2_scoring
-from oabench_pipeline.scoring.assets import leaderboard, leaderboard_report, scores
+from oabench_pipeline.scoring.analysis import leaderboard
+from oabench_pipeline.scoring.reports import leaderboard_report
+from oabench_pipeline.scoring.scores import scores
 from oabench_pipeline.scoring.site_asset import leaderboard_site
 from oabench_pipeline.settings import Settings
-from oabench_pipeline.shared.resources import ExamSourcesResource, WarehouseResource
+from oabench_pipeline.shared.resources import WarehouseResource
 
 # Dagster's default executor with the other default: in-process unless a run asks for `multiprocess`.
 # `configured` (Dagster's public way to give a definition's config a default) keeps its name and config, so

@@ -4,7 +4,7 @@ Layout under the warehouse folder (default `warehouse/`, beside `oabench.duckdb`
 
     tables/<table>/<partition>.parquet   one file per partition, replaced atomically (write, fsync, rename)
     oabench.duckdb                       views over those files, for `duckdb warehouse/oabench.duckdb`
-    raw/<sha256>                         official PDFs, content-addressed (see exams/raw_store.py)
+    raw/<sha256>                         official PDFs, content-addressed (see shared/raw_store.py)
 
 Why: DuckDB allows one writing process, while Dagster backfills run many steps at once. Steps therefore
 never write the DuckDB file to store data: each writes its own partition file, which needs no lock and
@@ -39,12 +39,12 @@ from filelock import FileLock
 from filelock import Timeout as FileLockTimeout
 
 from oabench_pipeline.core.files import write_atomically
-from oabench_pipeline.shared.tables import TABLES, conform, empty_frame
+from oabench_pipeline.core.tables import TABLES, conform, empty_frame
 
 UNPARTITIONED = "all"
 VERSION_METADATA = "oabench_version"  # Parquet key-value metadata: the code version that wrote the rows
 # Parquet key-value metadata: the partition's data version (the one reported to Dagster), and the data
-# versions of the partitions it was computed from (JSON, table → version): `engine/freshness.py` compares
+# versions of the partitions it was computed from (JSON, table → version): `inference/freshness.py` compares
 # them, so "up to date" means what Dagster's data versions mean.
 DATA_VERSION_METADATA = "oabench_data_version"
 INPUTS_METADATA = "oabench_inputs"

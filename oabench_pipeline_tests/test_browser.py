@@ -29,7 +29,7 @@ from oabench_pipeline.core.site import paths
 from oabench_pipeline.core.site.data import CANONICAL_SCORES_SQL
 from oabench_pipeline.core.site.labels import Words
 from oabench_pipeline.core.site.recompute import RECIPES
-from oabench_pipeline.shared.tables import ANALYSIS_TABLES
+from oabench_pipeline.core.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import Warehouse
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, copy_ingested, make_env
 from oabench_pipeline_tests.run_folders import HTML_MARKUP, HTML_MODEL, html_reply_run

@@ -19,9 +19,9 @@ from oabench_pipeline.cli.output import (
     render_cell,
     wrap_words,
 )
+from oabench_pipeline.core.tables import conform
 from oabench_pipeline.engine.status import CellStatus, StatusReport
 from oabench_pipeline.inference.progress import CellProgress, publish
-from oabench_pipeline.shared.tables import conform
 from oabench_pipeline.warehouse import Warehouse
 
 SAMPLE = pl.DataFrame(

@@ -16,9 +16,9 @@ import polars as pl
 import pytest
 from click.testing import Result
 
+from oabench_pipeline.core.tables import ANALYSIS_TABLES
 from oabench_pipeline.inference.response_log import cell_log_path
 from oabench_pipeline.shared.partitions import cell_partition_key
-from oabench_pipeline.shared.tables import ANALYSIS_TABLES
 from oabench_pipeline_tests.inference.replay import question_texts
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
 from oabench_pipeline_tests.saved_envs import fresh_env_with_instance_per_module

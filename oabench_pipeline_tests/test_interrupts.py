@@ -1,4 +1,4 @@
-"""`engine/interrupts.py` in one process: a signal to the command is written to its stop file at once, and a
+"""`inference/interrupts.py` in one process: a signal to the command is written to its stop file at once, and a
 launched run watching that file stops with the command's reason, whichever signal reaches it after."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from oabench_pipeline.engine import interrupts
+from oabench_pipeline.inference import interrupts
 
 
 @pytest.fixture(autouse=True)

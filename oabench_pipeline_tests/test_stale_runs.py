@@ -21,7 +21,7 @@ from dagster._utils import get_run_crash_explanation
 
 from oabench_pipeline.engine import launch, stale_runs
 from oabench_pipeline.engine.launch import RunLauncher, RunStorageError, read_storage
-from oabench_pipeline.engine.runs import HOST_TAG, PID_TAG, instance_for
+from oabench_pipeline.engine.runs import instance_for
 from oabench_pipeline.engine.stale_runs import (
     IN_PROGRESS,
     LAUNCHER_HOST_TAG,
@@ -32,6 +32,7 @@ from oabench_pipeline.engine.stale_runs import (
 from oabench_pipeline.engine.status import last_failure
 from oabench_pipeline.inference.cell_lock import CellLock, cell_lock_path
 from oabench_pipeline.settings import Settings
+from oabench_pipeline.shared.run_tags import HOST_TAG, PID_TAG
 
 HERE = socket.gethostname()
 

@@ -2,7 +2,7 @@
 
 STOPPED by default: turning it on (the UI's Automation page, or `dagster sensor start
 model_catalogue_sensor`) is the owner's opt-in to automatic spending, and even then nothing is registered
-or sent without a watch policy file. Each tick (every 6 hours) is `catalogue_watch.run_tick`: a snapshot of
+or sent without a watch policy file. Each tick (every 6 hours) is `catalogue.watch.run_tick`: a snapshot of
 the catalogue (reported as a materialization of `model_catalogue`), a decision on every model that needs
 one (logged one line each, and written to `catalogue_decisions`), the taken models appended to the
 generated registry file; then this sensor adds their `model_keys` partitions and requests their cells on
@@ -25,7 +25,6 @@ from dagster import (
     sensor,
 )
 
-from oabench_pipeline.automation.catalogue_watch import TickOutcome, WatchSetup, run_tick
 from oabench_pipeline.automation.jobs import (
     cell_requests,
     inference_cell_job,
@@ -33,15 +32,18 @@ from oabench_pipeline.automation.jobs import (
     pricing_job,
 )
 from oabench_pipeline.automation.sensor_support import missing_partitions
-from oabench_pipeline.inference.catalogue_assets import tick_materializations
-from oabench_pipeline.inference.resources import ModelCatalogueResource, ModelsRegistryResource
+from oabench_pipeline.catalogue.assets import tick_materializations
+from oabench_pipeline.catalogue.resources import ModelCatalogueResource
+from oabench_pipeline.catalogue.watch import TickOutcome, WatchSetup, run_tick
+from oabench_pipeline.exams.resources import ExamSourcesResource
+from oabench_pipeline.inference.resources import ModelsRegistryResource
 from oabench_pipeline.shared.partitions import (
     EDITIONS_PARTITIONS,
     MODEL_KEYS_PARTITIONS,
     editions_partitions,
     model_keys_partitions,
 )
-from oabench_pipeline.shared.resources import ExamSourcesResource, WarehouseResource
+from oabench_pipeline.shared.resources import WarehouseResource
 
 CATALOGUE_SENSOR_NAME = "model_catalogue_sensor"
 # Several models appear in the catalogue every week: four looks a day find them within hours, and keep

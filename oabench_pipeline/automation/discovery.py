@@ -36,8 +36,8 @@ from oabench_pipeline.core.portal import (
     parse_exam_page,
 )
 from oabench_pipeline.exams.downloads import PDF_MAGIC
-from oabench_pipeline.exams.raw_store import RawStore
 from oabench_pipeline.settings import DEFAULT_PORTAL_URL, PORTAL_URL_ENV
+from oabench_pipeline.shared.raw_store import RawStore
 
 USER_AGENT = "oabench-pipeline (+https://github.com/; edition discovery, a few requests a day)"
 

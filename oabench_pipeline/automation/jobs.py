@@ -16,13 +16,13 @@ from dagster import (
 )
 
 from oabench_pipeline.core.models_registry import ModelConfig
+from oabench_pipeline.core.tables import ANALYSIS_TABLES
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.shared.partitions import (
     editions_partitions,
     model_edition_partitions,
     phase2_editions_partitions,
 )
-from oabench_pipeline.shared.tables import ANALYSIS_TABLES
 
 ingest_edition_job = define_asset_job(
     "ingest_edition",

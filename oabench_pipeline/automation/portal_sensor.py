@@ -49,6 +49,7 @@ from oabench_pipeline.automation.sensor_support import (
     runnable_model_keys,
 )
 from oabench_pipeline.core.editions import Edition, load_editions
+from oabench_pipeline.exams.resources import ExamSourcesResource
 from oabench_pipeline.inference.catalogue_store import retired_models
 from oabench_pipeline.inference.resources import ModelsRegistryResource
 from oabench_pipeline.shared.partitions import (
@@ -56,7 +57,7 @@ from oabench_pipeline.shared.partitions import (
     MODEL_KEYS_PARTITIONS,
     editions_partitions,
 )
-from oabench_pipeline.shared.resources import ExamSourcesResource, WarehouseResource
+from oabench_pipeline.shared.resources import WarehouseResource
 
 PORTAL_SENSOR_TICK_S = 30 * 60
 

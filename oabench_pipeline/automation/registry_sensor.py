@@ -47,8 +47,9 @@ from oabench_pipeline.automation.sensor_support import (
 )
 from oabench_pipeline.core.editions import Suite, default_suite, load_editions
 from oabench_pipeline.core.models_registry import ModelConfig
-from oabench_pipeline.engine.freshness import inferences_are_current
+from oabench_pipeline.exams.resources import ExamSourcesResource
 from oabench_pipeline.inference.catalogue_store import retired_models
+from oabench_pipeline.inference.freshness import inferences_are_current
 from oabench_pipeline.inference.resources import ModelsRegistryResource
 from oabench_pipeline.shared.partitions import (
     EDITIONS_PARTITIONS,
@@ -56,7 +57,7 @@ from oabench_pipeline.shared.partitions import (
     editions_partitions,
     model_keys_partitions,
 )
-from oabench_pipeline.shared.resources import ExamSourcesResource, WarehouseResource
+from oabench_pipeline.shared.resources import WarehouseResource
 
 MODELS_SENSOR_TICK_S = 60
 
@@ -165,7 +166,7 @@ def _cells_for_new_models(
     requests: list[RunRequest] = []
     waiting: list[str] = []
     for model in (m for m in added if m.key in runnable):
-        # The same test as `oabench run` and `oabench status` (engine/freshness.py): a key removed then added back
+        # The same test as `oabench run` and `oabench status` (inference/freshness.py): a key removed then added back
         # runs only its cells that are not complete (resuming its log); a complete cell costs no run at all.
         todo = [e for e in editions if not inferences_are_current(store, model, e)]
         if done := len(editions) - len(todo):

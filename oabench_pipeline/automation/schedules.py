@@ -33,8 +33,9 @@ from dagster import (
 from oabench_pipeline.automation.jobs import catalogue_job, ingest_edition_job, ingest_requests
 from oabench_pipeline.automation.portal_sensor import check_portal, discovered_keys
 from oabench_pipeline.automation.resources import PortalResource
+from oabench_pipeline.exams.resources import ExamSourcesResource
 from oabench_pipeline.shared.partitions import EDITIONS_PARTITIONS
-from oabench_pipeline.shared.resources import ExamSourcesResource, WarehouseResource
+from oabench_pipeline.shared.resources import WarehouseResource
 
 WEEKLY_CRON = "0 7 * * 1"
 DAILY_CATALOGUE_CRON = "0 6 * * *"

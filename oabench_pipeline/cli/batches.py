@@ -11,7 +11,7 @@ import click
 
 from oabench_pipeline.cli.group import main
 from oabench_pipeline.core.models_registry import ModelConfig
-from oabench_pipeline.engine import interrupts
+from oabench_pipeline.inference import interrupts
 from oabench_pipeline.inference.batches.cells import (
     BATCH_API_HINT,
     CellBatch,

@@ -2,7 +2,7 @@
 
 `oabench catalogue` fetches the listing and writes nothing: what is new since the newest stored snapshot,
 what the policy would register and what each would cost on its suite, and what automatic runs spent this
-month. `oabench catalogue sync` is one tick of `model_catalogue_sensor` by hand (`automation/catalogue_watch.py`:
+month. `oabench catalogue sync` is one tick of `model_catalogue_sensor` by hand (`catalogue/watch.py`:
 snapshot, decisions, registry entries), recorded in the Dagster instance as the sensor's are; `--run`
 then answers the automatic models' cells exactly as `oabench run` does (`cli/run.py: answer_cells`: the
 same progress, exit codes and Ctrl-C). `oabench catalogue add ID` writes a hand-written registry entry for
@@ -20,7 +20,10 @@ from typing import Any, cast
 import click
 import polars as pl
 
-from oabench_pipeline.automation.catalogue_watch import (
+from oabench_pipeline.catalogue.decisions import Decision
+from oabench_pipeline.catalogue.listing import takes_and_gives_text
+from oabench_pipeline.catalogue.snapshots import snapshot_changes, stored_snapshots
+from oabench_pipeline.catalogue.watch import (
     TickOutcome,
     WatchSetup,
     append_registry_entries,
@@ -42,13 +45,10 @@ from oabench_pipeline.cli.common import (
 from oabench_pipeline.cli.group import main
 from oabench_pipeline.cli.output import format_table
 from oabench_pipeline.cli.run import answer_cells
-from oabench_pipeline.core.catalogue import takes_and_gives_text
-from oabench_pipeline.core.catalogue_decisions import Decision
 from oabench_pipeline.core.editions import format_editions, load_suites, resolve_suite
 from oabench_pipeline.core.models_registry import load_registries
 from oabench_pipeline.core.prompts import PROTOCOLS, Protocol
 from oabench_pipeline.core.watch_policy import load_watch_policy
-from oabench_pipeline.inference.catalogue_snapshots import snapshot_changes, stored_snapshots
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import Warehouse
 
@@ -213,7 +213,7 @@ def sync(answer: bool, concurrency: int | None) -> None:
     if outcome.problem:
         raise click.ClickException(outcome.problem)
     defs, instance = _dagster(settings)
-    from oabench_pipeline.inference.catalogue_assets import tick_materializations
+    from oabench_pipeline.catalogue.assets import tick_materializations
 
     for event in tick_materializations(outcome):  # the UI shows a tick by hand as it shows the sensor's
         instance.report_runless_asset_event(event)

@@ -16,8 +16,8 @@ from oabench_pipeline.core.editions import (
     parse_edition_spec,
     resolve_suite,
 )
+from oabench_pipeline.core.tables import ANALYSIS_TABLES
 from oabench_pipeline.settings import Settings
-from oabench_pipeline.shared.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import Warehouse
 
 if TYPE_CHECKING:

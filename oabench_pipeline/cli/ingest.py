@@ -21,9 +21,9 @@ from oabench_pipeline.cli.group import main
 from oabench_pipeline.core.editions import format_editions, known_editions
 from oabench_pipeline.core.phase2.sources import PHASE2_FILE_KINDS, Phase2SourcesError, load_phase2_sources
 from oabench_pipeline.core.versions import PHASE2_PARSER_VERSION
-from oabench_pipeline.engine.freshness import edition_is_current
-from oabench_pipeline.exams.raw_store import RawStore
+from oabench_pipeline.inference.freshness import edition_is_current
 from oabench_pipeline.settings import Settings
+from oabench_pipeline.shared.raw_store import RawStore
 from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse
 
 

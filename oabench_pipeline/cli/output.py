@@ -16,9 +16,9 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 from oabench_pipeline.core.markdown import markdown_table
 from oabench_pipeline.core.numbers import short_decimal, without_float_noise
+from oabench_pipeline.core.tables import csv_ready
 from oabench_pipeline.core.text_safety import terminal_safe
 from oabench_pipeline.inference.progress import CellProgress, answered_summary, listening
-from oabench_pipeline.shared.tables import csv_ready
 
 
 class ProgressBar:

@@ -20,7 +20,7 @@ from oabench_pipeline.cli.common import _cell_pool, _dagster, ensure_partitions,
 from oabench_pipeline.cli.output import ProgressBar
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.runs import live_run_id
-from oabench_pipeline.engine import interrupts
+from oabench_pipeline.inference import interrupts
 from oabench_pipeline.inference.cost import PRICING_HINT, estimated_prompt_tokens, listed_price
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.response_log import latest_by_hash, read_log

@@ -38,7 +38,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from oabench_pipeline.engine import interrupts
+from oabench_pipeline.inference import interrupts
 from oabench_pipeline.warehouse import Warehouse
 
 QUERY_STATEMENTS = frozenset({duckdb.StatementType.SELECT})

@@ -39,13 +39,7 @@ from oabench_pipeline.core.models_registry import (
 )
 from oabench_pipeline.core.runs import with_logical_run_ids
 from oabench_pipeline.core.watch_policy import load_watch_policy
-from oabench_pipeline.engine import interrupts
-from oabench_pipeline.engine.freshness import (
-    inferences_are_current,
-    leaderboard_is_current,
-    models_table_is_current,
-    scores_are_current,
-)
+from oabench_pipeline.inference import interrupts
 from oabench_pipeline.inference.batches.cells import BATCH_PRICE_FACTOR, is_batch_pending
 from oabench_pipeline.inference.catalogue_store import retired_models
 from oabench_pipeline.inference.cell import REPLIED, cell_name
@@ -53,6 +47,12 @@ from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_h
 from oabench_pipeline.inference.cost import PRICING_HINT, UNKNOWN_PRICE, cell_estimate
 from oabench_pipeline.inference.credentials import credentials_problem
 from oabench_pipeline.inference.endpoints import endpoint_tags
+from oabench_pipeline.inference.freshness import (
+    inferences_are_current,
+    leaderboard_is_current,
+    models_table_is_current,
+    scores_are_current,
+)
 from oabench_pipeline.inference.response_log import cell_log_path
 from oabench_pipeline.settings import DEFAULT_MODELS_FILE, Settings
 from oabench_pipeline.warehouse import UNPARTITIONED, DamagedPartitionError, Warehouse
@@ -306,7 +306,7 @@ def answer_cells(
     models_files = (*settings.models_files, settings.catalogue_models_file)
 
     def work() -> int:
-        """The Dagster part, on a worker thread: Ctrl-C stays ours (`engine/interrupts.py`). The instance's
+        """The Dagster part, on a worker thread: Ctrl-C stays ours (`inference/interrupts.py`). The instance's
         storage failing (PostgreSQL down, a full DAGSTER_HOME) beyond what each read retries is one line."""
         from oabench_pipeline.engine.launch import RunStorageError, storage_errors
         from oabench_pipeline.engine.runs import one_line

@@ -27,6 +27,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from oabench_pipeline.core.editions import DEFAULT_EDITIONS_FILE, REGISTRY_DIR
+from oabench_pipeline.core.tables import column_names, column_schema
 from oabench_pipeline.core.toml_errors import (
     TomlFileError,
     field_line,
@@ -34,7 +35,6 @@ from oabench_pipeline.core.toml_errors import (
     table_spans,
     validation_error,
 )
-from oabench_pipeline.shared.tables import column_names, column_schema
 
 DEFAULT_REFORMS_FILE = REGISTRY_DIR / "legal_reforms.toml"
 DEFAULT_NOTES_FILE = REGISTRY_DIR / "law_currency_notes.toml"

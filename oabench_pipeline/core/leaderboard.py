@@ -59,8 +59,8 @@ from oabench_pipeline.core.law_currency import (
     question_law_currency,
 )
 from oabench_pipeline.core.scoring import score_inferences
+from oabench_pipeline.core.tables import ANALYSIS_TABLES, BY_SUITE, column_names, column_schema
 from oabench_pipeline.core.text_safety import clean_label_expr
-from oabench_pipeline.shared.tables import ANALYSIS_TABLES, BY_SUITE, column_names, column_schema
 
 _SCORES_TEMP = "_oabench_scores"
 _CANONICAL_TEMP = "_oabench_canonical"

@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from oabench_pipeline.core.editions import REGISTRY_DIR
-from oabench_pipeline.shared.tables import TABLES
+from oabench_pipeline.core.tables import TABLES
 
 PASS_RATES_FILE = REGISTRY_DIR / "pass_rates.toml"
 DENOMINATOR_KINDS = {"present", "inscribed", "inscribed_approx", "present_approx", "not_given"}

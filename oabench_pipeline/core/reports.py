@@ -26,7 +26,7 @@ from oabench_pipeline.core.numbers import grouped, short_decimal
 from oabench_pipeline.core.pass_rates import PASS_RATE_CAVEAT, load_pass_rates
 from oabench_pipeline.core.public_endpoints import public_frame
 from oabench_pipeline.core.rendering import render
-from oabench_pipeline.shared.tables import csv_ready
+from oabench_pipeline.core.tables import csv_ready
 
 COST_PLOT = "cost_vs_accuracy.png"
 AREA_PLOT = "accuracy_by_area.png"

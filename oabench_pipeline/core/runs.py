@@ -25,7 +25,7 @@ import duckdb
 import polars as pl
 
 from oabench_pipeline.core.scoring import QUESTION_STATUS_SQL
-from oabench_pipeline.shared.tables import column_names
+from oabench_pipeline.core.tables import column_names
 
 RUN_SUMMARIES_TABLE = "published_run_summaries"
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from oabench_pipeline.shared.tables import column_names
+from oabench_pipeline.core.tables import column_names
 
 # The `scores` asset's code version: bump it with any change to the scoring rules, so that the automation
-# re-scores every cell (`automation/downstream.py`) and the UI shows every scores partition stale until then.
+# re-scores every cell (`scoring/conditions.py`) and the UI shows every scores partition stale until then.
 SCORING_VERSION = "scoring-2"  # 2: unresolved questions scored in neither score
 
 # The answer key is authoritative for annulment; `questions.status` is the fallback when a key row

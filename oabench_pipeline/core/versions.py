@@ -1,7 +1,7 @@
 """Data versions: a SHA-256 of what a partition holds, so "did it change" is a comparison of two strings.
 
 Dagster records the data version returned with each materialization; the automation conditions
-(`automation/downstream.py`) re-run a downstream asset only when an upstream version differs from the
+(`scoring/conditions.py`) re-run a downstream asset only when an upstream version differs from the
 one it had, and the UI marks an asset stale when an input's version moved since it was built. A version
 must therefore change exactly when the content does: rows are hashed as canonical JSON lines, sorted
 (a rebuild may list the same rows in another order), with the column names and types, and without the
@@ -25,7 +25,7 @@ BOOKLET_PARSER_VERSION = "booklet-5"  # 5: the 38th's layout; bare numbers by ba
 PHASE2_PARSER_VERSION = "phase2-parser-1"
 
 # The analysis tables' code version: bump it with any change to how a table is computed, so that the
-# automation rebuilds them once (`automation/downstream.py`) and so does the next `oabench run`, which
+# automation rebuilds them once (`scoring/conditions.py`) and so does the next `oabench run`, which
 # reads the version each table was written with (`freshness.leaderboard_is_current`).
 ANALYSIS_VERSION = "analysis-9"  # 2: Rasch tables; 3: per-edition costs; 4: suites (`_by_suite`, `suites`); 5: `retired`; 6: contamination_by_cutoff pooled row; 7: law currency (legal_reforms, question_law_currency, law_currency_effect, leaderboard_current_law); 8: leave-one-out difficulties finite where the other keys give no finite edition mean; 9: the key audit leaves the offline baselines out
 

@@ -12,7 +12,7 @@ log) is the same code in every case.
 Following a run reads only what Dagster records: its status, and its step failures and check evaluations
 from the event log. Live progress comes through a small file the run writes (`inference/progress.py`).
 A stop (Ctrl-C) is written at once to a file every launched run reads before each request
-(`engine/interrupts.py`), then terminates every launched run through the run launcher.
+(`inference/interrupts.py`), then terminates every launched run through the run launcher.
 
 Dagster has no public Python API to load a code location and launch a run of it: the private names and
 undocumented calls this costs are behind one door, `shared/dagster_internals.py`.
@@ -36,7 +36,6 @@ import sqlalchemy.exc
 from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus, Definitions, RunsFilter
 
 from oabench_pipeline import CODE_LOCATION_NAME
-from oabench_pipeline.engine import interrupts
 from oabench_pipeline.engine.runs import RunOutcome, run_failure_reason
 from oabench_pipeline.engine.stale_runs import (
     LAUNCHER_HOST_TAG,
@@ -46,6 +45,7 @@ from oabench_pipeline.engine.stale_runs import (
     why_dead,
     worker_pid,
 )
+from oabench_pipeline.inference import interrupts
 from oabench_pipeline.inference.progress import PROGRESS_FILE_TAG, RelayReader
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.shared import dagster_internals
@@ -233,7 +233,7 @@ class RunLauncher:
     def terminate(self, run_id: str) -> None:
         """Ask the run launcher to stop the run (its process gets the interrupt a UI terminate sends). A
         launcher that cannot reach the run (its code server gone) leaves it to the stop file, which it
-        reads before every request (`engine/interrupts.py`)."""
+        reads before every request (`inference/interrupts.py`)."""
         run = self.instance.get_run_by_id(run_id)
         # CANCELING: already stopping (its step heard the stop and marked it so): asking again would set a
         # run that has just ended CANCELED back to CANCELING, and its code server would then fail it.

@@ -32,9 +32,10 @@ from dagster import (
     define_asset_job,
 )
 
-from oabench_pipeline.engine.interrupts import INTERRUPTED_METADATA
+from oabench_pipeline.inference.interrupts import INTERRUPTED_METADATA
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.shared import dagster_internals
+from oabench_pipeline.shared.run_tags import HOST_TAG, PID_TAG
 from oabench_pipeline.warehouse import views_refreshed_once
 
 if TYPE_CHECKING:
@@ -181,10 +182,6 @@ DEFAULT_INSTANCE_YAML = (
 """
     + INSTANCE_SETTINGS_YAML
 )
-
-# Every run `oabench` executes says which process runs it: `oabench status` tells a run whose process is gone
-# (killed) from one in progress, which the instance alone cannot (an in-process run has no run monitor).
-PID_TAG, HOST_TAG = "oabench/pid", "oabench/host"
 
 
 @dataclass(frozen=True)

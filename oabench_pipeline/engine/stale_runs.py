@@ -38,9 +38,9 @@ from dagster import (
     RunsFilter,
 )
 
-from oabench_pipeline.engine.runs import HOST_TAG, PID_TAG
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
 from oabench_pipeline.shared import dagster_internals
+from oabench_pipeline.shared.run_tags import HOST_TAG, PID_TAG
 
 LAUNCHER_PID_TAG = "oabench/launcher-pid"  # the `oabench` command that launched the run,
 LAUNCHER_HOST_TAG = "oabench/launcher-host"  # and its host

@@ -5,7 +5,7 @@ closed first (`engine/stale_runs.py`), so that `running` means a live process. T
 from three places:
 - the warehouse: the cell's `inferences` partition (answered / error / missing questions), and the data
   versions its files recorded of the partitions they were built from, against those partitions' versions
-  today (`engine/freshness.py`: a re-parse into the same rows stales nothing);
+  today (`inference/freshness.py`: a re-parse into the same rows stales nothing);
 - the response log and the registry: `replicate_plans` says which requests a run would still send (the
   same plan `oabench run` uses; counts are over the run it would resume, else the newest clean run), and a live row whose request hash differs from today's request means the
   model configuration or the prompts changed since it was asked;
@@ -43,18 +43,11 @@ from dagster import (
     partition_loading_context,
 )
 
-from oabench_pipeline.automation.catalogue_watch import MonthBudget, month_budget
+from oabench_pipeline.catalogue.watch import MonthBudget, month_budget
 from oabench_pipeline.core.editions import Suite, format_editions, known_editions
 from oabench_pipeline.core.models_registry import ModelConfig, automatic_models, known_models
 from oabench_pipeline.core.runs import live_run_id, with_logical_run_ids
 from oabench_pipeline.core.watch_policy import WatchPolicyError, load_watch_policy
-from oabench_pipeline.engine.freshness import (
-    damaged_log_lines,
-    planned_replicates,
-    scores_are_current,
-    stale_reasons,
-    summary_editions,
-)
 from oabench_pipeline.engine.runs import (
     cell_failure_line,
     interruption,
@@ -65,6 +58,13 @@ from oabench_pipeline.engine.stale_runs import IN_PROGRESS, close_dead_runs, why
 from oabench_pipeline.inference.cell import ANSWERED, CellPlan
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held
 from oabench_pipeline.inference.cost import PRICING_HINT, UNKNOWN_PRICE, estimated_prompt_cost
+from oabench_pipeline.inference.freshness import (
+    damaged_log_lines,
+    planned_replicates,
+    scores_are_current,
+    stale_reasons,
+    summary_editions,
+)
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.shared import dagster_internals
 from oabench_pipeline.shared.partitions import cell_partition_key, model_edition_partitions

@@ -23,10 +23,11 @@ from oabench_pipeline.core.records import ParsedAnswerKey, ParsedBooklet, make_q
 from oabench_pipeline.core.versions import ANSWER_KEY_PARSER_VERSION, BOOKLET_PARSER_VERSION, frame_version
 from oabench_pipeline.exams import validation
 from oabench_pipeline.exams.downloads import DownloadError
+from oabench_pipeline.exams.resources import ExamSourcesResource
 from oabench_pipeline.shared.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.shared.metadata import markdown_preview, table_schema
 from oabench_pipeline.shared.partitions import editions_partitions
-from oabench_pipeline.shared.resources import ExamSourcesResource, WarehouseResource
+from oabench_pipeline.shared.resources import WarehouseResource
 
 FILE_KINDS: tuple[FileKind, ...] = ("booklet", "answer_key")
 

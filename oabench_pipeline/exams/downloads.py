@@ -19,7 +19,7 @@ import stamina
 from oabench_pipeline.core.editions import Edition, FileKind, PinnedFile
 from oabench_pipeline.core.files import HashingWriter
 from oabench_pipeline.core.http_status import TRANSIENT_STATUSES
-from oabench_pipeline.exams.raw_store import RawStore
+from oabench_pipeline.shared.raw_store import RawStore
 
 PDF_MAGIC = b"%PDF-"
 

@@ -7,7 +7,7 @@ import polars as pl
 from oabench_pipeline.core import exam_validation
 from oabench_pipeline.core.editions import Edition
 from oabench_pipeline.core.records import KeyStatus, ParsedAnswerKey, ParsedBooklet
-from oabench_pipeline.shared.tables import column_names
+from oabench_pipeline.core.tables import column_names
 
 
 def edition_mismatch(found: int | None, expected: int) -> list[str]:

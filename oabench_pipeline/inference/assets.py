@@ -37,10 +37,9 @@ from dagster import (
 
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.runs import baseline_run_id, live_run_id, with_logical_run_ids
+from oabench_pipeline.core.tables import conform
 from oabench_pipeline.core.versions import INFERENCE_BOOKKEEPING_COLUMNS, frame_version
-from oabench_pipeline.engine import interrupts
-from oabench_pipeline.engine.freshness import summary_editions
-from oabench_pipeline.engine.runs import HOST_TAG, PID_TAG
+from oabench_pipeline.inference import interrupts
 from oabench_pipeline.inference.batch_cell import BatchPending, answer_by_batch, still_unanswered
 from oabench_pipeline.inference.batches.cells import open_batches, pending_line
 from oabench_pipeline.inference.catalogue_store import catalogue_prices, retirement_problem
@@ -55,6 +54,7 @@ from oabench_pipeline.inference.cell_lock import CellLock, LockHolder, LockWaitS
 from oabench_pipeline.inference.client import run_blocking, run_chat_requests
 from oabench_pipeline.inference.cost import estimated_prompt_cost, listed_price
 from oabench_pipeline.inference.endpoints import cell_capacity
+from oabench_pipeline.inference.freshness import summary_editions
 from oabench_pipeline.inference.progress import (
     PROGRESS_FILE_TAG,
     BestEffort,
@@ -85,7 +85,7 @@ from oabench_pipeline.shared.checks import check_specs, problems_result, stop_on
 from oabench_pipeline.shared.metadata import table_schema
 from oabench_pipeline.shared.partitions import model_edition_partitions
 from oabench_pipeline.shared.resources import WarehouseResource
-from oabench_pipeline.shared.tables import conform
+from oabench_pipeline.shared.run_tags import HOST_TAG, PID_TAG
 from oabench_pipeline.warehouse import Warehouse
 
 MAX_ERROR_RATE = 0.02
@@ -161,7 +161,7 @@ def inferences(
     store = warehouse.warehouse()
     if model.kind == "api" and (retired := retirement_problem(store, model.id)):
         raise Failure(description=f"{model.key}: {retired}; it is never requested again")
-    # What the cell is built from, recorded with it (`engine/freshness.py`), read before the rows themselves.
+    # What the cell is built from, recorded with it (`inference/freshness.py`), read before the rows themselves.
     inputs = store.input_versions({"questions": edition})
     questions = store.read("questions", edition)
     if questions.is_empty():
@@ -173,7 +173,7 @@ def inferences(
         context.instance, context.run_id, {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
     )
     # `oabench run` follows its launched runs' progress through a file it names (progress.py), and tells
-    # them of its Ctrl-C through another (engine/interrupts.py).
+    # them of its Ctrl-C through another (inference/interrupts.py).
     relay = context.run.tags.get(PROGRESS_FILE_TAG)
     stop = context.run.tags.get(interrupts.STOP_FILE_TAG)
     with (
@@ -732,7 +732,7 @@ def _finish(
     ]
     yield from stop_on_blocking_failures(checks, BLOCKING_INFERENCE_CHECKS, f"cell {context.partition_key}")
     # What the cell answers (request hashes, replies, errors), not when it was written: a rebuild that
-    # changes no answer keeps the version, so nothing downstream re-runs (automation/downstream.py).
+    # changes no answer keeps the version, so nothing downstream re-runs (scoring/conditions.py).
     version = frame_version(partition, INFERENCE_BOOKKEEPING_COLUMNS)
     store.write_partition(
         "inferences", partition, str(context.partition_key), data_version=version, inputs=inputs

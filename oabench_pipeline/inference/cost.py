@@ -9,7 +9,7 @@ from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.runs import with_logical_run_ids
 from oabench_pipeline.inference.catalogue_store import Price
 from oabench_pipeline.inference.cell import cell_name
-from oabench_pipeline.inference.types import ChatRequest
+from oabench_pipeline.inference.types import ChatRequest, ChatResult
 from oabench_pipeline.warehouse import Warehouse
 
 # What takes a price snapshot by hand (the `daily_model_catalogue` schedule does it every day): the
@@ -76,7 +76,7 @@ def estimated_prompt_cost(
 
 def cost_at(requests: Sequence[ChatRequest], prompt_price: float, request_price: float = 0.0) -> float:
     """The estimate at given prices (USD per prompt token, per request): the watch policy's ceiling uses
-    the catalogue's prices this way (`automation/catalogue_watch.py`), `--dry-run` the price snapshot's."""
+    the catalogue's prices this way (`catalogue/watch.py`), `--dry-run` the price snapshot's."""
     return estimated_prompt_tokens([r.body for r in requests]) * prompt_price + len(requests) * request_price
 
 
@@ -86,7 +86,9 @@ def cell_estimate(
     """(requests a run of the cell would send now, their estimated prompt cost; None: no snapshot prices
     the model) with `replicates` complete runs wanted: what `oabench run --dry-run` prints per cell, and
     what a suite costs a model is the sum over its editions. An offline baseline sends nothing."""
-    from oabench_pipeline.engine.freshness import planned_replicates  # freshness reads the warehouse and logs
+    from oabench_pipeline.inference.freshness import (
+        planned_replicates,  # freshness reads the warehouse and logs
+    )
 
     if model.kind == "baseline":
         return 0, 0.0
@@ -95,3 +97,17 @@ def cell_estimate(
     plans = planned_replicates(store, model, edition, questions, existing, replicates, retry_invalid)
     pending = [request for plan in plans for request in plan.pending]
     return len(pending), estimated_prompt_cost(store, model, pending) if pending else 0.0
+
+
+def answer_cost(result: ChatResult, price: Price | None) -> tuple[float, bool]:
+    """(USD, reported): the endpoint's cost, else reported tokens × the price listed when the reply arrived,
+    else 0."""
+    reported = result.total_cost_usd if result.total_cost_usd is not None else result.cost_usd
+    if reported is not None:
+        return reported, True
+    price = price.at(result.finished_at) if price is not None else None
+    if price is None or price.prompt is None or result.prompt_tokens is None:
+        return 0.0, False
+    return result.prompt_tokens * price.prompt + (result.completion_tokens or 0) * (
+        price.completion or 0.0
+    ), False

@@ -29,7 +29,7 @@ from typing import Protocol
 
 from oabench_pipeline.core.watch_policy import RESERVED_COMPLETION_TOKENS
 from oabench_pipeline.inference.catalogue_store import Price
-from oabench_pipeline.inference.cost import estimated_prompt_tokens
+from oabench_pipeline.inference.cost import answer_cost, estimated_prompt_tokens
 from oabench_pipeline.inference.types import ChatRequest, ChatResult
 
 POLL_S = 0.1  # between looks at whether the budget held by others was given back (each reads their files)
@@ -169,6 +169,4 @@ class SpendGate:
 
 
 def _logged_cost(result: ChatResult, price: Price | None) -> float:
-    from oabench_pipeline.inference.spend import answer_cost  # spend imports this module
-
     return answer_cost(result, price)[0]

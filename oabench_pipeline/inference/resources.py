@@ -15,7 +15,6 @@ from oabench_pipeline.core.models_registry import (
 )
 from oabench_pipeline.core.watch_policy import WatchPolicy, load_watch_policy
 from oabench_pipeline.inference.types import EndpointConfig
-from oabench_pipeline.settings import DEFAULT_CATALOGUE_URL
 
 
 class UnknownModelError(KeyError):
@@ -139,14 +138,3 @@ def connections_for(model: ModelConfig, registry: Iterable[ModelConfig]) -> int:
     """Pool size of the model's endpoint: the sum of `concurrency` of the models sharing its base_url."""
     sharing = sum(m.concurrency for m in registry if m.base_url == model.base_url and m.key != model.key)
     return model.concurrency + sharing
-
-
-class ModelCatalogueResource(ConfigurableResource):
-    """The model catalogue snapshotted by `model_catalogue` (`OABENCH_CATALOGUE_URL`, OpenRouter's by default)."""
-
-    url: str = DEFAULT_CATALOGUE_URL
-    timeout_s: float = 30.0
-
-    def models_url_of(self, base_url: str) -> bool:
-        """Whether `{base_url}/models` is this catalogue: its prices are then the catalogue's."""
-        return base_url.rstrip("/") + "/models" == self.url.rstrip("/")

@@ -33,10 +33,10 @@ from pathlib import Path
 
 from oabench_pipeline.inference.catalogue_store import Price
 from oabench_pipeline.inference.cell_lock import is_held
-from oabench_pipeline.inference.cost import cost_at
+from oabench_pipeline.inference.cost import answer_cost, cost_at
 from oabench_pipeline.inference.reservations import RESERVED_COMPLETION_TOKENS, Learned, SpendGate
 from oabench_pipeline.inference.response_log import cell_log_path, read_log
-from oabench_pipeline.inference.types import ChatRequest, ChatResult
+from oabench_pipeline.inference.types import ChatRequest
 
 REFRESH_S = 1.0
 FLOAT_SLACK_USD = 1e-9  # USD: sums of float costs that reach a limit exactly (0.1 + 0.2) still fit it
@@ -54,20 +54,6 @@ def month_of(moment: dt.datetime) -> str:
 
 def this_month() -> str:
     return month_of(dt.datetime.now(dt.UTC))
-
-
-def answer_cost(result: ChatResult, price: Price | None) -> tuple[float, bool]:
-    """(USD, reported): the endpoint's cost, else reported tokens × the price listed when the reply arrived,
-    else 0."""
-    reported = result.total_cost_usd if result.total_cost_usd is not None else result.cost_usd
-    if reported is not None:
-        return reported, True
-    price = price.at(result.finished_at) if price is not None else None
-    if price is None or price.prompt is None or result.prompt_tokens is None:
-        return 0.0, False
-    return result.prompt_tokens * price.prompt + (result.completion_tokens or 0) * (
-        price.completion or 0.0
-    ), False
 
 
 @dataclass

@@ -24,6 +24,7 @@ from dagster import (
 )
 
 from oabench_pipeline.core.runs import live_run_id
+from oabench_pipeline.core.tables import conform
 from oabench_pipeline.inference.assets import CellLabels
 from oabench_pipeline.inference.resources import ModelClientResource, ModelsRegistryResource
 from oabench_pipeline.phase2.plans import (
@@ -41,7 +42,6 @@ from oabench_pipeline.shared.checks import check_specs, problems_result, stop_on
 from oabench_pipeline.shared.metadata import table_schema
 from oabench_pipeline.shared.partitions import phase2_cells_partitions
 from oabench_pipeline.shared.resources import WarehouseResource
-from oabench_pipeline.shared.tables import conform
 from oabench_pipeline.warehouse import Warehouse
 
 ANSWER_CHECKS = {

@@ -37,6 +37,7 @@ from oabench_pipeline.core.phase2.protocol import (
     default_judge_ceiling,
 )
 from oabench_pipeline.core.phase2.structured import Criterion
+from oabench_pipeline.core.tables import conform
 from oabench_pipeline.inference.assets import CellLabels
 from oabench_pipeline.inference.resources import ModelClientResource, ModelsRegistryResource
 from oabench_pipeline.phase2.plans import (
@@ -54,7 +55,6 @@ from oabench_pipeline.shared.checks import check_specs, problems_result, stop_on
 from oabench_pipeline.shared.metadata import table_schema
 from oabench_pipeline.shared.partitions import judgment_cells_partitions
 from oabench_pipeline.shared.resources import WarehouseResource
-from oabench_pipeline.shared.tables import conform
 from oabench_pipeline.warehouse import Warehouse
 
 JUDGE_PROMPTS_TABLE = "phase2_judge_prompts"

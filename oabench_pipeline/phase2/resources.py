@@ -8,7 +8,7 @@ from dagster import ConfigurableResource
 
 from oabench_pipeline.core.phase2.sources import DEFAULT_PHASE2_FILE, Phase2Sources, load_phase2_sources
 from oabench_pipeline.exams.downloads import DownloadPolicy, PdfDownloader
-from oabench_pipeline.exams.raw_store import RawStore
+from oabench_pipeline.shared.raw_store import RawStore
 
 
 class Phase2SourcesResource(ConfigurableResource):

@@ -9,7 +9,7 @@ from pathlib import Path
 from dagster import AssetExecutionContext, Failure
 
 from oabench_pipeline.core.models_registry import ModelConfig
-from oabench_pipeline.engine import interrupts
+from oabench_pipeline.inference import interrupts
 from oabench_pipeline.inference.assets import (
     CellLabels,
     _ceiling_gate,

@@ -5,13 +5,13 @@ from pathlib import Path
 
 from dagster import AssetExecutionContext, Config, Failure, MaterializeResult, MetadataValue, asset
 
-from oabench_pipeline.automation.downstream import SITE_CONDITION
+from oabench_pipeline.core.tables import ANALYSIS_TABLES
 from oabench_pipeline.core.versions import SITE_VERSION
 from oabench_pipeline.inference.cell import cell_name
+from oabench_pipeline.scoring.conditions import SITE_CONDITION
 from oabench_pipeline.scoring.inputs import CELL_TABLES, analysis_inputs
 from oabench_pipeline.shared.metadata import table_schema
 from oabench_pipeline.shared.resources import WarehouseResource
-from oabench_pipeline.shared.tables import ANALYSIS_TABLES
 from oabench_pipeline.warehouse import Warehouse
 
 SITE_FOLDER = "site"  # under the warehouse folder: warehouse/site/

@@ -6,7 +6,7 @@ import polars as pl
 from dagster import MetadataValue, TableColumn, TableSchema
 
 from oabench_pipeline.core.markdown import markdown_table
-from oabench_pipeline.shared.tables import table_columns
+from oabench_pipeline.core.tables import table_columns
 
 _TYPE_NAMES = {"String": "string", "Int32": "int", "Int64": "int", "Float64": "float", "Boolean": "bool"}
 

@@ -27,10 +27,10 @@ from dagster import (
 
 from oabench_pipeline.automation.catalogue_sensor import CATALOGUE_SENSOR_NAME, model_catalogue_sensor
 from oabench_pipeline.core.models_registry import load_models_registry
+from oabench_pipeline.core.tables import ANALYSIS_TABLES
 from oabench_pipeline.definitions import build_definitions, build_resources
 from oabench_pipeline.engine.runs import instance_for, run_assets
 from oabench_pipeline.shared.partitions import cell_partition_key
-from oabench_pipeline.shared.tables import ANALYSIS_TABLES
 from oabench_pipeline_tests.automation.ticks import REPORT, TABLES, Ticks
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV, question_texts
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file

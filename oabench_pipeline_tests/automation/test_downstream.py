@@ -34,8 +34,8 @@ from oabench_pipeline.automation.downstream import DOWNSTREAM_SENSOR_NAME
 from oabench_pipeline.cli.common import REPORT_ASSETS
 from oabench_pipeline.core.versions import frame_version
 from oabench_pipeline.definitions import ASSETS, build_definitions, build_resources
-from oabench_pipeline.engine.freshness import scores_are_current
 from oabench_pipeline.engine.runs import ensure_partitions, instance_for, run_assets
+from oabench_pipeline.inference.freshness import scores_are_current
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.shared.partitions import cell_partition_key
 from oabench_pipeline_tests.automation.snapshot import EnvSnapshot

@@ -31,11 +31,11 @@ from dagster._core.definitions.asset_daemon_cursor import AssetDaemonCursor
 
 from oabench_pipeline.automation.sensors import models_registry_sensor, oab_portal_sensor
 from oabench_pipeline.cli.common import REPORT_ASSETS
+from oabench_pipeline.core.tables import ANALYSIS_TABLES
 from oabench_pipeline.definitions import build_definitions, build_resources
 from oabench_pipeline.engine.runs import ensure_partitions, instance_for, run_assets
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.shared.partitions import cell_partition_key
-from oabench_pipeline.shared.tables import ANALYSIS_TABLES
 from oabench_pipeline_tests.automation.portal_fixture import PortalFixture
 from oabench_pipeline_tests.automation.snapshot import EnvSnapshot
 from oabench_pipeline_tests.automation.ticks import dynamic_partitions_read_once

@@ -28,7 +28,7 @@ from oabench_pipeline.core.portal import (
     parse_exam_list,
     parse_exam_page,
 )
-from oabench_pipeline.exams.raw_store import RawStore, sha256_of
+from oabench_pipeline.shared.raw_store import RawStore, sha256_of
 from oabench_pipeline_tests.automation.portal_fixture import (
     BOOKLET_PATH,
     CHANGED_EXAM_PAGE,

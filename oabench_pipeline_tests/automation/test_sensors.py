@@ -43,10 +43,11 @@ from oabench_pipeline.automation.sensors import (
 )
 from oabench_pipeline.core.editions import DEFAULT_EDITIONS_FILE, EditionsRegistryError, load_editions
 from oabench_pipeline.exams.assets import answer_keys, editions, exam_pdfs, questions
+from oabench_pipeline.exams.resources import ExamSourcesResource
 from oabench_pipeline.inference.assets import inferences
 from oabench_pipeline.inference.registry_assets import models
 from oabench_pipeline.inference.resources import ModelClientResource, ModelsRegistryResource
-from oabench_pipeline.shared.resources import ExamSourcesResource, WarehouseResource
+from oabench_pipeline.shared.resources import WarehouseResource
 from oabench_pipeline_tests.automation.portal_fixture import (
     BOOKLET_PATH,
     DEFINITIVE_KEY_PATH,
@@ -265,7 +266,7 @@ def test_a_removed_model_deletes_nothing_and_refreshes_the_models_table(env: Env
 def test_a_key_added_back_runs_only_its_cells_that_are_not_complete(
     persistent_env: Env, ingested_template: Path
 ) -> None:
-    """The sensor asks the same question as `oabench run` and `oabench status` (engine/freshness.py)."""
+    """The sensor asks the same question as `oabench run` and `oabench status` (inference/freshness.py)."""
     env = persistent_env
     copy_ingested(ingested_template, env.tmp / "warehouse")  # real questions: cells can be answered
     env.models_file.write_text(REGISTRY_TOML + EXTRA_BASELINE, encoding="utf-8")

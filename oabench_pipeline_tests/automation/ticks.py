@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dagster import AssetKey, DagsterInstance, Definitions, evaluate_automation_conditions
 from dagster._core.definitions.asset_daemon_cursor import AssetDaemonCursor
 
-from oabench_pipeline.shared.tables import ANALYSIS_TABLES
+from oabench_pipeline.core.tables import ANALYSIS_TABLES
 
 SCORES, REPORT, SITE = AssetKey("scores"), AssetKey("leaderboard_report"), AssetKey("leaderboard_site")
 TABLES = tuple(AssetKey(t) for t in ANALYSIS_TABLES)  # `leaderboard` and the other analysis tables

@@ -8,7 +8,7 @@ import json
 import polars as pl
 import pytest
 
-from oabench_pipeline.core.catalogue import (
+from oabench_pipeline.catalogue.listing import (
     CatalogueFormatError,
     decode_listing,
     listing_rows,
@@ -99,8 +99,8 @@ def test_only_models_that_read_and_write_text(
 
 
 def test_what_changed_between_two_snapshots() -> None:
-    from oabench_pipeline.inference.catalogue_client import Listing
-    from oabench_pipeline.inference.catalogue_snapshots import snapshot_changes, snapshot_of
+    from oabench_pipeline.catalogue.client import Listing
+    from oabench_pipeline.catalogue.snapshots import snapshot_changes, snapshot_of
 
     def snapshot(*models: dict):
         rows, _ = listing_rows({"data": list(models)})

@@ -6,8 +6,8 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from oabench_pipeline.core.catalogue import listing_rows
-from oabench_pipeline.core.catalogue_decisions import Context, Decision, decide, latest_decisions
+from oabench_pipeline.catalogue.decisions import Context, Decision, decide, latest_decisions
+from oabench_pipeline.catalogue.listing import listing_rows
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.watch_policy import WatchPolicy
 from oabench_pipeline_tests.servers.catalogue import catalogue_model

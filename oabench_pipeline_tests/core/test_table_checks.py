@@ -7,7 +7,7 @@ import polars as pl
 
 from oabench_pipeline.core.analysis.table_checks import TABLE_CHECKS, table_problems
 from oabench_pipeline.core.leaderboard import build_leaderboard_tables
-from oabench_pipeline.shared.tables import ANALYSIS_TABLES
+from oabench_pipeline.core.tables import ANALYSIS_TABLES
 from oabench_pipeline_tests.core.synthetic_results import make_synthetic_warehouse, register
 
 
@@ -15,7 +15,7 @@ def test_tables_built_from_synthetic_results_pass_every_check() -> None:
     warehouse = make_synthetic_warehouse(n_models=8, n_editions=3, seed=5)
     tables = build_leaderboard_tables(register(duckdb.connect(), warehouse))
     assert set(tables) == set(ANALYSIS_TABLES)
-    # The leaderboard's checks (and their per-suite run) live with the asset, in scoring/assets.py.
+    # The leaderboard's checks (and their per-suite run) live with the asset, in scoring/analysis.py.
     assert set(TABLE_CHECKS) == set(ANALYSIS_TABLES) - {"leaderboard", "leaderboard_by_suite"}
     for table in TABLE_CHECKS:
         assert not tables[table].is_empty(), table  # the checks really looked at rows

@@ -7,9 +7,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from oabench_pipeline.core.catalogue import decode_listing, listing_rows
+from oabench_pipeline.catalogue.listing import decode_listing, listing_rows
 from oabench_pipeline.core.markdown import markdown_cell
 from oabench_pipeline.core.models_registry import ModelConfig
+from oabench_pipeline.core.tables import csv_ready
 from oabench_pipeline.core.text_safety import (
     clean_label,
     clean_label_expr,
@@ -17,7 +18,6 @@ from oabench_pipeline.core.text_safety import (
     spreadsheet_safe_expr,
     terminal_safe,
 )
-from oabench_pipeline.shared.tables import csv_ready
 
 FORMULAS = ['=HYPERLINK("http://evil.example/x","click")', "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx"]
 HOSTILE_LABELS = {

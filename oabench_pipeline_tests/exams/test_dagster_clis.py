@@ -18,7 +18,7 @@ import pytest
 
 from oabench_pipeline.core.analysis.table_checks import TABLE_CHECKS
 from oabench_pipeline.core.editions import editions_by_key, load_editions
-from oabench_pipeline.shared.tables import ANALYSIS_TABLES
+from oabench_pipeline.core.tables import ANALYSIS_TABLES
 from oabench_pipeline_tests.conftest import REPO_ROOT
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, make_env
 from oabench_pipeline_tests.servers.static_files import StaticFileServer

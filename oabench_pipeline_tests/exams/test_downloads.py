@@ -16,7 +16,7 @@ import pytest
 
 from oabench_pipeline.core.editions import Edition, editions_by_key, load_editions
 from oabench_pipeline.exams.downloads import DownloadError, DownloadPolicy, PdfDownloader, source_location
-from oabench_pipeline.exams.raw_store import RawStore, sha256_of
+from oabench_pipeline.shared.raw_store import RawStore, sha256_of
 from oabench_pipeline_tests.servers.static_files import Override, StaticFileServer
 
 # No back-off between attempts: the retry count is what matters, not the wall-clock pauses.

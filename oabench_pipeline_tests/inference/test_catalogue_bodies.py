@@ -6,9 +6,9 @@ import datetime as dt
 
 import pytest
 
-from oabench_pipeline.core.catalogue import CatalogueFetchError
-from oabench_pipeline.inference.catalogue_client import fetch_listing
-from oabench_pipeline.inference.catalogue_snapshots import snapshot_of
+from oabench_pipeline.catalogue.client import fetch_listing
+from oabench_pipeline.catalogue.listing import CatalogueFetchError
+from oabench_pipeline.catalogue.snapshots import snapshot_of
 from oabench_pipeline_tests.servers.catalogue import CatalogueServer, catalogue_model
 
 CREATED = dt.datetime(2026, 3, 1)
@@ -42,7 +42,7 @@ def test_counts_no_int64_column_holds_are_null_and_the_snapshot_is_written(
         "acme/negative": None,
         "acme/fine": 2**63 - 1,
     }
-    assert [r.getMessage() for r in caplog.records if r.name == "oabench_pipeline.core.catalogue"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "oabench_pipeline.catalogue.listing"] == [
         "catalogue model acme/huge: context_length 9223372036854775808 is negative or beyond a 64-bit "
         "integer: stored as NULL",
         "catalogue model acme/googol: context_length 100000000000... (401 digits) is negative or beyond a "

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from oabench_pipeline.core.catalogue import CatalogueFetchError
-from oabench_pipeline.inference.catalogue_client import MAX_REDIRECTS, fetch_listing
+from oabench_pipeline.catalogue.client import MAX_REDIRECTS, fetch_listing
+from oabench_pipeline.catalogue.listing import CatalogueFetchError
 from oabench_pipeline_tests.servers.catalogue import CATALOGUE_PATH, CatalogueServer, catalogue_model
 from oabench_pipeline_tests.servers.static_files import Override, StaticFileServer
 

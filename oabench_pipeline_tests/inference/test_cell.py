@@ -11,6 +11,7 @@ from oabench_pipeline.core.baselines import BASELINE_IDS
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.prompts import request_hash
 from oabench_pipeline.core.runs import live_run_id
+from oabench_pipeline.core.tables import conform, empty_frame
 from oabench_pipeline.inference.cell import (
     api_cell_rows,
     baseline_cell_rows,
@@ -19,7 +20,6 @@ from oabench_pipeline.inference.cell import (
     replicate_plans,
 )
 from oabench_pipeline.inference.types import ChatRequest, ChatResult
-from oabench_pipeline.shared.tables import conform, empty_frame
 
 T0 = dt.datetime(2026, 3, 3, 12, 0, tzinfo=dt.UTC)
 MODEL = ModelConfig.model_validate({"id": "acme/jurista-1", "base_url": "http://127.0.0.1:9/v1"})

@@ -23,13 +23,13 @@ from oabench_pipeline.core.editions import (
     load_suites,
 )
 from oabench_pipeline.core.scoring import SCORING_VERSION
+from oabench_pipeline.core.tables import empty_frame
 from oabench_pipeline.core.versions import ANALYSIS_VERSION
 from oabench_pipeline.definitions import build_definitions
 from oabench_pipeline.engine.runs import instance_for, run_assets
 from oabench_pipeline.inference.cell import plan_cell
 from oabench_pipeline.inference.cost import estimated_prompt_tokens
 from oabench_pipeline.settings import Settings
-from oabench_pipeline.shared.tables import empty_frame
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
 from oabench_pipeline_tests.more_editions import register_more_editions
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import polars as pl
 
+from oabench_pipeline.core.tables import conform
 from oabench_pipeline.inference.catalogue_store import Price, catalogue_prices
+from oabench_pipeline.inference.cost import answer_cost
 from oabench_pipeline.inference.response_log import ResponseLog, cell_log_path
-from oabench_pipeline.inference.spend import AutomaticBudget, answer_cost, keys_spend
+from oabench_pipeline.inference.spend import AutomaticBudget, keys_spend
 from oabench_pipeline.inference.types import ChatResult
-from oabench_pipeline.shared.tables import conform
 from oabench_pipeline.warehouse import Warehouse
 
 MAY = dt.datetime(2026, 5, 20, tzinfo=dt.UTC)

@@ -11,11 +11,11 @@ from dagster._core.storage.asset_check_execution_record import AssetCheckExecuti
 from dagster._core.storage.defs_state.base import set_defs_state_storage
 
 from oabench_pipeline.core.editions import load_suites
+from oabench_pipeline.core.tables import ANALYSIS_TABLES, table_columns
 from oabench_pipeline.definitions import build_definitions
 from oabench_pipeline.engine.runs import instance_for, run_assets
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.shared.partitions import cell_partition_key
-from oabench_pipeline.shared.tables import ANALYSIS_TABLES, table_columns
 from oabench_pipeline_tests.pipeline_env import PipelineEnv
 from oabench_pipeline_tests.saved_envs import SavedEnv, building_env, save_env
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
@@ -62,7 +62,7 @@ def test_every_analysis_table_has_its_schema_description_checks_and_is_selectabl
 
 
 def table_description_head(table: str) -> str:
-    from oabench_pipeline.shared.tables import ANALYSIS_DESCRIPTIONS
+    from oabench_pipeline.core.tables import ANALYSIS_DESCRIPTIONS
 
     return ANALYSIS_DESCRIPTIONS[table].split(":")[0]
 

@@ -6,7 +6,7 @@ import datetime as dt
 
 import polars as pl
 
-from oabench_pipeline.scoring.assets import pricing_age_check
+from oabench_pipeline.scoring.analysis import pricing_age_check
 
 UTC = dt.UTC
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from oabench_pipeline.shared.tables import ANALYSIS_TABLES
+from oabench_pipeline.core.tables import ANALYSIS_TABLES
 from oabench_pipeline_tests.servers.dagster_webserver import POLL_S, DagsterWebserver
 
 EXPECTED_GROUPS = {

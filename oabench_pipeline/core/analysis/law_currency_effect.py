@@ -25,7 +25,7 @@ from oabench_pipeline.core.analysis.frames import safe_div
 from oabench_pipeline.core.analysis.intervals import official_interval, wilson_interval
 from oabench_pipeline.core.analysis.item_response import RaschFit
 from oabench_pipeline.core.analysis.pairwise import LETTER_CODES
-from oabench_pipeline.shared.tables import column_names, column_schema
+from oabench_pipeline.core.tables import column_names, column_schema
 
 # The cutoff analysis's notes, in this split's words.
 _WORDS = (

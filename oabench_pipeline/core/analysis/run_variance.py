@@ -12,7 +12,7 @@ import duckdb
 import polars as pl
 
 from oabench_pipeline.core.analysis.frames import registered
-from oabench_pipeline.shared.tables import column_schema
+from oabench_pipeline.core.tables import column_schema
 
 _REPLICATES_TEMP = "_oabench_replicates"
 

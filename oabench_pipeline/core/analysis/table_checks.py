@@ -1,6 +1,6 @@
 """What must hold in each analysis table, as checks that list the rows breaking it (no Dagster here).
 
-Each table's asset carries these as asset checks (`scoring/assets.py`), next to the leaderboard's own.
+Each table's asset carries these as asset checks (`scoring/analysis.py`), next to the leaderboard's own.
 They hold by construction, so a failure means a bug or a damaged input: every check here is blocking,
 and the step writes nothing. `TABLE_CHECKS` gives each check the description the UI's Checks tab shows;
 `table_problems` evaluates them on the tables `core/leaderboard.build_leaderboard_tables` returns.
@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
-from oabench_pipeline.shared.tables import BY_SUITE
+from oabench_pipeline.core.tables import BY_SUITE
 
 # Holm's step-up and float sums may land a hair outside [0, 1]; anything past this is a real error.
 _TOLERANCE = 1e-9

@@ -226,7 +226,7 @@ def _cost(frame: pl.DataFrame) -> float | None:
 def leaderboard(
     items: pl.DataFrame, answers: pl.DataFrame, judgments: pl.DataFrame, scores: pl.DataFrame
 ) -> pl.DataFrame:
-    """`phase2_leaderboard`: one row per judge × model key (column contract in `shared/tables.py`)."""
+    """`phase2_leaderboard`: one row per judge × model key (column contract in `core/tables.py`)."""
     exams_in_items = items.select("edition", "area").unique().height
     runs = counted_runs(answers, sub_items(items))
     counted = _counted_judgments(judgments) if not judgments.is_empty() else judgments

@@ -20,7 +20,7 @@ from oabench_pipeline.core.law_currency import flag_counts
 from oabench_pipeline.core.leaderboard import suite_view
 from oabench_pipeline.core.scoring import QUESTION_STATUS_SQL
 from oabench_pipeline.core.site.phase2 import Phase2SiteData, load_phase2
-from oabench_pipeline.shared.tables import BY_SUITE
+from oabench_pipeline.core.tables import BY_SUITE
 
 # How much of a reply a question page shows: the full text is in the `inferences` download.
 REPLY_HEAD_CHARS = 280

@@ -1,9 +1,8 @@
-"""Scores per benchmark cell; the leaderboard and analysis tables (one asset each, one step); the report."""
+"""The `analysis` group: the leaderboard and the other analysis tables (one asset each, one step) and their
+checks. The cells' `scores` are `scores.py`; the report is `reports.py`."""
 
-import base64
 import datetime as dt
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -19,30 +18,23 @@ from dagster import (
     Failure,
     MaterializeResult,
     MetadataValue,
-    asset,
     multi_asset,
 )
 
-from oabench_pipeline.automation.downstream import (
-    LEADERBOARD_CONDITION,
-    REPORT_CONDITION,
-    SCORES_CONDITION,
-)
 from oabench_pipeline.core.analysis.table_checks import TABLE_CHECKS, table_problems
 from oabench_pipeline.core.editions import EditionsRegistryError, Suite, default_suite
-from oabench_pipeline.core.scoring import SCORING_VERSION, score_inferences
-from oabench_pipeline.core.versions import ANALYSIS_VERSION, REPORT_VERSION, frame_version
-from oabench_pipeline.inference.assets import cell_keys
+from oabench_pipeline.core.tables import ANALYSIS_DESCRIPTIONS, ANALYSIS_TABLES
+from oabench_pipeline.core.versions import ANALYSIS_VERSION, frame_version
+from oabench_pipeline.exams.resources import ExamSourcesResource
+from oabench_pipeline.scoring.conditions import LEADERBOARD_CONDITION
 from oabench_pipeline.scoring.inputs import healthy_reader
 from oabench_pipeline.shared.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.shared.metadata import table_schema
-from oabench_pipeline.shared.partitions import model_edition_partitions
-from oabench_pipeline.shared.resources import ExamSourcesResource, WarehouseResource
-from oabench_pipeline.shared.tables import ANALYSIS_DESCRIPTIONS, ANALYSIS_TABLES
+from oabench_pipeline.shared.resources import WarehouseResource
 
 # The leaderboard's and the report's builders (`core/leaderboard.py`, `core/reports.py`, with numpy and
-# jinja2) are imported inside the steps that use them: every cell run's process loads this module for
-# `scores`, and does not pay for them.
+# jinja2) are imported inside the steps that use them: every cell run's process loads this module with the
+# definitions, and does not pay for them.
 LEADERBOARD_TABLES = ANALYSIS_TABLES  # every table the `leaderboard` step builds, one asset each
 
 LEADERBOARD_CHECKS = {
@@ -74,69 +66,6 @@ BLOCKING_CHECKS = {
 ANALYSIS_DEPS = ["scores", "models", "model_pricing", "model_catalogue", "editions"]
 
 
-@asset(
-    group_name="scoring",
-    partitions_def=model_edition_partitions,
-    deps=["inferences", "answer_keys", "questions"],
-    code_version=SCORING_VERSION,
-    metadata={"dagster/column_schema": table_schema("scores").value},
-    automation_condition=SCORES_CONDITION,  # re-score a cell when its inputs change (automation/downstream.py)
-)
-def scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
-    """One row per question and model key: the answer, the key's letter, official and technical credit.
-
-    Annulled questions are credited to everyone (`is_correct_official` true) and left out of the
-    technical score (`is_correct_technical` NULL); an answer counts only when one was extracted.
-    """
-    model_key, edition = cell_keys(context)
-    store = warehouse.warehouse()
-    if store.read("inferences", str(context.partition_key)).is_empty():
-        raise Failure(
-            description=f"no inferences for {model_key} × edition {edition}: materialize inferences first"
-        )
-    # The cell's own partitions only: another cell's unreadable file is that cell's to rebuild, and a view
-    # over every file of a table would cost more with every cell the warehouse holds.
-    cell_inputs = {"inferences": str(context.partition_key), "questions": edition, "answer_keys": edition}
-    # Their data versions, recorded with the scores (`engine/freshness.py`), read before the rows themselves.
-    inputs = store.input_versions(cell_inputs)
-    with store.partitions_reader(cell_inputs) as con:
-        frame = score_inferences(con, model_key=model_key, edition=int(edition))
-    version = frame_version(frame)  # a re-score that changes no row changes nothing downstream
-    store.write_partition(
-        "scores",
-        frame,
-        str(context.partition_key),
-        version=SCORING_VERSION,
-        data_version=version,
-        inputs=inputs,
-    )
-    # One line per run of the cell (a partition holds every run): summing across runs would mean nothing.
-    per_run = (
-        frame.group_by("run_id")
-        .agg(
-            official=pl.col("is_correct_official").sum(),
-            technical=pl.col("is_correct_technical").sum(),
-            active=(pl.col("status") == "active").sum(),
-            invalid=((pl.col("status") == "active") & ~pl.col("is_valid")).sum(),
-        )
-        .sort("run_id")
-    )
-    return MaterializeResult(
-        metadata={
-            "rows": frame.height,
-            "runs": per_run.height,
-            "scores_by_run": MetadataValue.md(
-                "\n".join(
-                    f"- `{r['run_id']}`: official {r['official']}, technical {r['technical']}/{r['active']}, "
-                    f"invalid {r['invalid']}"
-                    for r in per_run.iter_rows(named=True)
-                )
-            ),
-        },
-        data_version=DataVersion(version),
-    )
-
-
 class LeaderboardConfig(Config):
     """Shared by `leaderboard` and `leaderboard_report`: which runs count. (Every suite is built in every
     run: the default suite's tables never depend on run config.)"""
@@ -153,14 +82,6 @@ class LeaderboardConfig(Config):
             raise Failure(description=f"as_of {self.as_of!r}: not a date (YYYY-MM-DD)") from None
 
 
-class ReportConfig(LeaderboardConfig):
-    """`leaderboard_report`'s settings: which runs count, and which suite it ranks."""
-
-    suite: str | None = None
-    """A suite of the editions registry (`suites` table); default: the default suite (oabench-2026),
-    written to `reports/`. Another suite's report goes to `reports/suites/<name>/`."""
-
-
 def _analysis_spec(table: str) -> AssetSpec:
     description = ANALYSIS_DESCRIPTIONS[table]
     return AssetSpec(
@@ -174,7 +95,7 @@ def _analysis_spec(table: str) -> AssetSpec:
         metadata={"dagster/column_schema": table_schema(table).value},
         kinds={"duckdb", "parquet"},
         code_version=ANALYSIS_VERSION,
-        automation_condition=LEADERBOARD_CONDITION,  # rebuilt once after upstream updates (downstream.py)
+        automation_condition=LEADERBOARD_CONDITION,  # rebuilt once after upstream updates (conditions.py)
     )
 
 
@@ -411,103 +332,3 @@ def _check(name: str, problems: list[str]) -> AssetCheckResult:
         severity=AssetCheckSeverity.ERROR,
         metadata={"problem": MetadataValue.text(", ".join(map(str, problems))[:2000] or "none")},
     )
-
-
-@asset(
-    group_name="reports",
-    deps=list(ANALYSIS_TABLES),
-    code_version=REPORT_VERSION,
-    automation_condition=REPORT_CONDITION,
-    metadata={"dagster/column_schema": table_schema("leaderboard").value},  # leaderboard.csv / .parquet
-)
-def leaderboard_report(
-    config: ReportConfig, warehouse: WarehouseResource, exam_sources: ExamSourcesResource
-) -> MaterializeResult:
-    """The leaderboard for people: HTML, Markdown, CSV/Parquet exports and two charts in `warehouse/reports/`.
-
-    Headed by when it was generated and the newest answer it covers. `cost_vs_accuracy.png` puts cost
-    on a log axis with the Pareto frontier drawn; `accuracy_by_area.png` is a legal area × model heatmap;
-    `accuracy_by_exam_date.png` (when a key has a knowledge cutoff) each such key's accuracy by exam date
-    with its cutoff marked and the effect net of difficulty.
-    `summary` shows inline here; the full table and each chart open from their "[Show Markdown]" (the UI
-    shows a Markdown value inline only under 1,000 characters, and an embedded PNG is far longer).
-    With `as_of` set, the tables are rebuilt in memory for that day (the stored ones are left as they are).
-    The suite it ranks heads it (`suite`: the default one, else `reports/suites/<name>/`).
-    """
-    from oabench_pipeline.core.leaderboard import build_leaderboard_tables
-    from oabench_pipeline.core.reports import write_reports
-
-    store = warehouse.warehouse()
-    as_of = config.as_of_date()
-    if as_of is None:
-        tables = {name: store.read(name) for name in LEADERBOARD_TABLES}
-    else:
-        with healthy_reader(store) as (con, _):
-            tables = build_leaderboard_tables(con, as_of=as_of, suites=list(_suites(exam_sources).values()))
-    suites = tables["suites"]
-    if "suite" not in suites.columns:
-        raise Failure(
-            description="the analysis tables predate suites (no `suites` table): rebuild them first"
-        )
-    default = suites.filter(pl.col("is_default"))["suite"].to_list()
-    suite = config.suite or (default[0] if default else None)
-    if config.suite is not None and config.suite not in suites["suite"].to_list():
-        raise Failure(
-            description=f"suite {config.suite!r} is not in the analysis tables (they have "
-            f"{', '.join(suites['suite'].to_list()) or 'none'}): add it to the editions registry, then "
-            "rebuild them (`oabench run`)"
-        )
-    board = (
-        tables["leaderboard_by_suite"].filter(pl.col("suite") == suite) if suite else tables["leaderboard"]
-    )
-    if board.is_empty():
-        raise Failure(description=f"the leaderboard of suite {suite} is empty: score some inferences first")
-    out_dir = store.root / "reports"
-    if suite is not None and suite not in default:
-        out_dir = out_dir / "suites" / suite
-    newest = "select max(created_at) as newest from inferences"
-    if as_of is not None:  # the newest answer the as-of tables can count
-        newest += f" where created_at < timestamptz '{as_of + dt.timedelta(days=1)} 00:00:00+00'"
-    data_as_of = store.read_around_damage(lambda con: con.sql(newest).pl(), "inferences")["newest"][0]
-    generated_at = dt.datetime.now(dt.UTC)
-    editions = store.read("editions") if store.has_table("editions") else None
-    answer_keys = store.read("answer_keys") if store.has_table("answer_keys") else None
-    files = write_reports(
-        tables,
-        out_dir,
-        data_as_of=data_as_of,
-        generated_at=generated_at,
-        editions=editions,
-        suite=suite,
-        answer_keys=answer_keys,
-    )
-    caption = f"\n\n{files.cost_plot_caption}" if files.cost_plot_caption else ""
-    return MaterializeResult(
-        metadata={
-            "summary": MetadataValue.md(files.summary),
-            "generated_at": MetadataValue.timestamp(generated_at),
-            "data_as_of": MetadataValue.timestamp(data_as_of)
-            if data_as_of
-            else MetadataValue.text("no answers"),
-            "leaderboard": MetadataValue.md(files.markdown.read_text(encoding="utf-8")),
-            "cost_vs_accuracy": MetadataValue.md(_inline_png(files.cost_plot, "cost vs accuracy") + caption),
-            "accuracy_by_area": MetadataValue.md(_inline_png(files.area_plot, "accuracy by area")),
-            **(
-                {
-                    "accuracy_by_exam_date": MetadataValue.md(
-                        _inline_png(files.cutoff_plot, "accuracy by exam date")
-                    )
-                }
-                if files.cutoff_plot
-                else {}
-            ),
-            "as_of": as_of.isoformat() if as_of else "newest",
-            "suite": suite or "none",
-            "html": MetadataValue.path(str(files.html)),
-            "folder": MetadataValue.path(str(files.html.parent)),
-        }
-    )
-
-
-def _inline_png(path: Path, alt: str) -> str:
-    return f"![{alt}](data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()})"

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from oabench_pipeline.core.catalogue import (
+from oabench_pipeline.catalogue.listing import (
     CatalogueFetchError,
     CatalogueFormatError,
     decode_listing,

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from oabench_pipeline.core.tables import conform
 from oabench_pipeline.core.versions import frame_version
-from oabench_pipeline.shared.tables import conform
 from oabench_pipeline.warehouse import Warehouse
 
 if TYPE_CHECKING:
-    from oabench_pipeline.inference.catalogue_client import Listing
+    from oabench_pipeline.catalogue.client import Listing
 
 STAMP_FORMAT = "%Y-%m-%dT%H-%M-%S-%fZ"  # a snapshot's file name: its fetch time, to the microsecond
 
@@ -54,7 +54,7 @@ def take_snapshot(store: Warehouse, url: str, timeout_s: float) -> tuple[Snapsho
 
     Raises `CatalogueFetchError` (one line) before anything is written.
     """
-    from oabench_pipeline.inference.catalogue_client import fetch_listing  # httpx: only when fetching
+    from oabench_pipeline.catalogue.client import fetch_listing  # httpx: only when fetching
 
     listing = fetch_listing(url, timeout_s)
     snapshot = snapshot_of(listing)

@@ -30,8 +30,15 @@ from typing import Any
 import polars as pl
 import tomli_w
 
-from oabench_pipeline.core.catalogue import CatalogueFetchError
-from oabench_pipeline.core.catalogue_decisions import Context, Decision, decide, latest_decisions
+from oabench_pipeline.catalogue.decisions import Context, Decision, decide, latest_decisions
+from oabench_pipeline.catalogue.listing import CatalogueFetchError
+from oabench_pipeline.catalogue.snapshots import (
+    STAMP_FORMAT,
+    Snapshot,
+    snapshot_of,
+    stored_snapshots,
+    take_snapshot,
+)
 from oabench_pipeline.core.editions import load_suites, resolve_suite
 from oabench_pipeline.core.files import write_atomically
 from oabench_pipeline.core.models_registry import (
@@ -43,17 +50,10 @@ from oabench_pipeline.core.models_registry import (
 )
 from oabench_pipeline.core.prompts import Protocol
 from oabench_pipeline.core.watch_policy import WatchPolicy, load_watch_policy
-from oabench_pipeline.engine.freshness import inferences_are_current, scores_are_current
-from oabench_pipeline.inference.catalogue_snapshots import (
-    STAMP_FORMAT,
-    Snapshot,
-    snapshot_of,
-    stored_snapshots,
-    take_snapshot,
-)
 from oabench_pipeline.inference.catalogue_store import Price, catalogue_prices, retired_models
 from oabench_pipeline.inference.cell import build_requests
 from oabench_pipeline.inference.cost import cost_at
+from oabench_pipeline.inference.freshness import inferences_are_current, scores_are_current
 from oabench_pipeline.inference.spend import Spend, keys_spend, month_of
 from oabench_pipeline.inference.types import ChatRequest
 from oabench_pipeline.settings import Settings, environment_value
@@ -303,7 +303,7 @@ def _tick(setup: WatchSetup, now: dt.datetime, write: bool, stored: bool = False
         elif write:
             snapshot, left_out = take_snapshot(store, setup.catalogue_url, setup.timeout_s)
         else:
-            from oabench_pipeline.inference.catalogue_client import fetch_listing  # httpx: only when fetching
+            from oabench_pipeline.catalogue.client import fetch_listing  # httpx: only when fetching
 
             listing = fetch_listing(setup.catalogue_url, setup.timeout_s)
             snapshot, left_out = snapshot_of(listing), listing.left_out

@@ -32,7 +32,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from oabench_pipeline.core.catalogue import takes_and_gives_text
+from oabench_pipeline.catalogue.listing import takes_and_gives_text
 from oabench_pipeline.core.models_registry import ModelConfig, key_problem
 from oabench_pipeline.core.watch_policy import WatchPolicy
 

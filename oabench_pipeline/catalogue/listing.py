@@ -12,7 +12,7 @@ too, so a field this table does not name yet is not lost.
 
 A listing that is not a JSON object with a `data` list, or that lists no usable model, is refused as a
 whole (`CatalogueFormatError`); single items that are not objects with a string `id` are left out and
-counted. No Dagster and no HTTP here: `inference/catalogue_client.py` fetches, the asset writes.
+counted. No Dagster and no HTTP here: `catalogue/client.py` fetches, the asset writes.
 """
 
 from __future__ import annotations

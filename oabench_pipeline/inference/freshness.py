@@ -29,8 +29,8 @@ from oabench_pipeline.core.editions import Edition
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.runs import replicate_of, with_logical_run_ids
 from oabench_pipeline.core.scoring import SCORING_VERSION
+from oabench_pipeline.core.tables import ANALYSIS_TABLES
 from oabench_pipeline.core.versions import ANALYSIS_VERSION
-from oabench_pipeline.exams.raw_store import RawStore
 from oabench_pipeline.exams.validation import registry_drift
 from oabench_pipeline.inference.cell import (
     CellPlan,
@@ -41,7 +41,7 @@ from oabench_pipeline.inference.cell import (
 )
 from oabench_pipeline.inference.log_records import LogContents, inspect_log
 from oabench_pipeline.inference.response_log import cell_log_path, latest_by_hash
-from oabench_pipeline.shared.tables import ANALYSIS_TABLES
+from oabench_pipeline.shared.raw_store import RawStore
 from oabench_pipeline.warehouse import UNPARTITIONED, Warehouse
 
 

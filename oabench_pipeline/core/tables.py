@@ -1306,7 +1306,7 @@ def empty_frame(table: str) -> pl.DataFrame:
 
 
 # The tables built from every scored cell in one pass (`core/leaderboard.py`), each its own Dagster asset
-# (`scoring/assets.py`), in the order they are listed and written. Light on purpose: the CLI imports it
+# (`scoring/analysis.py`), in the order they are listed and written. Light on purpose: the CLI imports it
 # to decide what to rebuild without importing Dagster or the statistics.
 ANALYSIS_TABLES: tuple[str, ...] = (
     "leaderboard",

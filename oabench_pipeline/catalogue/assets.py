@@ -23,15 +23,15 @@ from dagster import (
     asset,
 )
 
-from oabench_pipeline.automation.catalogue_watch import TickOutcome
-from oabench_pipeline.core.catalogue import CatalogueFetchError
-from oabench_pipeline.inference.catalogue_snapshots import (
+from oabench_pipeline.catalogue.listing import CatalogueFetchError
+from oabench_pipeline.catalogue.resources import ModelCatalogueResource
+from oabench_pipeline.catalogue.snapshots import (
     Snapshot,
     snapshot_changes,
     stored_snapshots,
     take_snapshot,
 )
-from oabench_pipeline.inference.resources import ModelCatalogueResource
+from oabench_pipeline.catalogue.watch import TickOutcome
 from oabench_pipeline.shared.metadata import table_schema
 from oabench_pipeline.shared.resources import WarehouseResource
 
