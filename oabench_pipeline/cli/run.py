@@ -160,8 +160,6 @@ def run(
     warehouse = Warehouse(settings.warehouse_path)
     if batch_fallback and not batch:
         raise click.UsageError("--batch-fallback goes with --batch")
-    if batch and replicates != 1:
-        raise click.UsageError("--batch answers the 1st phase's first replicate (not --replicates)")
     if batch_fallback and phase == "2":
         raise click.UsageError(
             "--batch-fallback is a 1st-phase option: a 2nd-phase batch's given-up lines stay errors"

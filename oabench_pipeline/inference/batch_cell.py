@@ -60,11 +60,13 @@ def answer_by_batch(
     submit: bool = True,
     kind: JournalKind = "phase1",
     cell: str | None = None,
+    reserved_usd: float = 0.0,
 ) -> StepReport:
     """One protocol round for the cell's `pending` questions; raises `BatchPending` while a batch is open.
     `submit=False` (`batch_results_sensor`'s runs, which spend nothing): collect only, and end as pending
     while questions are left to send. `kind` is the cell's (`batches/cells.py`): for a judgment cell,
-    `model` is the judge and `edition` the judged model's key; `cell` names it in messages."""
+    `model` is the judge and `edition` the judged model's key; `cell` names it in messages; `reserved_usd`
+    is the worst case of the cell's other batches of this run (its other replicates), held under `ceiling`."""
     cell = cell or f"{model.key} × edition {edition}"
     if model.batch_api is None:
         raise Failure(description=f"{model.key}: no batch_api in its registry entry; {BATCH_API_HINT}")
@@ -75,7 +77,11 @@ def answer_by_batch(
     journal = BatchJournal(journal_path(store.root, model.key, edition, kind))
     price = listed_price(store, model)
     line_key = LINE_KEYS[kind]
-    to_send = _within_budget(model, pending, journal, logged, store, ceiling, line_key) if submit else []
+    to_send = (
+        _within_budget(model, pending, journal, logged, store, ceiling, line_key, reserved_usd)
+        if submit
+        else []
+    )
     transport = open_transport(model.batch_api, endpoint)
     protocol = BatchProtocol(
         journal, transport, model.id, secrets_to_redact=endpoint.secrets, line_key=line_key
@@ -113,7 +119,8 @@ def answer_by_batch(
                 f"{cell}: {what}; {len(left)} question(s) left: `oabench run --batch` sends them"
             )
         return report
-    if len(to_send) < len(pending) and not report.open_batches and not report.unresolved_intents:
+    held_back = len(to_send) < len(pending) and not report.open_batches and not report.unresolved_intents
+    if held_back and still_unanswered(pending, latest_by_hash(read_log(log_path))):
         raise Failure(description=_over_budget_line(model, cell, pending, store, logged, ceiling))
     if not report.done:
         raise BatchPending(f"{cell}: {pending_line(open_batches(store.root, model.key, edition, kind))}")
@@ -128,9 +135,11 @@ def _within_budget(
     store: Warehouse,
     ceiling: float | None,
     line_key: LineKey = "qid",
+    reserved_usd: float = 0.0,
 ) -> list[ChatRequest]:
     """`pending`, or none of it when its worst case (the prompts of the lines a new batch would hold, at the
-    batch price) on top of what the cell paid would pass `ceiling`: the round then only collects."""
+    batch price) on top of what the cell paid and `reserved_usd` would pass `ceiling`: the round then only
+    collects."""
     if ceiling is None:
         return pending
     held = journal.replay().held_qids(line_key)
@@ -139,7 +148,7 @@ def _within_budget(
     if estimate is None:
         return pending
     spent = sum(_paid(r) for r in logged.values())
-    return pending if spent + estimate * BATCH_PRICE_FACTOR <= ceiling else []
+    return pending if spent + reserved_usd + estimate * BATCH_PRICE_FACTOR <= ceiling else []
 
 
 def _over_budget_line(

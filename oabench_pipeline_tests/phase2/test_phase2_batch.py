@@ -278,3 +278,37 @@ def _submitted(journal: Path) -> bool:
         for line in journal.read_text().splitlines()
         if line.endswith("}")
     )
+
+
+@pytest.mark.slow
+def test_max_cost_usd_holds_a_phase2_batchs_worst_case_before_it_is_sent(
+    phase2_env: PipelineEnv, shared_oab: Path
+) -> None:
+    """The model's `max_cost_usd` below the first turns' prompts at the batch price: no batch is created and
+    the command says why; nothing is paid. (The price: $1 a million prompt tokens, $4 completion.)"""
+    import datetime as dt
+
+    env = phase2_env
+    with servers(env, shared_oab) as (chat, answers, _):
+        env.warehouse.write_partition(
+            "model_pricing",
+            pl.DataFrame(
+                {
+                    "fetched_at": [dt.datetime(2026, 12, 1, tzinfo=dt.UTC)],
+                    "base_url": [answers.base_url],
+                    "model": [MODEL],
+                    "prompt_price_per_token": [1e-6],
+                    "completion_price_per_token": [4e-6],
+                }
+            ),
+        )
+        entry = {"api_key_env": TEST_KEY_ENV, "id": MODEL, "key": BATCH, "base_url": answers.base_url}
+        capped = {**entry, "batch_api": "openrouter", "max_cost_usd": 1e-6}
+        env.set("OABENCH_MODELS_FILE", write_models_file(env.root / "models.toml", [capped]))
+        dry = env.cli("run", "--phase", "2", "--batch", "--models", BATCH, *CELL, "--dry-run")
+        assert dry.exit_code == 0 and "× 0.5" in dry.output, dry.output
+        held = env.cli("run", "--phase", "2", "--batch", "--models", BATCH, *CELL)
+        assert (
+            held.exit_code == 1 and "exceeds max_cost_usd" in held.output and "no batch sent" in held.output
+        )
+        assert answers.requests["create"] == 0 and chat.stats.total_requests == 0

@@ -32,11 +32,12 @@ JOURNALS_DIR = "batches"
 
 JournalKind = Literal["phase1", "phase2", "judgments"]
 JOURNAL_KINDS: tuple[JournalKind, ...] = ("phase1", "phase2", "judgments")
-# What tells a cell's requests apart in its journal. A 1st-phase question has one request per cell; a
-# 2nd-phase sub-item may be asked again under a new request (a new completion ceiling, `--retry-invalid`),
-# which must not pass for the old one's answer: its request hash tells them apart.
+# What tells a cell's requests apart in its journal: the exact request (its hash), not the question. A
+# 1st-phase question is asked once per replicate (`--replicates`), a 2nd-phase sub-item again under a new
+# completion ceiling or `--retry-invalid`: neither must pass for another request's answer. (The protocol's
+# own default, the question id, is what the tests of the protocol alone use.)
 LINE_KEYS: dict[JournalKind, Literal["qid", "request_hash"]] = {
-    "phase1": "qid",
+    "phase1": "request_hash",
     "phase2": "request_hash",
     "judgments": "request_hash",
 }
