@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 import click
 
@@ -15,6 +16,7 @@ from oabench_pipeline.inference import interrupts
 from oabench_pipeline.inference.batches.cells import (
     BATCH_API_HINT,
     CellBatch,
+    JournalKind,
     all_batches,
     open_batches,
     open_transport,
@@ -30,6 +32,14 @@ POLL_ENV = "OABENCH_BATCH_POLL_S"
 DEFAULT_POLL_S = 30.0
 
 Cell = tuple[ModelConfig, str]
+C = TypeVar("C")
+Followed = tuple[str, ModelConfig, JournalKind, str]
+"""A followed cell's name (its failures' key), sender, journal kind and other dimension (`cells.py`)."""
+
+
+def phase1_cell(cell: Cell) -> Followed:
+    model, edition = cell
+    return cell_name(model.key, edition), model, "phase1", edition
 
 
 def refuse_without_batch_api(models: list[ModelConfig]) -> None:
@@ -51,48 +61,53 @@ def _transport(model: ModelConfig) -> BatchTransport:
 def follow_batches(
     settings: Settings,
     warehouse: Warehouse,
-    cells: list[Cell],
+    cells: list[C],
     failures: dict[str, str],
-    relaunch: Callable[[list[Cell]], dict[str, str]],
+    relaunch: Callable[[list[C]], dict[str, str]],
+    describe: Callable[[C], Followed] = phase1_cell,  # type: ignore[assignment]
+    command: str = "oabench run --batch",
 ) -> dict[str, str]:
     """Poll the cells' open batches until none is left, relaunching a cell's run (which collects, and
     submits what failed) as soon as one of its batches finished; a progress line per poll. Ctrl-C leaves
-    the batches running at the provider and says how to collect them. Returns the failures, updated."""
+    the batches running at the provider and says how to collect them (`command`). Returns the failures,
+    updated. `describe` says where a cell's journal is (1st-phase cells by default)."""
     poll_s = float(os.environ.get(POLL_ENV, DEFAULT_POLL_S))
     transports: dict[str, BatchTransport] = {}
+
+    def open_of(cell: C) -> list[CellBatch]:
+        _, model, kind, other = describe(cell)
+        return open_batches(warehouse.root, model.key, other, kind)
+
     try:
         while not interrupts.requested():
-            waiting = {
-                cell_name(m.key, e): (m, e, batches)
-                for m, e in cells
-                if (batches := open_batches(warehouse.root, m.key, e))
-            }
+            waiting = {describe(c)[0]: (c, batches) for c in cells if (batches := open_of(c))}
             if not waiting:
                 return failures
-            ready: list[Cell] = []
+            ready: list[C] = []
             infos: dict[str, BatchInfo] = {}
-            for model, edition, batches in waiting.values():
+            for cell, batches in waiting.values():
+                model = describe(cell)[1]
                 transport = transports.get(model.key) or transports.setdefault(model.key, _transport(model))
                 for batch in batches:
                     if batch.batch_id is not None:
                         infos[batch.batch_id] = transport.status(batch.batch_id)
                 if ready_to_collect(batches, infos.__getitem__):  # each batch read once a poll
-                    ready.append((model, edition))
+                    ready.append(cell)
             click.echo(_progress(waiting, infos), err=True)
             if ready:
                 outcome = relaunch(ready)
-                for model, edition in ready:
-                    name = cell_name(model.key, edition)
+                for cell in ready:
+                    name = describe(cell)[0]
                     failures.pop(name, None)
                     if name in outcome:
                         failures[name] = outcome[name]
                 continue
             _sleep(poll_s)
-        left = [b for m, e in cells for b in open_batches(warehouse.root, m.key, e)]
+        left = [b for c in cells for b in open_of(c)]
         if left:
             click.echo(
                 f"{len(left)} batch(es) left running at the provider ({', '.join(str(b.batch_id) for b in left)}):"
-                " nothing is lost; `oabench run --batch` with the same options collects them (or "
+                f" nothing is lost; `{command}` with the same options collects them (or "
                 "`oabench batches` to see them)",
                 err=True,
             )
@@ -102,10 +117,8 @@ def follow_batches(
             transport.close()
 
 
-def _progress(
-    waiting: dict[str, tuple[ModelConfig, str, list[CellBatch]]], infos: dict[str, BatchInfo]
-) -> str:
-    lines = sum(b.lines for _, _, batches in waiting.values() for b in batches)
+def _progress(waiting: dict[str, tuple[C, list[CellBatch]]], infos: dict[str, BatchInfo]) -> str:
+    lines = sum(b.lines for _, batches in waiting.values() for b in batches)
     done = sum(i.completed or 0 for i in infos.values())
     failed = sum(i.failed or 0 for i in infos.values())
     finished = sum(1 for i in infos.values() if i.terminal)
@@ -153,7 +166,7 @@ def _batch_line(batch: CellBatch) -> str:
         )
         + f", {batch.lines} lines, age {batch.age()})"
     )
-    return f"{batch.model_key} × {batch.edition}: {'open' if batch.is_open else 'closed'} {state}"
+    return f"{batch.label}: {'open' if batch.is_open else 'closed'} {state}"
 
 
 @batches.command()

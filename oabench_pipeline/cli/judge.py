@@ -44,6 +44,12 @@ from oabench_pipeline.warehouse import Warehouse
     type=click.FloatRange(min=0, min_open=True),
     help="What this command may spend, over all its cells: it stops before a judgment could pass it.",
 )
+@click.option(
+    "--batch",
+    is_flag=True,
+    help="Send the judgments through the judge's batch API (`batch_api`) at half price, and follow the "
+    "batches to the end; Ctrl-C leaves them running (docs/batch.md).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the calls and the estimated cost; call nothing.")
 def judge(
     judge_key: str,
@@ -53,6 +59,7 @@ def judge(
     concurrency: int | None,
     max_completion_tokens: int | None,
     max_cost_usd: float | None,
+    batch: bool,
     dry_run: bool,
 ) -> None:
     """Grade the models' 2nd-phase answers with JUDGE, OAB-Bench's judge prompts by default (docs/phase2.md)."""
@@ -63,6 +70,10 @@ def judge(
     settings = Settings.from_env()
     warehouse = Warehouse(settings.warehouse_path)
     (judge_model,) = _choose_models(settings, warehouse, [judge_key])
+    if batch:
+        from oabench_pipeline.cli.batches import refuse_without_batch_api
+
+        refuse_without_batch_api([judge_model])
     answers = warehouse.read("phase2_answers")
     answered = sorted(set(answers["model_key"])) if not answers.is_empty() else []
     wanted = _split(models_opt) or answered
@@ -73,17 +84,21 @@ def judge(
             "or `oabench import` first"
         )
     cells = [
-        _judgment_cell(warehouse, judge_model, key, answers, structured, retry_invalid, max_completion_tokens)
+        _judgment_cell(
+            warehouse, judge_model, key, answers, structured, retry_invalid, max_completion_tokens, batch
+        )
         for key in wanted
     ]
     if dry_run:
-        phase2.dry_run(warehouse, cells, lambda cell: cell.config["max_completion_tokens"])
+        phase2.dry_run(warehouse, cells, lambda cell: cell.config["max_completion_tokens"], batch)
         return
     resume = f"oabench judge --judge {judge_model.key} --models {','.join(wanted)}"
     resume += " --structured" if structured else ""
+    resume += f" --max-completion-tokens {max_completion_tokens}" if batch and max_completion_tokens else ""
+    resume += " --batch" if batch else ""
     partitions = {"model_keys": sorted({judge_model.key, *wanted})}
     phase2.launch_cells(
-        settings, warehouse, cells, partitions, concurrency, resume, PHASE2_SCORE_ASSETS, max_cost_usd
+        settings, warehouse, cells, partitions, concurrency, resume, PHASE2_SCORE_ASSETS, max_cost_usd, batch
     )
 
 
@@ -95,6 +110,7 @@ def _judgment_cell(
     structured: bool,
     retry_invalid: bool,
     max_completion_tokens: int | None,
+    batch: bool = False,
 ) -> Any:
     """The judge × model cell, with what it would send now (as the asset plans it)."""
     from oabench_pipeline.cli import phase2
@@ -128,6 +144,8 @@ def _judgment_cell(
         config["structured"] = True
     if retry_invalid:
         config["retry_invalid"] = True
+    if batch:
+        config["batch"] = True
     return Cell(
         label=f"{judge_model.key} judging {model_key}",
         sender=judge_model,
@@ -138,4 +156,5 @@ def _judgment_cell(
         pending=[j.pending for j in planned if j.pending is not None],
         total=len(planned),
         spent_usd=phase2.logged_spend(logged),
+        of=model_key,
     )

@@ -21,6 +21,7 @@ from oabench_pipeline.cli.output import ProgressBar
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.runs import live_run_id
 from oabench_pipeline.inference import interrupts
+from oabench_pipeline.inference.batches.cells import BATCH_PRICE_FACTOR, JournalKind, is_batch_pending
 from oabench_pipeline.inference.cost import PRICING_HINT, estimated_prompt_tokens, listed_price
 from oabench_pipeline.inference.endpoints import endpoint_tags
 from oabench_pipeline.inference.response_log import latest_by_hash, read_log
@@ -50,6 +51,13 @@ class Cell:
     (for the estimate only: the real request also carries A's reply)."""
     spent_usd: float = 0.0
     """What the cell's response log says it already paid (the base of its share of `--max-cost-usd`)."""
+    of: str = ""
+    """The cell's other dimension: the edition (answers), or the judged model's key (judgments)."""
+
+    @property
+    def journal_kind(self) -> JournalKind:
+        """Its batch journal's kind (`inference/batches/cells.py`)."""
+        return "phase2" if self.asset == "phase2_answers" else "judgments"
 
 
 def phase2_editions(warehouse: Warehouse, wanted: list[str] | None) -> list[str]:
@@ -74,6 +82,7 @@ def answer_cells(
     editions: list[str],
     areas: list[str] | None,
     max_completion_tokens: int | None,
+    batch: bool = False,
 ) -> list[Cell]:
     """Every model × edition of the 2nd phase, with what it would send now."""
     from oabench_pipeline.phase2.plans import (
@@ -106,6 +115,8 @@ def answer_cells(
             config: dict[str, Any] = {"areas": areas} if areas else {}
             if max_completion_tokens:
                 config["max_completion_tokens"] = max_completion_tokens
+            if batch:
+                config["batch"] = True
             cells.append(
                 Cell(
                     label=f"{model.key} × {edition} (2nd phase)",
@@ -118,6 +129,7 @@ def answer_cells(
                     total=sum(item.turns for item in items),
                     later=tuple(_later_turns(model, items, pending, ceiling)),
                     spent_usd=logged_spend(logged),
+                    of=edition,
                 )
             )
     return cells
@@ -184,17 +196,22 @@ def with_run_ceiling(warehouse: Warehouse, cells: list[Cell], max_cost_usd: floa
 
 
 def _estimated_cost(warehouse: Warehouse, cell: Cell) -> float | None:
-    """The cell's prompt tokens now (from the texts) at the price snapshot's prompt price; None: unpriced."""
+    """The cell's prompt tokens now (from the texts) at the price snapshot's prompt price (half of it for a
+    `--batch` cell); None: unpriced."""
     price = listed_price(warehouse, cell.sender)
     if price is None or price.prompt is None:
         return None
-    return estimated_prompt_tokens([r.body for r in [*cell.pending, *cell.later]]) * price.prompt
+    factor = BATCH_PRICE_FACTOR if cell.config.get("batch") else 1.0
+    return estimated_prompt_tokens([r.body for r in [*cell.pending, *cell.later]]) * price.prompt * factor
 
 
-def dry_run(warehouse: Warehouse, cells: list[Cell], ceiling_of: Callable[[Cell], int | None]) -> None:
+def dry_run(
+    warehouse: Warehouse, cells: list[Cell], ceiling_of: Callable[[Cell], int | None], batch: bool = False
+) -> None:
     """One line per cell, then the total: calls, prompt tokens (from the texts), and the cost of those tokens
     at the price snapshot's prompt price plus, as a ceiling, each call's completion ceiling at its completion
-    price. A cost no snapshot prices is "unknown", never $0."""
+    price; with `batch`, at the batch price (half). A cost no snapshot prices is "unknown", never $0."""
+    factor = BATCH_PRICE_FACTOR if batch else 1.0
     total_calls = total_tokens = 0
     total_cost: float | None = 0.0
     unpriced: set[str] = set()
@@ -206,9 +223,9 @@ def dry_run(warehouse: Warehouse, cells: list[Cell], ceiling_of: Callable[[Cell]
         cost: float | None = None
         bound = ""
         if price is not None and price.prompt is not None:
-            cost = tokens * price.prompt
+            cost = tokens * price.prompt * factor
             if ceiling is not None and price.completion is not None:
-                worst = cost + len(calls) * ceiling * price.completion
+                worst = cost + len(calls) * ceiling * price.completion * factor
                 bound = f", at most ${worst:.4f} with every reply at the {ceiling:,}-token completion ceiling"
         else:
             unpriced.add(cell.sender.key)
@@ -225,8 +242,9 @@ def dry_run(warehouse: Warehouse, cells: list[Cell], ceiling_of: Callable[[Cell]
                 f"  ({len(cell.later)} of them sub-items B: their prompts also carry sub-item A's reply)"
             )
     shown_total = f"${total_cost:.4f}" if total_cost is not None else "unknown (no price snapshot)"
+    how = " (× 0.5: the batch APIs bill half the listed price)" if batch and total_cost is not None else ""
     click.echo(
-        f"total: {total_calls} call(s), ~{total_tokens:,} prompt tokens, est. prompt cost {shown_total}"
+        f"total: {total_calls} call(s), ~{total_tokens:,} prompt tokens, est. prompt cost {shown_total}{how}"
     )
     if unpriced:
         click.echo(f"no price snapshot for {', '.join(sorted(unpriced))}: {PRICING_HINT}")
@@ -241,10 +259,12 @@ def launch_cells(
     resume: str,
     rebuild: list[str] | None = None,
     max_cost_usd: float | None = None,
+    batch: bool = False,
 ) -> None:
-    """Launch every cell that is not current as a Dagster run, follow them, rebuild the `rebuild` assets
-    (the judges' scores) when any ran, and exit with `oabench run`'s code: 0 when every cell is complete,
-    1 when one is not, 130/143 after Ctrl-C."""
+    """Launch every cell that is not current as a Dagster run, follow them (with `batch`, their batches
+    too, relaunching a cell when one of its batches finished), rebuild the `rebuild` assets (the judges'
+    scores) when any ran, and exit with `oabench run`'s code: 0 when every cell is complete, 1 when one is
+    not, 130/143 after Ctrl-C."""
     todo = [cell for cell in cells if not is_current(warehouse, cell)]
     if not todo:
         click.echo(f"up to date: {len(cells)} cell(s), nothing to send")
@@ -259,6 +279,18 @@ def launch_cells(
         for name, keys in partitions.items():
             ensure_partitions(instance, name, keys)
         failures = _run(defs, instance, warehouse, todo, concurrency)
+        if batch:
+            from oabench_pipeline.cli.batches import follow_batches
+
+            failures = follow_batches(
+                settings,
+                warehouse,
+                todo,
+                failures,
+                lambda ready: _run(defs, instance, warehouse, ready, concurrency),
+                lambda cell: (cell.label, cell.sender, cell.journal_kind, cell.of),
+                resume,
+            )
         if interrupts.requested():
             click.echo(
                 f"{interrupts.requested()}: nothing was sent after it; every reply received is kept in "
@@ -307,7 +339,14 @@ def _run(
             if result is None:
                 continue
             cell, outcome = result
-            bar.finish_cell(cell.label, outcome.success, "nothing to send", outcome.interrupted)
+            quiet = "nothing to send"
+            if cell.config.get("batch") and not outcome.success and is_batch_pending(outcome.errors):
+                # Not a failure: the cell's batch is open at the provider (`launch_cells` follows it).
+                outcome, quiet = (
+                    replace(outcome, success=True, errors=[]),
+                    "batch pending (`oabench batches`)",
+                )
+            bar.finish_cell(cell.label, outcome.success, quiet, outcome.interrupted)
             for check in outcome.failed_checks:
                 bar.console.print(f"[yellow]{cell.label}: check failed: {check}[/yellow]")
             if not outcome.success:

@@ -160,9 +160,9 @@ def run(
     warehouse = Warehouse(settings.warehouse_path)
     if batch_fallback and not batch:
         raise click.UsageError("--batch-fallback goes with --batch")
-    if batch and (phase == "2" or replicates != 1):
+    if batch_fallback and phase == "2":
         raise click.UsageError(
-            "--batch answers the 1st phase's first replicate (not --phase 2, --replicates)"
+            "--batch-fallback is a 1st-phase option: a 2nd-phase batch's given-up lines stay errors"
         )
     if phase == "2":
         if suite is not None or replicates != 1 or force or retry_invalid:
@@ -177,6 +177,7 @@ def run(
             max_completion_tokens,
             max_cost_usd,
             dry_run,
+            batch,
         )
         return
     if areas_opt is not None or max_completion_tokens is not None or max_cost_usd is not None:
@@ -228,6 +229,7 @@ def _run_phase2(
     max_completion_tokens: int | None,
     max_cost_usd: float | None,
     dry_run: bool,
+    batch: bool = False,
 ) -> None:
     """`oabench run --phase 2`: each model × edition of the 2nd phase, a launched run (`cli/phase2.py`)."""
     from oabench_pipeline.cli import phase2
@@ -235,16 +237,24 @@ def _run_phase2(
     if not models_opt:
         raise click.UsageError("--phase 2 needs --models: the 2nd phase answers only the models named")
     chosen = _choose_models(settings, warehouse, _split(models_opt))
+    if batch:
+        from oabench_pipeline.cli.batches import refuse_without_batch_api
+
+        refuse_without_batch_api(chosen)
     chosen_editions = phase2.phase2_editions(warehouse, editions)
     areas = _split(areas_opt)
-    cells = phase2.answer_cells(warehouse, chosen, chosen_editions, areas, max_completion_tokens)
+    cells = phase2.answer_cells(warehouse, chosen, chosen_editions, areas, max_completion_tokens, batch)
     if dry_run:
-        phase2.dry_run(warehouse, cells, lambda cell: max_completion_tokens)
+        phase2.dry_run(warehouse, cells, lambda cell: max_completion_tokens, batch)
         return
     resume = f"oabench run --phase 2 --models {','.join(m.key for m in chosen)} --editions {','.join(chosen_editions)}"
     resume += f" --areas {','.join(areas)}" if areas else ""
+    resume += f" --max-completion-tokens {max_completion_tokens}" if batch and max_completion_tokens else ""
+    resume += " --batch" if batch else ""
     partitions = {"phase2_editions": chosen_editions, "model_keys": [m.key for m in chosen]}
-    phase2.launch_cells(settings, warehouse, cells, partitions, concurrency, resume, None, max_cost_usd)
+    phase2.launch_cells(
+        settings, warehouse, cells, partitions, concurrency, resume, None, max_cost_usd, batch
+    )
 
 
 def answer_cells(

@@ -522,6 +522,11 @@ TABLES["phase2_judgments"] += _columns(
         "own score is kept)",
     ),
 )
+# The provider's batch that answered (`--batch`, docs/batch.md): provenance, as in `inferences`.
+for _phase2_table in ("phase2_answers", "phase2_judgments"):
+    TABLES[_phase2_table] += _columns(
+        ("batch_id", pl.String, "The provider's batch that answered (`--batch`); NULL for chat or an import"),
+    )
 TABLES.update(
     {
         "phase2_source_files": _columns(

@@ -11,7 +11,8 @@ response log; the rows from the warehouse; the last run from the Dagster instanc
 `complete` (nothing to send, every sub-item in the partition); `running` (a process holds the cell's lock);
 `queued` (a run waits in the run queue); `interrupted` (its newest run was stopped by a signal or
 terminated: the log keeps what arrived); `failed` (its newest run failed, with the one-line reason);
-`missing` (anything else left to send). Each row carries the command that completes it and the estimated
+`batch pending` (its batches, `--batch`, are open at the provider: their ids, ages and lines, from the
+cell's batch journal); `missing` (anything else left to send). Each row carries the command that completes it and the estimated
 prompt cost of what it would send (None: no price snapshot lists the model).
 """
 
@@ -29,6 +30,7 @@ from oabench_pipeline.core.models_registry import ModelConfig, known_models
 from oabench_pipeline.core.phase2.protocol import default_judge_ceiling
 from oabench_pipeline.core.runs import live_run_id
 from oabench_pipeline.engine.runs import interruption, one_line, step_failure_messages
+from oabench_pipeline.inference.batches.cells import JournalKind, open_batches, pending_line
 from oabench_pipeline.inference.cell_lock import is_held
 from oabench_pipeline.inference.cost import PRICING_HINT, UNKNOWN_PRICE, estimated_prompt_cost
 from oabench_pipeline.inference.response_log import latest_by_hash, read_log
@@ -40,7 +42,7 @@ from oabench_pipeline.warehouse import Warehouse
 
 PARTITION_TAG = "dagster/partition"
 ANSWER_JOB, JUDGMENT_JOB = "phase2_answers_cell", "phase2_judgments_cell"
-STATES = ("complete", "missing", "failed", "interrupted", "queued", "running")
+STATES = ("complete", "missing", "failed", "interrupted", "queued", "running", "batch pending")
 WAITING = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED]
 
 
@@ -196,6 +198,7 @@ def _answer_cell(
         to_send, cost = 0, 0.0
     lock = answers_lock_path(store.root, model_key, edition)
     state, reason = _state(instance, ANSWER_JOB, partition, is_held(lock), to_send, done, total)
+    state, reason, command = _with_open_batches(store, "phase2", model_key, edition, state, reason, command)
     return Phase2CellStatus("answers", model_key, edition, state, done, total, to_send, cost, command, reason)
 
 
@@ -241,12 +244,27 @@ def _judgment_cell(
         to_send, cost = 0, 0.0
     lock = judgments_lock_path(store.root, judge_key, model_key)
     state, reason = _state(instance, JUDGMENT_JOB, partition, is_held(lock), to_send, done, total)
+    state, reason, command = _with_open_batches(
+        store, "judgments", judge_key, model_key, state, reason, command
+    )
     invalid = 0 if rows.is_empty() else rows.filter(~pl.col("valid").fill_null(False)).height
     if state == "complete" and invalid:
         reason = f"{invalid} invalid judgment(s) (no score): `{command} --retry-invalid` asks them again"
     return Phase2CellStatus(
         "judgments", judge_key, model_key, state, done, total, to_send, cost, command, reason
     )
+
+
+def _with_open_batches(
+    store: Warehouse, kind: JournalKind, sender: str, of: str, state: str, reason: str, command: str
+) -> tuple[str, str, str]:
+    """`batch pending` for a cell whose batches are open at the provider (a running cell stays `running`),
+    with their ids, ages and lines; its command then carries `--batch` (a chat run would be refused)."""
+    batches = open_batches(store.root, sender, of, kind)
+    if not batches or state == "running":
+        return state, reason, command
+    reason = f"{pending_line(batches)}; `{command} --batch` (or batch_results_sensor) collects it"
+    return "batch pending", reason, f"{command} --batch"
 
 
 def _answers_log(root: Path, model_key: str, edition: str) -> Path:

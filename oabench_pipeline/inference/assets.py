@@ -41,7 +41,7 @@ from oabench_pipeline.core.tables import conform
 from oabench_pipeline.core.versions import INFERENCE_BOOKKEEPING_COLUMNS, frame_version
 from oabench_pipeline.inference import interrupts
 from oabench_pipeline.inference.batch_cell import BatchPending, answer_by_batch, still_unanswered
-from oabench_pipeline.inference.batches.cells import open_batches, pending_line
+from oabench_pipeline.inference.batches.cells import BATCH_PRICE_FACTOR, open_batches, pending_line
 from oabench_pipeline.inference.catalogue_store import catalogue_prices, retirement_problem
 from oabench_pipeline.inference.cell import (
     CellPlan,
@@ -321,6 +321,7 @@ def _run_api_cell(
         )
     rows: list[dict] = []
     sent = 0
+    waiting: list[BatchPending] = []  # replicates whose batch is open: each replicate has its own batch
     for plan in plans:
         run_id = live_run_id(model.key, plan.replicate)
         context.log.info(
@@ -328,9 +329,23 @@ def _run_api_cell(
             f"questions, {len(plan.requests) - len(plan.pending)} already answered, {len(plan.pending)} to send"
         )
         if plan.pending and config.batch:
-            _answer_by_batch(
-                context, model, edition, plan, log_path, model_client, config, models_registry, store
-            )
+            others = [r for other in plans if other is not plan for r in other.pending]
+            try:
+                _answer_by_batch(
+                    context,
+                    model,
+                    edition,
+                    plan,
+                    log_path,
+                    model_client,
+                    config,
+                    models_registry,
+                    store,
+                    others,
+                )
+            except BatchPending as pending:
+                waiting.append(pending)
+                continue
             logged = latest_by_hash(read_log(log_path))
         elif plan.pending:
             ceiling = _cost_ceiling(model, config)
@@ -353,6 +368,8 @@ def _run_api_cell(
             logged = latest_by_hash(read_log(log_path))
         rows += api_cell_rows(model, questions, plan, logged, run_id=run_id)
         sent += len(plan.pending)
+    if waiting:
+        raise BatchPending("; ".join(dict.fromkeys(str(w) for w in waiting)))
     return rows, [live_run_id(model.key, p.replicate) for p in plans], sent
 
 
@@ -366,13 +383,18 @@ def _answer_by_batch(
     config: InferenceConfig,
     models_registry: ModelsRegistryResource,
     store: Warehouse,
+    other_replicates: list[ChatRequest] | None = None,
 ) -> None:
     """One batch round for the plan (`batch_cell.py`); with `--batch-fallback sync`, the questions the
-    batches gave up on are then sent as chat completions."""
+    batches gave up on are then sent as chat completions. `other_replicates`: the cell's other replicates'
+    unanswered requests, whose batches' worst case `max_cost_usd` holds too."""
     logged = latest_by_hash(read_log(log_path))
     registry = models_registry.models()
     ceiling = _cost_ceiling(model, config)
     submit = not config.batch_collect_only
+    reserved = 0.0
+    if ceiling is not None and other_replicates:
+        reserved = (estimated_prompt_cost(store, model, other_replicates) or 0.0) * BATCH_PRICE_FACTOR
     answer_by_batch(
         context,
         model,
@@ -385,6 +407,7 @@ def _answer_by_batch(
         store,
         ceiling,
         submit,
+        reserved_usd=reserved,
     )
     if config.batch_fallback != "sync":
         return

@@ -20,11 +20,14 @@ from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.inference.batches.cells import (
     BATCH_API_HINT,
     BATCH_PRICE_FACTOR,
+    LINE_KEYS,
+    JournalKind,
     journal_path,
+    open_batches,
     open_transport,
     pending_line,
 )
-from oabench_pipeline.inference.batches.journal import BatchJournal
+from oabench_pipeline.inference.batches.journal import BatchJournal, LineKey
 from oabench_pipeline.inference.batches.protocol import BatchLineResult, BatchProtocol, StepReport
 from oabench_pipeline.inference.batches.transport import BatchApiError
 from oabench_pipeline.inference.catalogue_store import Price
@@ -55,22 +58,34 @@ def answer_by_batch(
     store: Warehouse,
     ceiling: float | None,
     submit: bool = True,
+    kind: JournalKind = "phase1",
+    cell: str | None = None,
+    reserved_usd: float = 0.0,
 ) -> StepReport:
     """One protocol round for the cell's `pending` questions; raises `BatchPending` while a batch is open.
     `submit=False` (`batch_results_sensor`'s runs, which spend nothing): collect only, and end as pending
-    while questions are left to send."""
-    cell = f"{model.key} × edition {edition}"
+    while questions are left to send. `kind` is the cell's (`batches/cells.py`): for a judgment cell,
+    `model` is the judge and `edition` the judged model's key; `cell` names it in messages; `reserved_usd`
+    is the worst case of the cell's other batches of this run (its other replicates), held under `ceiling`."""
+    cell = cell or f"{model.key} × edition {edition}"
     if model.batch_api is None:
         raise Failure(description=f"{model.key}: no batch_api in its registry entry; {BATCH_API_HINT}")
     try:
         endpoint = model_client.endpoint(model, registry.values())
     except MissingApiKeyError as error:
         raise Failure(description=str(error)) from None
-    journal = BatchJournal(journal_path(store.root, model.key, edition))
+    journal = BatchJournal(journal_path(store.root, model.key, edition, kind))
     price = listed_price(store, model)
-    to_send = _within_budget(model, cell, pending, journal, logged, store, ceiling) if submit else []
+    line_key = LINE_KEYS[kind]
+    to_send = (
+        _within_budget(model, pending, journal, logged, store, ceiling, line_key, reserved_usd)
+        if submit
+        else []
+    )
     transport = open_transport(model.batch_api, endpoint)
-    protocol = BatchProtocol(journal, transport, model.id, secrets_to_redact=endpoint.secrets)
+    protocol = BatchProtocol(
+        journal, transport, model.id, secrets_to_redact=endpoint.secrets, line_key=line_key
+    )
 
     def on_result(line: BatchLineResult) -> None:
         prior = logged.get(line.result.request_hash)
@@ -98,38 +113,42 @@ def answer_by_batch(
     if not submit:
         left = still_unanswered(pending, latest_by_hash(read_log(log_path)))
         if report.open_batches or report.unresolved_intents or left:
-            what = pending_line(_open(store, model, edition)) if report.open_batches else "batches collected"
+            held = open_batches(store.root, model.key, edition, kind)
+            what = pending_line(held) if report.open_batches else "batches collected"
             raise BatchPending(
                 f"{cell}: {what}; {len(left)} question(s) left: `oabench run --batch` sends them"
             )
         return report
-    if len(to_send) < len(pending) and not report.open_batches and not report.unresolved_intents:
+    held_back = len(to_send) < len(pending) and not report.open_batches and not report.unresolved_intents
+    if held_back and still_unanswered(pending, latest_by_hash(read_log(log_path))):
         raise Failure(description=_over_budget_line(model, cell, pending, store, logged, ceiling))
     if not report.done:
-        raise BatchPending(f"{cell}: {pending_line(_open(store, model, edition))}")
+        raise BatchPending(f"{cell}: {pending_line(open_batches(store.root, model.key, edition, kind))}")
     return report
 
 
 def _within_budget(
     model: ModelConfig,
-    cell: str,
     pending: list[ChatRequest],
     journal: BatchJournal,
     logged: dict[str, ChatResult],
     store: Warehouse,
     ceiling: float | None,
+    line_key: LineKey = "qid",
+    reserved_usd: float = 0.0,
 ) -> list[ChatRequest]:
     """`pending`, or none of it when its worst case (the prompts of the lines a new batch would hold, at the
-    batch price) on top of what the cell paid would pass `ceiling`: the round then only collects."""
+    batch price) on top of what the cell paid and `reserved_usd` would pass `ceiling`: the round then only
+    collects."""
     if ceiling is None:
         return pending
-    held = journal.replay().held_qids()
-    fresh = [r for r in pending if r.qid not in held]
+    held = journal.replay().held_qids(line_key)
+    fresh = [r for r in pending if getattr(r, line_key) not in held]
     estimate = estimated_prompt_cost(store, model, fresh)
     if estimate is None:
         return pending
     spent = sum(_paid(r) for r in logged.values())
-    return pending if spent + estimate * BATCH_PRICE_FACTOR <= ceiling else []
+    return pending if spent + reserved_usd + estimate * BATCH_PRICE_FACTOR <= ceiling else []
 
 
 def _over_budget_line(
@@ -181,12 +200,6 @@ def _say(context: AssetExecutionContext, cell: str, report: StepReport) -> None:
         line = f"{cell}: " + "; ".join(parts)
         context.log.info(line)
         notify(line)
-
-
-def _open(store: Warehouse, model: ModelConfig, edition: str) -> list:
-    from oabench_pipeline.inference.batches.cells import open_batches
-
-    return open_batches(store.root, model.key, edition)
 
 
 def _paid(result: ChatResult) -> float:

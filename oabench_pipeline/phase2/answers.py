@@ -37,7 +37,14 @@ from oabench_pipeline.phase2.plans import (
     items_from_frame,
     recorded_ceiling,
 )
-from oabench_pipeline.phase2.sending import followed, read_logged, send, sending_model, spent
+from oabench_pipeline.phase2.sending import (
+    BatchSending,
+    followed,
+    read_logged,
+    send,
+    sending_model,
+    spent,
+)
 from oabench_pipeline.shared.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.shared.metadata import table_schema
 from oabench_pipeline.shared.partitions import phase2_cells_partitions
@@ -64,6 +71,10 @@ class Phase2AnswerConfig(Config):
     """The completion ceiling of every request; None: the one the cell's live run was asked with (none at
     first). It is part of each request: a new ceiling asks every sub-item again."""
     max_cost_usd: float | None = None
+    batch: bool = False
+    """Send through the model's batch API (`oabench run --phase 2 --batch`, docs/batch.md)."""
+    batch_collect_only: bool = False
+    """Collect finished batches, submit nothing (`batch_results_sensor`'s runs spend nothing)."""
 
 
 def _keys(context: AssetExecutionContext) -> tuple[str, str]:
@@ -111,6 +122,7 @@ def phase2_answers(
         labels = CellLabels(progress=f"{model.key} × {edition} (2nd phase)", failure=cell)
         sent: set[str] = set()
         spent_before = spent(logged)
+        batch = BatchSending("phase2", edition, config.batch, config.batch_collect_only)
         for _ in range(max(item.turns for item in items)):  # one round per turn: B once A has its reply
             # A request that failed this run is not sent again in its next round: a rerun asks it.
             pending = [
@@ -132,6 +144,7 @@ def phase2_answers(
                 models_registry,
                 config.concurrency,
                 config.max_cost_usd,
+                batch,
             )
             sent |= {r.request_hash for r in pending}
         rows = answer_rows(model, items, logged, ceiling, run_id)

@@ -50,7 +50,14 @@ from oabench_pipeline.phase2.plans import (
     judgments_log_path,
     plan_judgments,
 )
-from oabench_pipeline.phase2.sending import followed, read_logged, send, sending_model, spent
+from oabench_pipeline.phase2.sending import (
+    BatchSending,
+    followed,
+    read_logged,
+    send,
+    sending_model,
+    spent,
+)
 from oabench_pipeline.shared.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.shared.metadata import table_schema
 from oabench_pipeline.shared.partitions import judgment_cells_partitions
@@ -77,6 +84,10 @@ class Phase2JudgeConfig(Config):
     max_cost_usd: float | None = None
     answer_run_id: str | None = None
     """Which of the model's answer runs to judge; None: its live run, else its only (first) other run."""
+    batch: bool = False
+    """Send through the judge's batch API (`oabench judge --batch`, docs/batch.md)."""
+    batch_collect_only: bool = False
+    """Collect finished batches, submit nothing (`batch_results_sensor`'s runs spend nothing)."""
 
 
 def _keys(context: AssetExecutionContext) -> tuple[str, str]:
@@ -155,6 +166,7 @@ def phase2_judgments(
             models_registry,
             config.concurrency,
             config.max_cost_usd,
+            BatchSending("judgments", model_key, config.batch, config.batch_collect_only),
         )
         planned = plan_judgments(setup, items, standards, answers, logged)  # the retries now in the log
         rows = judgment_rows(setup, model_key, planned, standards, logged)

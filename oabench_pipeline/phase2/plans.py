@@ -193,6 +193,7 @@ def answer_rows(
                     "latency_ms": result.latency_ms,
                     "error": result.error,
                     "answered_at": result.finished_at,
+                    "batch_id": result.batch_id,
                 }
             rows.append(row)
     return rows
@@ -355,6 +356,7 @@ def judgment_rows(
                 "completion_tokens": result.completion_tokens,
                 "cost_usd": _paid(result),
                 "judged_at": result.finished_at,
+                "batch_id": result.batch_id,
             }
         rows.append(row)
     return rows

@@ -345,3 +345,32 @@ def test_max_cost_usd_holds_a_batchs_worst_case_at_the_batch_price_before_it_is_
             assert result.exit_code == 0, result.output
         else:
             assert result.exit_code == 1 and "exceeds max_cost_usd $10.0; no batch sent" in result.output
+
+
+def test_replicates_with_batch_put_each_replicate_in_its_own_batch_every_line_paid_once(
+    fresh_env: PipelineEnv, shared_oab: Path
+) -> None:
+    """`--replicates 2 --batch`: both replicates' questions are submitted in the first round, one batch each
+    (their requests are hashed apart: the second never passes for the first's answer), each line billed once."""
+    with servers(fresh_env, shared_oab) as (chat, batch):
+        result = fresh_env.cli(
+            "run", "--batch", "--replicates", "2", "--models", BATCH_KEY, "--editions", "45"
+        )
+        assert result.exit_code == 0, result.output
+        assert chat.stats.total_requests == 0
+        rows = active_rows(fresh_env, BATCH_KEY)
+        runs = rows.group_by("run_id").agg(pl.len(), pl.col("batch_id").n_unique().alias("batches"))
+        assert sorted(runs["run_id"]) == [f"live:{BATCH_KEY}:r1", f"live:{BATCH_KEY}:r2"], runs
+        questions = rows.height // 2
+        assert set(runs["len"]) == {questions} and set(runs["batches"]) == {1}
+        assert rows["raw_response"].null_count() == 0 and rows["batch_id"].null_count() == 0
+        # Two batches, created before either was collected (the first round submits both).
+        assert (
+            batch.requests["create"] == 2
+            and [len(b.lines) for b in batch.batches.values()] == [questions] * 2
+        )
+        assert set(batch.billed.values()) == {1}  # every line once (the two replicates' bodies are the same)
+        rerun = fresh_env.cli(
+            "run", "--batch", "--replicates", "2", "--models", BATCH_KEY, "--editions", "45"
+        )
+        assert rerun.exit_code == 0 and batch.requests["create"] == 2

@@ -99,14 +99,22 @@ def test_phase2_needs_models_and_its_own_options(phase2_env: PipelineEnv) -> Non
 
 
 def test_nothing_answers_or_judges_the_2nd_phase_by_itself() -> None:
-    """No automation condition on the assets that spend, and no sensor or schedule targets their jobs: a
-    model added to the registry is answered and judged only when the user asks (`oabench run --phase 2`)."""
+    """No automation condition on the assets that spend, and no sensor or schedule targets their jobs but
+    the one that collects paid batches: a model added to the registry is answered and judged only when the
+    user asks (`oabench run --phase 2`)."""
     from oabench_pipeline.definitions import build_definitions
 
     defs = build_definitions()
     graph = defs.resolve_asset_graph()
     for name in ("phase2_answers", "phase2_judgments"):
         assert graph.get(dg.AssetKey(name)).automation_condition is None
-    targeted = {job.name for sensor in defs.sensors or [] if sensor.has_jobs for job in sensor.jobs}
+    # batch_results_sensor launches them only to collect the batches a user's `--batch` sent: its runs
+    # carry `batch_collect_only` and submit nothing (test_phase2_batch.py checks its run request).
+    targeted = {
+        job.name
+        for sensor in defs.sensors or []
+        if sensor.has_jobs and sensor.name != "batch_results_sensor"
+        for job in sensor.jobs
+    }
     targeted |= {schedule.job_name for schedule in defs.schedules or []}
     assert not targeted & {"phase2_answers_cell", "phase2_judgments_cell"}

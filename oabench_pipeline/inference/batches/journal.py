@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 Closure = Literal["collected", "abandoned", "rejected"]
+LineKey = Literal["qid", "request_hash"]
+"""What tells a cell's lines apart across its batches: the question, or the exact request."""
 
 
 @dataclass(frozen=True)
@@ -79,20 +81,27 @@ class JournalState:
     def open_intents(self) -> list[Intent]:
         return [i for i in self.intents.values() if i.is_open]
 
-    def answered_qids(self) -> set[str]:
-        return {line.qid for i in self.intents.values() for line in i.lines if line.custom_id in i.answered}
+    def answered_qids(self, by: LineKey = "qid") -> set[str]:
+        """The questions (or, `by` "request_hash", the requests) a collected batch answered."""
+        return {
+            getattr(line, by)
+            for i in self.intents.values()
+            for line in i.lines
+            if line.custom_id in i.answered
+        }
 
-    def held_qids(self) -> set[str]:
+    def held_qids(self, by: LineKey = "qid") -> set[str]:
         """Questions in a batch that is not closed yet (open, or intended and not found yet)."""
-        return {line.qid for i in self.open_intents() for line in i.lines}
+        return {getattr(line, by) for i in self.open_intents() for line in i.lines}
 
-    def attempts(self) -> dict[str, int]:
+    def attempts(self, by: LineKey = "qid") -> dict[str, int]:
         """How many batches each question was put in (an abandoned intent reached no API: not counted)."""
         counts: dict[str, int] = {}
         for intent in self.intents.values():
             if intent.counts_as_attempt:
                 for line in intent.lines:
-                    counts[line.qid] = counts.get(line.qid, 0) + 1
+                    key = getattr(line, by)
+                    counts[key] = counts.get(key, 0) + 1
         return counts
 
 

@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from oabench_pipeline.inference.batches.journal import BatchJournal, Intent, JournalLine
+from oabench_pipeline.inference.batches.journal import BatchJournal, Intent, JournalLine, LineKey
 from oabench_pipeline.inference.batches.transport import (
     BatchLine,
     BatchRejected,
@@ -97,6 +97,8 @@ class BatchProtocol:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     after_step: StepHook = no_hook
     secrets_to_redact: Sequence[str] = ()
+    line_key: LineKey = "qid"
+    """What a request is held, answered and counted by: its question, or (2nd phase) its request hash."""
 
     def step(
         self, requests: Sequence[ChatRequest], on_result: Callable[[BatchLineResult], None]
@@ -143,7 +145,7 @@ class BatchProtocol:
 
     def _collect(self, on_result: Callable[[BatchLineResult], None], report: StepReport) -> None:
         state = self.journal.replay()
-        attempts = state.attempts()
+        attempts = state.attempts(self.line_key)
         for intent in state.open_intents():
             if intent.batch_id is None:
                 continue
@@ -192,7 +194,9 @@ class BatchProtocol:
         failed = set(lines) - answered
         for custom_id in sorted(failed):
             line = lines[custom_id]
-            if attempts.get(line.qid, 0) >= self.max_attempts:  # out of attempts: its error is final
+            if (
+                attempts.get(getattr(line, self.line_key), 0) >= self.max_attempts
+            ):  # out of attempts: its error is final
                 why = errors.get(custom_id, "no result line for it in the finished batch")
                 final = LineOutcome(custom_id, None, why)
                 on_result(
@@ -207,7 +211,7 @@ class BatchProtocol:
             outcome,
             line.qid,
             line.request_hash,
-            attempts.get(line.qid, 1),
+            attempts.get(getattr(line, self.line_key), 1),
             latency_ms,
             self.secrets_to_redact,
         )
@@ -216,9 +220,10 @@ class BatchProtocol:
 
     def _submit(self, requests: Sequence[ChatRequest], report: StepReport) -> None:
         state = self.journal.replay()
-        answered, held, attempts = state.answered_qids(), state.held_qids(), state.attempts()
-        free = [r for r in requests if r.qid not in answered and r.qid not in held]
-        sendable = [r for r in free if attempts.get(r.qid, 0) < self.max_attempts]
+        by = self.line_key
+        answered, held, attempts = state.answered_qids(by), state.held_qids(by), state.attempts(by)
+        free = [r for r in requests if getattr(r, by) not in answered and getattr(r, by) not in held]
+        sendable = [r for r in free if attempts.get(getattr(r, by), 0) < self.max_attempts]
         report.gave_up = len(free) - len(sendable)
         for start in range(0, len(sendable), self.transport.max_lines):
             chunk = sendable[start : start + self.transport.max_lines]
