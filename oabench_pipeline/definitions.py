@@ -144,7 +144,7 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
         # run's own process, as `oabench run` does: a subprocess per step re-imports the code location
         # (Dagster, polars, duckdb, pymupdf: seconds of CPU each), which made a UI backfill of 12 cells
         # take 2.4x the CLI's time. Steps of one run then run one after another; cells still run at once,
-        # each its own run (ARCHITECTURE.md, "The engine").
+        # each its own run (docs/design/in-process-executor.md).
         executor=in_process_by_default_executor,
     )
 

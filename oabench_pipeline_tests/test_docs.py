@@ -1,5 +1,6 @@
 """The Markdown documentation holds together: the README's two commands stay first (CI runs the second one
-verbatim), and every relative link and `#anchor` of the README, ARCHITECTURE.md and `docs/` resolves."""
+verbatim), every relative link and `#anchor` of the README, ARCHITECTURE.md and `docs/` resolves, and the
+pages stay short to read (prose lines, ARCHITECTURE.md's size)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP_PAGES = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", ROOT / "oabench_pipeline_tests" / "README.md"]
-PAGES = [*TOP_PAGES, *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [*TOP_PAGES, *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "benchmarks").glob("*.md"))]
+PROSE_LINE_LIMIT = 120  # prose is wrapped at 110; a line up to 120 is tolerated, not the norm
+ARCHITECTURE_MAX_BYTES = 12_000
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^()\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 CODE_SPAN = re.compile(r"`[^`\n]*`")
@@ -37,15 +40,28 @@ def links(page: Path) -> list[str]:
     return [target for target in LINK.findall(text) if not re.match(r"[a-z]+:", target)]
 
 
-def test_the_readme_starts_with_its_two_commands_and_ci_runs_the_second_verbatim() -> None:
-    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    assert lines[2] == "```bash" and lines[5] == "```"
-    main_command, test_command = lines[3], lines[4]
-    assert main_command.startswith("python3 -m venv .venv && ") and "/oabench ingest " in main_command
-    assert test_command.startswith("python3 -m venv .venv && ") and test_command.endswith(
+def test_the_readme_opens_with_one_sentence_then_its_two_commands_and_ci_runs_the_second_verbatim() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    title, opening, commands = text.split("\n\n", 3)[:3]
+    assert title.startswith("# ") and "\n" not in title
+    sentence = " ".join(opening.split())
+    assert sentence.endswith(".") and ". " not in sentence.removesuffix("."), opening
+    fence, main_command, test_command, closing = commands.splitlines()
+    assert (fence, closing) == ("```bash", "```")
+    assert main_command.startswith("scripts/setup && ") and "/oabench ingest " in main_command
+    assert test_command.startswith("scripts/setup --dev && ") and test_command.endswith(
         " .venv/bin/pytest -q"
     )
     assert test_command in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+
+
+def test_the_setup_script_is_an_executable_strict_shell_script() -> None:
+    """The README's commands start with it: it must run as a program and stop at the first failing step."""
+    setup = ROOT / "scripts" / "setup"
+    assert setup.stat().st_mode & 0o111
+    lines = setup.read_text(encoding="utf-8").splitlines()
+    assert lines[0] in ("#!/bin/sh", "#!/usr/bin/env bash", "#!/bin/bash")
+    assert "set -eu" in lines
 
 
 def test_ci_runs_every_marker_the_default_run_leaves_out() -> None:
@@ -106,3 +122,46 @@ def test_the_models_file_models_add_writes_is_git_ignored() -> None:
         ["git", "check-ignore", "-q", str(USER_MODELS_FILE)], cwd=ROOT, check=False
     ).returncode
     assert ignored == 0
+
+
+def unbreakable(line: str) -> bool:
+    """One word (a link's long address) or one image: no wrapping can shorten it."""
+    return " " not in line or re.fullmatch(r"!\[[^\]]*\]\([^()\s]+\)", line) is not None
+
+
+def prose_lines_over_the_limit(text: str) -> list[int]:
+    """The numbers of the lines over PROSE_LINE_LIMIT outside code fences and table rows, unbreakable
+    lines left alone."""
+    found, in_fence = [], False
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            in_fence = not in_fence
+        elif len(line) > PROSE_LINE_LIMIT and not (
+            in_fence or stripped.startswith("|") or unbreakable(stripped)
+        ):
+            found.append(number)
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_prose_line_is_over_120_characters(page: Path) -> None:
+    """Prose is wrapped at 110 columns; code fences and table rows are exempt."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    too_long = [
+        f"line {n}: {len(lines[n - 1])} characters" for n in prose_lines_over_the_limit("\n".join(lines))
+    ]
+    assert too_long == []
+
+
+def test_the_prose_check_sees_a_long_line_but_not_fences_tables_or_what_cannot_be_wrapped() -> None:
+    prose = "word " * 30
+    image = f"![{prose}](images/a.png)"
+    page = ["```", prose, "```", f"| {prose} |", "  https://example.org/" + "x" * 130, image, "short", prose]
+    assert prose_lines_over_the_limit("\n".join(page)) == [8]
+
+
+def test_architecture_stays_under_its_size() -> None:
+    """ARCHITECTURE.md is the map a newcomer reads first; design notes go to docs/design/, one per page."""
+    size = len((ROOT / "ARCHITECTURE.md").read_bytes())
+    assert size <= ARCHITECTURE_MAX_BYTES, f"ARCHITECTURE.md is {size} bytes"
