@@ -40,6 +40,7 @@ from dagster._core.workspace.load_target import ModuleTarget
 
 from oabench_pipeline import CODE_LOCATION_NAME
 from oabench_pipeline.engine import interrupts
+from oabench_pipeline.engine.child_output import children_output_to
 from oabench_pipeline.engine.runs import RunOutcome, run_failure_reason
 from oabench_pipeline.engine.stale_runs import (
     LAUNCHER_HOST_TAG,
@@ -54,6 +55,8 @@ from oabench_pipeline.settings import Settings
 
 DEFINITIONS_MODULE = "oabench_pipeline.definitions"
 PROGRESS_FOLDER = "progress"  # under the warehouse: the relay files of runs being followed, stop files
+# Under the warehouse: what the code server and the runs' processes print (`engine/child_output.py`).
+CODE_SERVER_LOG = Path("logs") / "code-server.log"
 POLL_S = 0.5  # between looks at a launched run's status and progress
 STOPPING_POLL_S = 0.1  # the same once a stop was asked: its runs end within a second or two
 LIVENESS_EVERY_S = 5.0  # between looks at whether a followed run's process is still alive
@@ -179,6 +182,7 @@ class RunLauncher:
         self.instance = instance
         self.progress_folder = progress_folder
         self.stop_file = progress_folder / f"{uuid.uuid4().hex}.stop"
+        self.output_log = progress_folder.parent / CODE_SERVER_LOG
         self._defs = defs
         self._stack = ExitStack()
         self._plans: dict[tuple[str, str], Any] = {}
@@ -190,9 +194,12 @@ class RunLauncher:
         self.progress_folder.mkdir(parents=True, exist_ok=True)
         _remove_old_stop_files(self.progress_folder)
         self._stack.enter_context(interrupts.announcing_stops_to(self.stop_file))
-        workspace = self._stack.enter_context(
-            WorkspaceProcessContext(self.instance, definitions_target(), code_server_log_level="WARNING")
-        )
+        # The code server, its runs' processes and their helpers write to `output_log`, not the terminal,
+        # whose Ctrl-C they all hear (`engine/child_output.py`).
+        with children_output_to(self.output_log):
+            workspace = self._stack.enter_context(
+                WorkspaceProcessContext(self.instance, definitions_target(), code_server_log_level="WARNING")
+            )
         self._context = workspace.create_request_context()
         (self._location,) = self._context.code_locations
         error = self._context.get_code_location_error(self._location.name)
@@ -241,7 +248,13 @@ class RunLauncher:
             asset_graph=self._repository.asset_graph,
         )
         self._launched.add(run.run_id)
-        self.instance.launch_run(run.run_id, self._context)
+        try:
+            self.instance.launch_run(run.run_id, self._context)
+        except Exception:
+            if interrupts.requested() is None:
+                raise
+            # A terminal's Ctrl-C reached the code server too, which quit: Dagster failed the run it could
+            # not launch, and `follow` records it canceled, as a stop it is.
         return run.run_id
 
     def _partition_tags(self, spec: RunSpec) -> Mapping[str, str]:
@@ -317,7 +330,28 @@ class RunLauncher:
                         self._closed_if_dead(run, time.monotonic() - launched_at)
                         break
                 time.sleep(poll_s)
+        if stop_requested is not None and (reason := stop_requested()):
+            self._canceled_if_cut_short(run_id, str(reason))
         return self.outcome(run_id)
+
+    def _canceled_if_cut_short(self, run_id: str, reason: str) -> None:
+        """Record CANCELED a run that a stop ended FAILURE before its step could say it was interrupted.
+
+        A terminal's Ctrl-C reaches the run's process too (it shares the terminal's process group): heard
+        while the process is still starting, before any terminate marked the run canceling, Dagster ends
+        the run FAILURE ("interrupted unexpectedly"), and a launch the code server could no longer take ends
+        FAILURE as well. Either was this stop, and an interrupt is recorded one way: CANCELED. A run whose
+        step failed for a reason of its own keeps its FAILURE."""
+        try:
+            run = self.instance.get_run_by_id(run_id)
+            if run is None or run.status != DagsterRunStatus.FAILURE:
+                return
+            records = self.instance.get_records_for_run(run_id, of_type=DagsterEventType.STEP_FAILURE).records
+            failures = [r.event_log_entry.dagster_event for r in records if r.event_log_entry.dagster_event]
+            if all(_failed_by_interrupt(failure) for failure in failures):
+                self.instance.report_run_canceled(run, f"Canceled: {reason} while the run was starting.")
+        except storage_errors():  # it stays FAILURE; the command still reports the cell interrupted
+            pass
 
     def _closed_if_dead(self, run: DagsterRun, followed_s: float) -> bool:
         """Close `run` in the instance when no live process can finish it (`engine/stale_runs.py`), or when
@@ -372,6 +406,20 @@ class RunLauncher:
         return LaunchedOutcome(run_id, status, failures, checks, None if failures else run_failure)
 
 
+# How Dagster names the interrupt a step heard before its own handler was in place.
+INTERRUPT_ERRORS = ("DagsterExecutionInterruptedError", "KeyboardInterrupt")
+
+
+def _failed_by_interrupt(failure: Any) -> bool:
+    """Whether a STEP_FAILURE event is an interrupt: ours (`interrupts.INTERRUPTED_METADATA`) or Dagster's."""
+    from oabench_pipeline.engine.runs import interruption
+
+    error = failure.step_failure_data.error
+    while error is not None and error.cause is not None:
+        error = error.cause
+    return interruption([failure]) is not None or (error is not None and error.cls_name in INTERRUPT_ERRORS)
+
+
 def _storage_failure(error: BaseException) -> str:
     reason = " ".join(str(error).split())[:300]
     return f"the Dagster instance's storage failed: {type(error).__name__}: {reason}"
@@ -414,12 +462,14 @@ def run_launched(engine: RunLauncher, spec: RunSpec) -> RunOutcome:
         return RunOutcome(False, run_id, [why], [], interrupts.requested() is not None)
     finally:
         relay.unlink(missing_ok=True)
-    errors = step_failure_messages(launched.step_failures)
-    if not errors and not launched.success:
-        errors = [launched.run_failure or f"run {run_id} ended {launched.status.value.lower()}"]
     # A run that had not ended well when a stop came was stopped by it: terminated (CANCELED), or still
     # ending when this command stopped following it (a process still starting takes a while to hear).
     interrupted = interruption(launched.step_failures) is not None or (
         not launched.success and interrupts.requested() is not None
     )
+    errors = step_failure_messages(launched.step_failures)
+    if not errors and not launched.success:
+        errors = [launched.run_failure or f"run {run_id} ended {launched.status.value.lower()}"]
+        if not interrupted:  # a crash no step explains: its traceback, if any, is in the output log
+            errors = [f"{errors[0]} (its process's output: {engine.output_log})"]
     return RunOutcome(launched.success, run_id, errors, launched.failed_checks, interrupted)

@@ -41,6 +41,7 @@ from dagster import (
     RunsFilter,
 )
 
+from oabench_pipeline.engine.interrupts import STOP_FILE_TAG
 from oabench_pipeline.engine.runs import HOST_TAG, PID_TAG
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
 
@@ -196,12 +197,14 @@ def dead_runs(
 
 
 def close(instance: DagsterInstance, dead: DeadRun) -> None:
-    """End a dead run in the instance: FAILURE (CANCELED when it was being canceled), saying why; any pool
-    slot it claimed is given back."""
+    """End a dead run in the instance: FAILURE (CANCELED when it was being canceled, or when the command that
+    launched it was stopped: its process died of that Ctrl-C), saying why; any pool slot it claimed is given
+    back."""
     run = instance.get_run_by_id(dead.run.run_id)
     if run is None or run.is_finished:
         return
-    if run.status == DagsterRunStatus.CANCELING:
+    stop_file = run.tags.get(STOP_FILE_TAG)
+    if run.status == DagsterRunStatus.CANCELING or (stop_file and Path(stop_file).is_file()):
         instance.report_run_canceled(run, f"Canceled: {dead.why}.")
     else:
         instance.report_run_failed(run, f"{dead.why[:1].upper()}{dead.why[1:]}.")
