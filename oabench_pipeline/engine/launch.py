@@ -36,6 +36,7 @@ import sqlalchemy.exc
 from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus, Definitions, RunsFilter
 
 from oabench_pipeline import CODE_LOCATION_NAME
+from oabench_pipeline.engine.child_output import children_output_to
 from oabench_pipeline.engine.runs import RunOutcome, run_failure_reason
 from oabench_pipeline.engine.stale_runs import (
     LAUNCHER_HOST_TAG,
@@ -52,6 +53,8 @@ from oabench_pipeline.shared import dagster_internals
 
 DEFINITIONS_MODULE = "oabench_pipeline.definitions"
 PROGRESS_FOLDER = "progress"  # under the warehouse: the relay files of runs being followed, stop files
+# Under the warehouse: what the code server and the runs' processes print (`engine/child_output.py`).
+CODE_SERVER_LOG = Path("logs") / "code-server.log"
 POLL_S = 0.5  # between looks at a launched run's status and progress
 STOPPING_POLL_S = 0.1  # the same once a stop was asked: its runs end within a second or two
 LIVENESS_EVERY_S = 5.0  # between looks at whether a followed run's process is still alive
@@ -172,6 +175,7 @@ class RunLauncher:
         self.instance = instance
         self.progress_folder = progress_folder
         self.stop_file = progress_folder / f"{uuid.uuid4().hex}.stop"
+        self.output_log = progress_folder.parent / CODE_SERVER_LOG
         self._defs = defs
         self._stack = ExitStack()
         self._plans: dict[tuple[str, str], Any] = {}
@@ -183,9 +187,12 @@ class RunLauncher:
         self.progress_folder.mkdir(parents=True, exist_ok=True)
         _remove_old_stop_files(self.progress_folder)
         self._stack.enter_context(interrupts.announcing_stops_to(self.stop_file))
-        self._location = self._stack.enter_context(
-            dagster_internals.loaded_code_location(self.instance, definitions_target())
-        )
+        # The code server, its runs' processes and their helpers write to `output_log`, not the terminal,
+        # whose Ctrl-C they all hear (`engine/child_output.py`).
+        with children_output_to(self.output_log):
+            self._location = self._stack.enter_context(
+                dagster_internals.loaded_code_location(self.instance, definitions_target())
+            )
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -209,7 +216,13 @@ class RunLauncher:
         plan = self._plan(job, run_config)
         run_id = dagster_internals.create_run(self.instance, self._location, job, run_config, tags, plan)
         self._launched.add(run_id)
-        dagster_internals.launch_run(self.instance, self._location, run_id)
+        try:
+            dagster_internals.launch_run(self.instance, self._location, run_id)
+        except Exception:
+            if interrupts.requested() is None:
+                raise
+            # A terminal's Ctrl-C reached the code server too, which quit: Dagster failed the run it could
+            # not launch, and `follow` records it canceled, as a stop it is.
         return run_id
 
     def _partition_tags(self, spec: RunSpec) -> Mapping[str, str]:
@@ -284,7 +297,28 @@ class RunLauncher:
                         self._closed_if_dead(run, time.monotonic() - launched_at)
                         break
                 time.sleep(poll_s)
+        if stop_requested is not None and (reason := stop_requested()):
+            self._canceled_if_cut_short(run_id, str(reason))
         return self.outcome(run_id)
+
+    def _canceled_if_cut_short(self, run_id: str, reason: str) -> None:
+        """Record CANCELED a run that a stop ended FAILURE before its step could say it was interrupted.
+
+        A terminal's Ctrl-C reaches the run's process too (it shares the terminal's process group): heard
+        while the process is still starting, before any terminate marked the run canceling, Dagster ends
+        the run FAILURE ("interrupted unexpectedly"), and a launch the code server could no longer take ends
+        FAILURE as well. Either was this stop, and an interrupt is recorded one way: CANCELED. A run whose
+        step failed for a reason of its own keeps its FAILURE."""
+        try:
+            run = self.instance.get_run_by_id(run_id)
+            if run is None or run.status != DagsterRunStatus.FAILURE:
+                return
+            failures = dagster_internals.run_events(self.instance, run_id, {DagsterEventType.STEP_FAILURE})
+            if all(_failed_by_interrupt(failure) for failure in failures):
+                message = f"Canceled: {reason} while the run was starting."
+                dagster_internals.close_run(self.instance, run, message, canceled=True)
+        except storage_errors():  # it stays FAILURE; the command still reports the cell interrupted
+            pass
 
     def _closed_if_dead(self, run: DagsterRun, followed_s: float) -> bool:
         """Close `run` in the instance when no live process can finish it (`engine/stale_runs.py`), or when
@@ -338,6 +372,20 @@ class RunLauncher:
         return LaunchedOutcome(run_id, status, failures, checks, None if failures else run_failure)
 
 
+# How Dagster names the interrupt a step heard before its own handler was in place.
+INTERRUPT_ERRORS = ("DagsterExecutionInterruptedError", "KeyboardInterrupt")
+
+
+def _failed_by_interrupt(failure: Any) -> bool:
+    """Whether a STEP_FAILURE event is an interrupt: ours (`interrupts.INTERRUPTED_METADATA`) or Dagster's."""
+    from oabench_pipeline.engine.runs import interruption
+
+    error = failure.step_failure_data.error
+    while error is not None and error.cause is not None:
+        error = error.cause
+    return interruption([failure]) is not None or (error is not None and error.cls_name in INTERRUPT_ERRORS)
+
+
 def _storage_failure(error: BaseException) -> str:
     reason = " ".join(str(error).split())[:300]
     return f"the Dagster instance's storage failed: {type(error).__name__}: {reason}"
@@ -380,12 +428,14 @@ def run_launched(engine: RunLauncher, spec: RunSpec) -> RunOutcome:
         return RunOutcome(False, run_id, [why], [], interrupts.requested() is not None)
     finally:
         relay.unlink(missing_ok=True)
-    errors = step_failure_messages(launched.step_failures)
-    if not errors and not launched.success:
-        errors = [launched.run_failure or f"run {run_id} ended {launched.status.value.lower()}"]
     # A run that had not ended well when a stop came was stopped by it: terminated (CANCELED), or still
     # ending when this command stopped following it (a process still starting takes a while to hear).
     interrupted = interruption(launched.step_failures) is not None or (
         not launched.success and interrupts.requested() is not None
     )
+    errors = step_failure_messages(launched.step_failures)
+    if not errors and not launched.success:
+        errors = [launched.run_failure or f"run {run_id} ended {launched.status.value.lower()}"]
+        if not interrupted:  # a crash no step explains: its traceback, if any, is in the output log
+            errors = [f"{errors[0]} (its process's output: {engine.output_log})"]
     return RunOutcome(launched.success, run_id, errors, launched.failed_checks, interrupted)

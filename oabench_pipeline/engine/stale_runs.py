@@ -39,6 +39,7 @@ from dagster import (
 )
 
 from oabench_pipeline.inference.cell_lock import cell_lock_path, is_held, read_holder
+from oabench_pipeline.inference.interrupts import STOP_FILE_TAG
 from oabench_pipeline.shared import dagster_internals
 from oabench_pipeline.shared.run_tags import HOST_TAG, PID_TAG
 
@@ -182,12 +183,14 @@ def dead_runs(
 
 
 def close(instance: DagsterInstance, dead: DeadRun) -> None:
-    """End a dead run in the instance: FAILURE (CANCELED when it was being canceled), saying why; any pool
-    slot it claimed is given back."""
+    """End a dead run in the instance: FAILURE (CANCELED when it was being canceled, or when the command that
+    launched it was stopped: its process died of that Ctrl-C), saying why; any pool slot it claimed is given
+    back."""
     run = instance.get_run_by_id(dead.run.run_id)
     if run is None or run.is_finished:
         return
-    if run.status == DagsterRunStatus.CANCELING:
+    stop_file = run.tags.get(STOP_FILE_TAG)
+    if run.status == DagsterRunStatus.CANCELING or (stop_file and Path(stop_file).is_file()):
         dagster_internals.close_run(instance, run, f"Canceled: {dead.why}.", canceled=True)
     else:
         dagster_internals.close_run(instance, run, f"{dead.why[:1].upper()}{dead.why[1:]}.", canceled=False)

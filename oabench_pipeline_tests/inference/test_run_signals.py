@@ -7,6 +7,9 @@
   how to resume, the exit code is 130/143 within 5 s, every launched cell run has ended (terminated through
   Dagster, or failed as interrupted); the resumed run pays for nothing twice. A second Ctrl-C exits at once.
 - `dagster asset materialize` (a step on its process's main thread, as in a run worker) stops the same way.
+- A terminal's Ctrl-C (SIGINT to the whole process group: the command, the code server, the runs' processes
+  and their compute-log helpers), mid-cell or while the runs start: no traceback on the terminal, and every
+  run ends CANCELED.
 """
 
 from __future__ import annotations
@@ -213,3 +216,66 @@ def test_a_step_on_a_main_thread_stops_as_gracefully(
         assert cell_rows(fresh_env.warehouse, MODEL, "43").is_empty()
     finally:
         server.__exit__(None, None, None)
+
+
+def assert_no_traceback(said: str) -> None:
+    """What a terminal shows after its Ctrl-C: no traceback of any process the command started (Dagster's
+    code server, the runs' workers, their compute-log helpers share the terminal's process group)."""
+    for marker in ("Traceback", "KeyboardInterrupt"):
+        assert marker not in said, said
+
+
+def test_a_terminal_ctrl_c_mid_cell_prints_no_traceback_and_ends_canceled(
+    fresh_env: PipelineEnv, shared_oab: Path, stop_children: list
+) -> None:
+    """A terminal's Ctrl-C reaches the whole foreground process group, not the command alone."""
+    server = replay(fresh_env, shared_oab, latency_s=0.0, concurrency=CONCURRENCY)
+    logs = [cell_log_path(fresh_env.warehouse.root / "responses", MODEL, e) for e in ("43", "44")]
+    server.hold_replies(allow=ANSWERED)
+    try:
+        proc = start_run(fresh_env, "terminal", "--models", MODEL, "--editions", "43,44")
+        stop_children.append(proc)
+        caught_mid_cell(server, logs, proc)
+        os.killpg(proc.pid, signal.SIGINT)
+        signalled = time.monotonic()
+        wait_until(lambda: "SIGINT: stopping" in output(fresh_env, "terminal"), proc, "the stop is announced")
+        server.release_replies()
+        assert exit_within(proc, fresh_env, "terminal", STOPPED_WITHIN_S) == 130, output(
+            fresh_env, "terminal"
+        )
+        assert_runs_end(fresh_env, by=signalled + STOPPED_WITHIN_S)
+        assert server.stats.total_requests == ANSWERED + CONCURRENCY, "a request was sent after the signal"
+    finally:
+        server.__exit__(None, None, None)
+    assert sum(log_line_count(path) for path in logs) == ANSWERED + CONCURRENCY
+    time.sleep(2.0)  # the helpers' tracebacks, when they print any, come within their 1 s poll
+    assert_no_traceback(output(fresh_env, "terminal"))
+
+
+def test_a_terminal_ctrl_c_while_the_cell_runs_start_ends_them_canceled(
+    fresh_env: PipelineEnv, shared_oab: Path, stop_children: list
+) -> None:
+    """Ctrl-C as soon as the command has launched its runs, before their steps have sent anything: the runs
+    (whatever they were doing: starting their process, loading the definitions) end CANCELED, not FAILURE."""
+    server = replay(fresh_env, shared_oab, latency_s=0.0, concurrency=CONCURRENCY)
+    server.hold_replies()
+    try:
+        proc = start_run(fresh_env, "starting", "--models", MODEL, "--editions", "43,44")
+        stop_children.append(proc)
+
+        def launched() -> bool:
+            with instance_for(fresh_env.settings) as instance:
+                return len(instance.get_runs(RunsFilter(job_name="oabench_cell"))) == 2
+
+        wait_until(launched, proc, "both cell runs are launched")
+        os.killpg(proc.pid, signal.SIGINT)
+        signalled = time.monotonic()
+        assert exit_within(proc, fresh_env, "starting", STOPPED_WITHIN_S) == 130, output(
+            fresh_env, "starting"
+        )
+        assert_runs_end(fresh_env, by=signalled + STOPPED_WITHIN_S)
+        assert server.stats.total_requests == 0, "a request was sent after the signal"
+    finally:
+        server.__exit__(None, None, None)
+    time.sleep(2.0)
+    assert_no_traceback(output(fresh_env, "starting"))
