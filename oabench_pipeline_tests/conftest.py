@@ -23,20 +23,28 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # is left running alone at the end of a parallel run: the default run's, and those of the tests marked `slow`
 # (`pytest -m slow`), which a file's other tests do not slow down. Order only: every test still runs, in its
 # file's order.
-SLOW_FILES_FIRST = (
-    "automation/test_catalogue_watch.py",
+SLOW_FILES_FIRST = (  # by their time in a whole default run (slowest first)
+    "inference/test_run_batch.py",
+    "inference/test_budget_and_fatal.py",
     "test_status.py",
-    "scoring/test_analysis_assets.py",
-    "inference/test_client.py",
     "scoring/test_import_published.py",
-    "test_catalogue_healing.py",
     "inference/test_run_replay.py",
-    "core/test_site.py",
-    "core/test_reports.py",
-    "test_damaged_partitions.py",
-    "core/test_booklet.py",
+    "automation/test_catalogue_watch.py",
+    "test_hostile_labels.py",
+    "inference/test_real_endpoints.py",
     "exams/test_bad_sources.py",
+    "phase2/test_phase2_cost_ceiling.py",
     "automation/test_sensors.py",
+    "core/test_reports.py",
+    "exams/test_archived_editions.py",
+    "phase2/test_phase2_structured_judge.py",
+    "exams/test_ingest.py",
+    "test_catalogue_healing.py",
+    "core/test_site_phase2.py",
+    "core/test_site.py",
+    "scoring/test_analysis_assets.py",
+    "core/test_booklet.py",
+    "inference/test_client.py",
     "core/test_item_response.py",
 )
 SLOW_MARKED_FILES_FIRST = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from concurrent.futures import as_completed
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -347,12 +348,18 @@ def answer_cells(
             _must(run_assets(defs, instance, ["models"]), "models registry")
         logged_before = _logged_replies(warehouse, todo)
         cell_options = CellOptions(concurrency, replicates, retry_invalid, batch, batch_fallback)
-        failures = _run_cells(defs, instance, warehouse, todo, cell_options)
         if batch:
             from oabench_pipeline.cli.batches import follow_batches
+            from oabench_pipeline.engine.launch import launcher
 
-            relaunch = lambda cells: _run_cells(defs, instance, warehouse, cells, cell_options)  # noqa: E731
-            failures = follow_batches(settings, warehouse, todo, failures, relaunch)
+            # One code server for the first runs and every relaunch that collects a finished batch: each
+            # launcher starts one (the definitions imported and snapshotted: ~3 s of CPU).
+            with launcher(instance, defs, warehouse.root) as engine:
+                failures = _run_cells(defs, instance, warehouse, todo, cell_options, engine)
+                relaunch = lambda cells: _run_cells(defs, instance, warehouse, cells, cell_options, engine)  # noqa: E731
+                failures = follow_batches(settings, warehouse, todo, failures, relaunch)
+        else:
+            failures = _run_cells(defs, instance, warehouse, todo, cell_options)
         if interrupts.requested():
             which = f"--suite {suite.name}" if suite is not None else f"--editions {','.join(editions)}"
             kept = _logged_replies(warehouse, todo) - logged_before
@@ -762,12 +769,13 @@ def _run_cells(
     warehouse: Warehouse,
     cells: list[tuple[ModelConfig, str]],
     options: CellOptions,
+    engine: RunLauncher | None = None,
 ) -> dict[str, str]:
     """Every cell at once (up to `MAX_CELL_RUNS` in flight), each a Dagster run that the instance's run
     launcher starts in a process of its own (`engine/launch.py`): the requests of a model key's cells share
     its `concurrency` (and its host's `endpoint_concurrency`) across those processes through
     `inference/capacity.py`, so the model's pool stays full across its editions. Returns cell → why, in one
-    line, for each cell whose run failed."""
+    line, for each cell whose run failed. `engine`: an open launcher to use (else one for these cells)."""
     from oabench_pipeline.engine.launch import launcher, run_launched
     from oabench_pipeline.engine.runs import cell_failure_line
 
@@ -796,11 +804,11 @@ def _run_cells(
         return outcome, quiet
 
     failures: dict[str, str] = {}
-    with (
-        ProgressBar() as bar,
-        launcher(instance, defs, warehouse.root) as engine,
-        _cell_pool(len(cells)) as pool,
-    ):
+    with ExitStack() as stack:
+        bar = stack.enter_context(ProgressBar())
+        if engine is None:
+            engine = stack.enter_context(launcher(instance, defs, warehouse.root))
+        pool = stack.enter_context(_cell_pool(len(cells)))
         # Edition-major order: when there are more cells than runs in flight, every model starts at once.
         ordered = sorted(cells, key=lambda cell: (int(cell[1]), cells.index(cell)))
         running = {

@@ -23,9 +23,13 @@ import itertools
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-import numpy as np
 import polars as pl
+
+# numpy is imported where used: every process that loads the definitions (code servers, runs) imports this.
+if TYPE_CHECKING:
+    import numpy as np
 
 PASS_MARK = 6.0
 OVERALL = "all"  # the `area` of the rows over every area
@@ -177,6 +181,7 @@ def score_statistics(
         return out | dict.fromkeys(
             ["mae", "mean_difference", "pearson", "spearman", "icc", "icc_ci_low", "icc_ci_high"]
         )
+    import numpy as np
     from scipy import stats  # imported where used: importing core stays light (test_stats.py)
 
     out["mae"] = float(np.mean(np.abs(score_a - score_b)))
@@ -191,6 +196,8 @@ def score_statistics(
 def icc_2_1(score_a: np.ndarray, score_b: np.ndarray) -> dict[str, float | None]:
     """ICC(2,1) of two raters over the same targets, with its 95% interval (pingouin's ICC(A,1), unrounded).
     NULL when there are fewer than MIN_ANSWERS_FOR_ICC targets or every score is the same."""
+    import numpy as np
+
     empty: dict[str, float | None] = {"icc": None, "icc_ci_low": None, "icc_ci_high": None}
     n = len(score_a)
     if n < MIN_ANSWERS_FOR_ICC or np.ptp(np.concatenate([score_a, score_b])) == 0:

@@ -12,10 +12,13 @@ rounded to hundredths is at least 6.00. An incomplete exam has `passed` NULL: it
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
 import polars as pl
 
-from oabench_pipeline.core.stats import holm_adjust
+# numpy (and core.stats over it) imported where used: every process that loads the definitions imports this.
+if TYPE_CHECKING:
+    import numpy as np
 
 PASS_MARK = 6.0
 CONFIDENCE = 0.95
@@ -167,6 +170,7 @@ def _empty_scores() -> pl.DataFrame:
 
 def t_interval(values: np.ndarray) -> tuple[float | None, float | None]:
     """The mean's two-sided 95% Student t interval; None with fewer than two values."""
+    import numpy as np
     from scipy import special
 
     n = values.size
@@ -179,6 +183,7 @@ def t_interval(values: np.ndarray) -> tuple[float | None, float | None]:
 
 def paired_t_p(a: np.ndarray, b: np.ndarray) -> float:
     """Two-sided p-value of the paired t test of equal means (NaN when undefined: n < 2 or no spread)."""
+    import numpy as np
     from scipy import special
 
     diff = a - b
@@ -195,6 +200,10 @@ def paired_t_p(a: np.ndarray, b: np.ndarray) -> float:
 def _rank_ranges(totals: dict[str, dict[tuple[int, str], float]]) -> dict[str, tuple[int, int]]:
     """(rank_low, rank_high) per ranked model of one judge: 1 + the models significantly better, and the
     ranked models minus those significantly worse, by paired t tests over shared area-exams, Holm-corrected."""
+    import numpy as np
+
+    from oabench_pipeline.core.stats import holm_adjust
+
     keys = sorted(totals)
     pairs = [(a, b) for i, a in enumerate(keys) for b in keys[i + 1 :]]
     diffs, pvalues = [], []
@@ -227,6 +236,8 @@ def leaderboard(
     items: pl.DataFrame, answers: pl.DataFrame, judgments: pl.DataFrame, scores: pl.DataFrame
 ) -> pl.DataFrame:
     """`phase2_leaderboard`: one row per judge × model key (column contract in `core/tables.py`)."""
+    import numpy as np
+
     exams_in_items = items.select("edition", "area").unique().height
     runs = counted_runs(answers, sub_items(items))
     counted = _counted_judgments(judgments) if not judgments.is_empty() else judgments
