@@ -314,11 +314,6 @@ def _run_api_cell(
             "it (chat completions now would pay for its questions twice)"
         )
     budget = _automatic_budget(models_registry, store, model, log_path)
-    if config.batch and budget is not None:  # the watch policy's reservations hold chat requests only
-        raise Failure(
-            description=f"{model.key}: registered from the model catalogue, whose budget does not hold "
-            "batches yet: run it without --batch"
-        )
     rows: list[dict] = []
     sent = 0
     waiting: list[BatchPending] = []  # replicates whose batch is open: each replicate has its own batch
@@ -342,6 +337,7 @@ def _run_api_cell(
                     models_registry,
                     store,
                     others,
+                    budget,
                 )
             except BatchPending as pending:
                 waiting.append(pending)
@@ -384,10 +380,12 @@ def _answer_by_batch(
     models_registry: ModelsRegistryResource,
     store: Warehouse,
     other_replicates: list[ChatRequest] | None = None,
+    budget: AutomaticBudget | None = None,
 ) -> None:
     """One batch round for the plan (`batch_cell.py`); with `--batch-fallback sync`, the questions the
     batches gave up on are then sent as chat completions. `other_replicates`: the cell's other replicates'
-    unanswered requests, whose batches' worst case `max_cost_usd` holds too."""
+    unanswered requests, whose batches' worst case `max_cost_usd` holds too. `budget`: the watch policy's
+    (a key registered from the model catalogue), which holds the batches' worst case and the fallback's."""
     logged = latest_by_hash(read_log(log_path))
     registry = models_registry.models()
     ceiling = _cost_ceiling(model, config)
@@ -408,6 +406,7 @@ def _answer_by_batch(
         ceiling,
         submit,
         reserved_usd=reserved,
+        budget=budget,
     )
     if config.batch_fallback != "sync":
         return
@@ -417,8 +416,22 @@ def _answer_by_batch(
             f"{model.key} × edition {edition}: {len(retry)} given up by the batches, sent as chat"
         )
         fallback = dataclasses.replace(plan, pending=retry)
+        if budget is not None:
+            _check_budget_before(model, retry, store, logged, budget)
+        gate = budget.gate() if budget is not None else None
         _call_model(
-            context, model, edition, fallback, logged, log_path, model_client, config, registry, store.root
+            context,
+            model,
+            edition,
+            fallback,
+            logged,
+            log_path,
+            model_client,
+            config,
+            registry,
+            store.root,
+            budget,
+            gate,
         )
 
 

@@ -35,6 +35,7 @@ from oabench_pipeline.inference.cost import estimated_prompt_cost, listed_price
 from oabench_pipeline.inference.progress import notify
 from oabench_pipeline.inference.resources import MissingApiKeyError, ModelClientResource
 from oabench_pipeline.inference.response_log import ResponseLog, ResponseLogError, latest_by_hash, read_log
+from oabench_pipeline.inference.spend import AutomaticBudget
 from oabench_pipeline.inference.types import ChatRequest, ChatResult
 from oabench_pipeline.warehouse import Warehouse
 
@@ -61,12 +62,15 @@ def answer_by_batch(
     kind: JournalKind = "phase1",
     cell: str | None = None,
     reserved_usd: float = 0.0,
+    budget: AutomaticBudget | None = None,
 ) -> StepReport:
     """One protocol round for the cell's `pending` questions; raises `BatchPending` while a batch is open.
     `submit=False` (`batch_results_sensor`'s runs, which spend nothing): collect only, and end as pending
     while questions are left to send. `kind` is the cell's (`batches/cells.py`): for a judgment cell,
     `model` is the judge and `edition` the judged model's key; `cell` names it in messages; `reserved_usd`
-    is the worst case of the cell's other batches of this run (its other replicates), held under `ceiling`."""
+    is the worst case of the cell's other batches of this run (its other replicates), held under `ceiling`.
+    `budget`: the watch policy's, for a key registered from the model catalogue: the new lines' worst case
+    is reserved against it before anything is sent (`spend.py`), and settled when the round ends."""
     cell = cell or f"{model.key} × edition {edition}"
     if model.batch_api is None:
         raise Failure(description=f"{model.key}: no batch_api in its registry entry; {BATCH_API_HINT}")
@@ -94,7 +98,11 @@ def answer_by_batch(
         log.append(_as_logged(line, model, price))
 
     log = ResponseLog(log_path)
+    refused = None
     try:
+        if budget is not None and to_send:  # held before anything is sent; settled below whatever happens
+            refused = _reserve(budget, journal, to_send)
+            to_send = [] if refused else to_send
         with log:
             report = protocol.step(to_send, on_result)
     except ResponseLogError as error:
@@ -103,6 +111,8 @@ def answer_by_batch(
         raise Failure(description=f"{cell}: {error}; the journal keeps every batch: rerun to go on") from None
     finally:
         transport.close()
+        if budget is not None:
+            budget.settle_batches()
     if log.failure is not None:
         raise Failure(
             description=f"{cell}: {log.stop_reason()}; rerun `oabench run --batch` to collect again"
@@ -121,6 +131,8 @@ def answer_by_batch(
         return report
     held_back = len(to_send) < len(pending) and not report.open_batches and not report.unresolved_intents
     if held_back and still_unanswered(pending, latest_by_hash(read_log(log_path))):
+        if refused is not None:
+            raise Failure(description=f"{cell}: {refused}; no batch sent")
         raise Failure(description=_over_budget_line(model, cell, pending, store, logged, ceiling))
     if not report.done:
         raise BatchPending(f"{cell}: {pending_line(open_batches(store.root, model.key, edition, kind))}")
@@ -149,6 +161,21 @@ def _within_budget(
         return pending
     spent = sum(_paid(r) for r in logged.values())
     return pending if spent + reserved_usd + estimate * BATCH_PRICE_FACTOR <= ceiling else []
+
+
+def _reserve(budget: AutomaticBudget, journal: BatchJournal, to_send: list[ChatRequest]) -> str | None:
+    """Reserve the worst case of every line of `to_send` at the batch price; None once held, else why not."""
+    budget.start()
+    lines: dict[str, float] = {}
+    for request in to_send:
+        worst = budget.batch_worst_case(request, BATCH_PRICE_FACTOR)
+        if worst is None:
+            return (
+                f"{budget.model_id} has no listed price and no reply yet, so a batch's worst case is not "
+                "known: run it once without --batch"
+            )
+        lines[request.request_hash] = worst
+    return budget.reserve_batch(journal.path, lines)
 
 
 def _over_budget_line(

@@ -16,6 +16,14 @@ cell publishes as it goes (`sending`): in this process at once (`oabench run` an
 --run` run a model's cells in threads), and to the other processes (the daemon's runs) through
 `<warehouse>/capacity/budget/<pid>.json`. Cells not sending are read from their logs at most once a second.
 `CellCeiling` is a hand-written model's `max_cost_usd` as the same `Limits`, for its one cell. No Dagster here.
+
+A batch (`oabench run --batch`) is held the same way, before it is sent, but for longer: its lines are paid
+when the batch finishes, hours and processes later. So its worst case (every line's prompt plus the completion
+ceiling, at the batch price) is written to `<warehouse>/capacity/budget/batches/<cell>.json` under the same
+cross-process lock (`AutomaticBudget.reserve_batch`), and counts as held by every later check while its line is
+in an open batch of the cell's journal (or while the round that wrote it is alive: its batch may be between
+intent and create). Once the batch is collected, its answers' real costs are in the response log and its
+lines are held no more; a failed, expired or cancelled line is released with it.
 """
 
 from __future__ import annotations
@@ -28,12 +36,13 @@ import threading
 import time
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from oabench_pipeline.inference.batches.journal import BatchJournal
 from oabench_pipeline.inference.catalogue_store import Price
 from oabench_pipeline.inference.cell_lock import is_held
-from oabench_pipeline.inference.cost import answer_cost, cost_at
+from oabench_pipeline.inference.cost import answer_cost, cost_at, estimated_prompt_tokens
 from oabench_pipeline.inference.reservations import RESERVED_COMPLETION_TOKENS, Learned, SpendGate
 from oabench_pipeline.inference.response_log import cell_log_path, read_log
 from oabench_pipeline.inference.types import ChatRequest
@@ -208,6 +217,63 @@ def _across_processes(responses_root: Path) -> Iterator[None]:
             os.close(fd)  # closing drops the lock
 
 
+def batch_reservation_path(responses_root: Path, own_log: Path) -> Path:
+    """Where the worst case of a cell's batches is held: one file a cell (its log's key folder and edition)."""
+    return budget_folder(responses_root) / "batches" / f"{own_log.parent.name}--{own_log.stem}.json"
+
+
+@dataclass(frozen=True)
+class BatchReservation:
+    """The worst case held for a cell's batches: request hash → USD, with the journal that says which of
+    its lines are still in an open batch, and the process whose round wrote it (None once the round ended)."""
+
+    log: Path
+    journal: Path
+    lines: dict[str, float]
+    pid: int | None
+
+    def held(self) -> dict[str, float]:
+        """The lines still held: all while the round that wrote them is alive, else those in open batches."""
+        folder = budget_folder(self.log.parent.parent)
+        if self.pid is not None and (self.pid == os.getpid() or is_held(folder / f"{self.pid}.lock")):
+            return dict(self.lines)
+        open_lines = BatchJournal(self.journal).replay().held_qids("request_hash")
+        return {h: usd for h, usd in self.lines.items() if h in open_lines}
+
+    def write(self, path: Path) -> None:
+        if not self.lines:
+            path.unlink(missing_ok=True)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        state = {"log": str(self.log), "journal": str(self.journal), "lines": self.lines, "pid": self.pid}
+        temporary = path.with_suffix(".json.tmp")
+        temporary.write_text(json.dumps(state), encoding="utf-8")
+        temporary.replace(path)
+
+
+def read_batch_reservation(path: Path) -> BatchReservation | None:
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        lines = {str(h): float(usd) for h, usd in state["lines"].items()}
+        pid = None if state["pid"] is None else int(state["pid"])
+        return BatchReservation(Path(state["log"]), Path(state["journal"]), lines, pid)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None  # gone, or not ours
+
+
+def batch_holds(responses_root: Path) -> dict[Path, float]:
+    """Cell log → what its batches hold now (`BatchReservation.held`), for every cell under this root."""
+    folder = budget_folder(responses_root) / "batches"
+    if not folder.is_dir():
+        return {}
+    holds: dict[Path, float] = {}
+    for path in folder.glob("*.json"):
+        reservation = read_batch_reservation(path)
+        if reservation is not None and (held := sum(reservation.held().values())):
+            holds[reservation.log] = held
+    return holds
+
+
 @dataclass
 class AutomaticBudget:
     """The watch policy's two limits on one automatic cell run (see the module docstring), and the `Limits`
@@ -298,19 +364,55 @@ class AutomaticBudget:
                 )
             _publish(self.responses_root)
 
-    def over(self, extra_usd: float) -> str | None:
+    def over(self, extra_usd: float, what: str = "one more request") -> str | None:
         model, month = self.spent(held=True)
         if model + extra_usd > self.ceiling_usd + FLOAT_SLACK_USD:
             return (
-                f"{self.model_id} spent and holds ${model:.4f}; one more request may cost up to "
+                f"{self.model_id} spent and holds ${model:.4f}; {what} may cost up to "
                 f"${extra_usd:.4f}, past the watch policy's max_run_cost_usd ${self.ceiling_usd:g}"
             )
         if month + extra_usd > self.monthly_budget_usd + FLOAT_SLACK_USD:
             return (
-                f"automatic runs spent and hold ${month:.4f} in {self.month}; one more request may cost up to "
+                f"automatic runs spent and hold ${month:.4f} in {self.month}; {what} may cost up to "
                 f"${extra_usd:.4f}, past the watch policy's monthly_budget_usd ${self.monthly_budget_usd:g}"
             )
         return None
+
+    # -- batches (see the module docstring)
+
+    def batch_worst_case(self, request: ChatRequest, price_factor: float) -> float | None:
+        """One batch line of `request`: its prompt plus the completion ceiling at the listed prices times
+        `price_factor`; with no listed price, the most one reply of the model cost. None: not known."""
+        price = self.prices.get(self.model_id)
+        if price is not None and price.prompt is not None and price.completion is not None:
+            listed = estimated_prompt_tokens([request.body]) * price.prompt
+            return (listed + self.completion_tokens * price.completion) * price_factor
+        return learned_for(self.responses_root).max_cost.get(self.model_id)
+
+    def reserve_batch(self, journal: Path, lines: Mapping[str, float]) -> str | None:
+        """Hold `lines` (request hash → worst case) of a batch about to be sent, against both limits and
+        with every other hold, under the cross-process lock; None once held, else why not (nothing held).
+        Lines this cell already holds in an open batch are not held twice."""
+        path = batch_reservation_path(self.responses_root, self.own_log)
+        with self.atomically():
+            previous = read_batch_reservation(path)
+            kept = previous.held() if previous is not None else {}
+            need = sum(usd for h, usd in lines.items() if h not in kept)
+            if problem := self.over(need, f"a batch of {len(lines)} line(s)"):
+                return problem
+            _hold_life_lock(budget_folder(self.responses_root))  # the round's lines held while it lives
+            BatchReservation(self.own_log, journal, {**kept, **lines}, os.getpid()).write(path)
+        return None
+
+    def settle_batches(self) -> None:
+        """The round is over: keep held only the lines in open batches (the collected ones' costs are in
+        the response log; failed, expired, cancelled and never-sent lines are released)."""
+        path = batch_reservation_path(self.responses_root, self.own_log)
+        with self.atomically():
+            if (previous := read_batch_reservation(path)) is None:
+                return
+            settled = replace(previous, pid=None)
+            replace(settled, lines=settled.held()).write(path)
 
     def holds_elsewhere(self) -> bool:
         return any(held > 0 for _, _, _, held in self._siblings().values())
@@ -362,6 +464,11 @@ class AutomaticBudget:
             model += all_time + extra if log.parent in model_folders else 0.0
             month += in_month + extra if their_month == self.month else 0.0
         own = self._run_paid + (self._held if held else 0.0)
+        if held:  # batches sent and not collected yet: their worst case, this cell's too
+            automatic = {cell_log_path(self.responses_root, key, "_").parent for key in self.automatic_keys}
+            for log, usd in batch_holds(self.responses_root).items():
+                model += usd if log.parent in model_folders else 0.0
+                month += usd if log.parent in automatic else 0.0
         return model + self._own_all + own, month + self._own_month + own
 
     def estimate(self, requests: Sequence[ChatRequest]) -> float:

@@ -7,6 +7,7 @@ import datetime as dt
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from oabench_pipeline.core.tables import conform
 from oabench_pipeline.inference.catalogue_store import Price, catalogue_prices
@@ -179,3 +180,43 @@ def test_what_another_process_holds_counts_until_it_dies(tmp_path: Path) -> None
         child.kill()
         child.wait()
     assert not here.holds_elsewhere() and here.over(0.5) is None
+
+
+def test_a_batch_holds_its_worst_case_until_it_is_collected(tmp_path: Path) -> None:
+    """A batch is paid when it finishes, hours and processes later: what it reserved before it was sent
+    counts against every later check while its lines are in an open batch, and no longer once collected."""
+    from oabench_pipeline.inference.batches.journal import BatchJournal, JournalLine
+    from oabench_pipeline.inference.spend import batch_holds
+
+    root = tmp_path / "warehouse" / "responses"
+    keys = {"acme/a": "acme/a", "acme/b": "acme/b"}
+
+    def cell(key: str) -> AutomaticBudget:
+        guard = AutomaticBudget(
+            responses_root=root, own_log=cell_log_path(root, key, "45"), model_id=key, model_keys={key: key},
+            automatic_keys=keys, prices=PRICES, ceiling_usd=1.0, monthly_budget_usd=1.0,
+        )  # fmt: skip
+        guard.start()
+        return guard
+
+    a45, b45 = cell("acme/a"), cell("acme/b")
+    journal = BatchJournal(tmp_path / "batches" / "acme" / "45.jsonl")
+    lines = {"h1": 0.3, "h2": 0.3}
+    assert a45.reserve_batch(journal.path, lines) is None
+    assert "a batch of 1 line(s) may cost up to $0.5000" in (
+        a45.reserve_batch(journal.path, {"h3": 0.5}) or ""
+    )
+    assert "monthly_budget_usd $1" in (b45.over(0.5) or "")  # another model: the month's budget is shared
+    a45.settle_batches()  # the round ended before the intent was recorded: nothing was sent, nothing held
+    assert batch_holds(root) == {} and b45.over(0.5) is None
+
+    assert a45.reserve_batch(journal.path, lines) is None
+    journal.record_intent("t1", "acme/a", [JournalLine(f"c{h}", f"q{h}", h) for h in lines])
+    journal.record_submitted("t1", "batch-1")
+    a45.settle_batches()  # the round ended with its batch open (a SIGKILL as well): its lines stay held
+    assert batch_holds(root) == {cell_log_path(root, "acme/a", "45"): pytest.approx(0.6)}
+    assert "monthly_budget_usd $1" in (b45.over(0.5) or "")
+    assert a45.reserve_batch(journal.path, lines) is None  # the same lines again are not held twice
+    a45.settle_batches()
+    journal.record_collected("t1", "batch-1", "completed", ["ch1"], ["ch2"])
+    assert batch_holds(root) == {} and b45.over(0.5) is None  # collected: its costs are in the log
