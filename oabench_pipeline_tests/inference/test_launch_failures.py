@@ -106,4 +106,4 @@ def test_launches_the_code_server_fails_end_their_cells_in_one_line_and_the_rest
     keys = active_prompt_keys(fresh_env.warehouse, MODEL, EDITIONS)
     assert set(stats.answers_per_prompt) == set(keys.values())
     assert set(stats.answers_per_prompt.values()) == {1}, "a question was paid twice"
-    print(f"{len(failed)} of {len(cells)} cells not launched: {failed}")
+    print(f"{len(failed)} of {len(cells)} cells not launched: {failed}\n{said}")
