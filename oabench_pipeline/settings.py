@@ -19,6 +19,7 @@
 | OABENCH_MODEL_BACKOFF_S  | 0.5                                       | first retry's backoff ceiling (doubles) |
 | OABENCH_LOG_LEVEL        | CRITICAL (step logs in the instance only) | Dagster console log level of the CLI   |
 | DAGSTER_HOME             | <warehouse folder>/dagster_home           | the Dagster instance (engine/runs.py)       |
+| DAGSTER_GRPC_TIMEOUT_SECONDS | 300 (Dagster's own default: 60)       | Dagster's calls to its code server (`apply_dagster_defaults`) |
 
 An empty variable counts as unset. A value that cannot be used (`OABENCH_MODEL_TIMEOUT_S=abc`) raises
 `SettingsError`, whose message names the variable. API keys and `{ env = "VAR" }` header values are named
@@ -28,6 +29,7 @@ by the models registry, not here: `environment_value` reads them, and nothing st
 from __future__ import annotations
 
 import os
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +49,25 @@ OFF_VALUES = frozenset({"off", "0", "false", "no"})
 
 class SettingsError(ValueError):
     """An environment variable holds a value that cannot be used; the message names the variable."""
+
+
+GRPC_TIMEOUT_ENV = "DAGSTER_GRPC_TIMEOUT_SECONDS"
+# Dagster's 60 s is too short for a 2-core machine under load: a run's start (a process that imports
+# Dagster and the pipeline) took over a minute there, and the command died on the timeout.
+DEFAULT_GRPC_TIMEOUT_S = 300
+
+
+def apply_dagster_defaults(environ: MutableMapping[str, str] = os.environ) -> None:
+    """Give Dagster's own `DAGSTER_GRPC_TIMEOUT_SECONDS` (how long a call to a code server may take: a run's
+    launch, an execution plan) `oabench`'s default when the user set none; Dagster's code server and the
+    processes `oabench` starts inherit it. Dagster reads it once, when it is imported: `cli/__init__.py`
+    calls this first. Raises `SettingsError` for a value that is not a whole number of seconds above 0."""
+    value = environ.get(GRPC_TIMEOUT_ENV, "").strip()
+    if not value:
+        environ[GRPC_TIMEOUT_ENV] = str(DEFAULT_GRPC_TIMEOUT_S)
+        return
+    if not value.isdigit() or int(value) == 0:
+        raise SettingsError(f"{GRPC_TIMEOUT_ENV}={value!r}: expected a whole number of seconds above 0")
 
 
 class _Environment(BaseSettings):

@@ -57,6 +57,7 @@ SLOW_MARKED_FILES_FIRST = (
     "inference/test_run_safety.py",
     "inference/test_cli_run.py",
     "inference/test_run_signals.py",
+    "inference/test_launch_failures.py",
     "automation/test_catalogue_watch.py",
     "core/test_site.py",
     "automation/test_end_to_end.py",

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus, job, op
+from dagster._core.errors import DagsterLaunchFailedError, DagsterUserCodeUnreachableError
 from dagster._utils import get_run_crash_explanation
 
 from oabench_pipeline import CODE_LOCATION_NAME
@@ -132,6 +133,20 @@ def test_process_end_reads_dagsters_crash_explanation() -> None:
         door.process_end(get_run_crash_explanation("Run execution process for r", 3)) == "exited with code 3"
     )
     assert door.process_end("Started process for run (pid: 12).") is None
+
+
+def test_code_server_errors_are_one_code_server_error() -> None:
+    """What `launch_run` and `execution_plan_snapshot` raise when the code server fails them (the whole path,
+    a killed server: `inference/test_launch_failures.py`)."""
+    timed_out = "User code server request timed out due to taking longer than 60 seconds to complete."
+    with pytest.raises(door.CodeServerError) as caught, door._code_server_errors():
+        raise DagsterUserCodeUnreachableError(timed_out)
+    assert str(caught.value) == f"DagsterUserCodeUnreachableError: {timed_out}"
+    assert caught.value.timed_out
+    refused = "Tried to start a run on a server after telling it to shut down"
+    with pytest.raises(door.CodeServerError) as caught, door._code_server_errors():
+        raise DagsterLaunchFailedError(refused)
+    assert str(caught.value) == f"DagsterLaunchFailedError: {refused}" and not caught.value.timed_out
 
 
 def test_close_run_fails_or_cancels_and_frees_pool_slots(instance: DagsterInstance) -> None:

@@ -8,7 +8,13 @@ import pytest
 from click.testing import CliRunner
 
 from oabench_pipeline.cli import main
-from oabench_pipeline.settings import DEFAULT_PORTAL_URL, Settings, SettingsError
+from oabench_pipeline.settings import (
+    DEFAULT_PORTAL_URL,
+    GRPC_TIMEOUT_ENV,
+    Settings,
+    SettingsError,
+    apply_dagster_defaults,
+)
 
 
 @pytest.mark.parametrize(
@@ -52,3 +58,15 @@ def test_empty_means_unset_and_values_are_read(tmp_path: Path, monkeypatch: pyte
     assert settings.model_backoff_s == 0.0
     assert settings.automation is False
     assert settings.dagster_home == str(tmp_path / "home")
+
+
+def test_dagsters_grpc_timeout_gets_oabenchs_default_unless_set() -> None:
+    """Dagster's 60 s for a call to its code server (a run's launch) is 300 s under `oabench`, unless set."""
+    unset: dict[str, str] = {GRPC_TIMEOUT_ENV: ""}
+    apply_dagster_defaults(unset)
+    assert unset[GRPC_TIMEOUT_ENV] == "300"
+    chosen = {GRPC_TIMEOUT_ENV: "45"}
+    apply_dagster_defaults(chosen)
+    assert chosen[GRPC_TIMEOUT_ENV] == "45"
+    with pytest.raises(SettingsError, match=f"^{GRPC_TIMEOUT_ENV}='5 min': expected a whole number"):
+        apply_dagster_defaults({GRPC_TIMEOUT_ENV: "5 min"})

@@ -5,6 +5,13 @@ One module per command (`ingest`, `run`, `import_runs`, `status`, `sql`, `leader
 draw in `output.py`.
 """
 
+from oabench_pipeline.settings import SettingsError, apply_dagster_defaults
+
+try:  # before any command module imports Dagster, which reads them once, when it is imported
+    apply_dagster_defaults()
+except SettingsError as error:
+    raise SystemExit(f"Error: {error}") from None
+
 from oabench_pipeline.cli import (  # noqa: F401 (registers each command)
     audit_keys,
     batches,

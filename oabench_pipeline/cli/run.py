@@ -814,19 +814,26 @@ def _run_cells(
         running = {
             pool.submit(one_cell, engine, model, edition): (model, edition) for model, edition in ordered
         }
-        for future in as_completed(running):
-            model, edition = running[future]
-            result = future.result()
-            if result is None:
-                continue  # not started: a Ctrl-C came first
-            outcome, quiet = result
-            bar.finish_cell(f"{model.key} × {edition}", outcome.success, quiet, outcome.interrupted)
-            for check in outcome.failed_checks:
-                bar.console.print(f"[yellow]{model.key} × {edition}: check failed: {check}[/yellow]")
-            if not outcome.success:  # why: in the last lines (`_report_incomplete`), once
-                failures[cell_name(model.key, edition)] = cell_failure_line(
-                    model.key, edition, outcome.errors
-                )
+        try:
+            for future in as_completed(running):
+                model, edition = running[future]
+                result = future.result()
+                if result is None:
+                    continue  # not started: a Ctrl-C came first
+                outcome, quiet = result
+                bar.finish_cell(f"{model.key} × {edition}", outcome.success, quiet, outcome.interrupted)
+                for check in outcome.failed_checks:
+                    bar.console.print(f"[yellow]{model.key} × {edition}: check failed: {check}[/yellow]")
+                if not outcome.success:  # why: in the last lines (`_report_incomplete`), once
+                    failures[cell_name(model.key, edition)] = cell_failure_line(
+                        model.key, edition, outcome.errors
+                    )
+        except BaseException:
+            # An error no cell handles ends the command: the cells not started yet are not started. (They
+            # were, after the command had failed: the bar counted them in flight, never finished, and
+            # printed "45 cell(s) in flight" against a cap of 16.)
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
     return failures
 
 

@@ -37,18 +37,19 @@ from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunSta
 
 from oabench_pipeline import CODE_LOCATION_NAME
 from oabench_pipeline.engine.child_output import children_output_to
-from oabench_pipeline.engine.runs import RunOutcome, run_failure_reason
+from oabench_pipeline.engine.runs import NOT_LAUNCHED, RunOutcome, run_failure_reason
 from oabench_pipeline.engine.stale_runs import (
     LAUNCHER_HOST_TAG,
     LAUNCHER_PID_TAG,
     DeadRun,
     close,
+    process_state,
     why_dead,
     worker_pid,
 )
 from oabench_pipeline.inference import interrupts
 from oabench_pipeline.inference.progress import PROGRESS_FILE_TAG, RelayReader
-from oabench_pipeline.settings import Settings
+from oabench_pipeline.settings import GRPC_TIMEOUT_ENV, Settings
 from oabench_pipeline.shared import dagster_internals
 
 DEFINITIONS_MODULE = "oabench_pipeline.definitions"
@@ -60,6 +61,10 @@ STOPPING_POLL_S = 0.1  # the same once a stop was asked: its runs end within a s
 LIVENESS_EVERY_S = 5.0  # between looks at whether a followed run's process is still alive
 START_TIMEOUT_S = 180.0  # a launched run whose worker has not started by then never will (run monitoring's)
 STORAGE_RETRY_S = 60.0  # how long reads of the run storage are retried before the cell is given up
+LAUNCHES_AT_ONCE = 4
+"""Runs being started at once. Dagster's code server holds one of its gRPC threads (its default: CPUs + 4) for
+each start until the run's process is up, a minute on a loaded 2-core machine; sixteen at once left none for
+this command's heartbeat, and a server without one for 45 s shuts down, failing every launch after."""
 T = TypeVar("T")
 
 
@@ -72,6 +77,16 @@ def storage_errors() -> tuple[type[BaseException], ...]:
     except ImportError:
         return errors
     return (*errors, DagsterPostgresException)
+
+
+class LaunchError(Exception):
+    """A cell's run that Dagster's code server did not start (unreachable, too slow, refused): why, in one
+    line. The run created for it, if any, is closed in the instance; nothing of the cell was sent."""
+
+
+def _not_launched(error: dagster_internals.CodeServerError) -> str:
+    hint = f" ({GRPC_TIMEOUT_ENV}={os.environ.get(GRPC_TIMEOUT_ENV, '60')})" if error.timed_out else ""
+    return f"{NOT_LAUNCHED}Dagster's code server failed{hint}: {error}"
 
 
 class RunStorageError(Exception):
@@ -182,6 +197,9 @@ class RunLauncher:
         self._plans_lock = threading.Lock()
         self._launched: set[str] = set()
         self._followed_runs = FollowedRuns(instance)
+        self._launch_slots = threading.Semaphore(LAUNCHES_AT_ONCE)
+        # Run id -> the PID of its worker, started although the launch call failed (`_settle_failed_launch`).
+        self._late_workers: dict[str, int] = {}
 
     def __enter__(self) -> RunLauncher:
         self.progress_folder.mkdir(parents=True, exist_ok=True)
@@ -199,7 +217,8 @@ class RunLauncher:
         self._stack.close()
 
     def launch(self, spec: RunSpec) -> str:
-        """Create the run in the instance and hand it to the run launcher; its run id."""
+        """Create the run in the instance and hand it to the run launcher; its run id. Raises `LaunchError`
+        when the code server did not start it (its worker started all the same: followed as launched)."""
         job = dagster_internals.remote_job(self._location, spec.job)
         # Dagster's console logger at the command's level (WARNING unless OABENCH_LOG_LEVEL says otherwise):
         # a run's process writes to this command's terminal; the event log keeps everything for the UI.
@@ -213,17 +232,38 @@ class RunLauncher:
             LAUNCHER_HOST_TAG: socket.gethostname(),
             LAUNCHER_PID_TAG: str(os.getpid()),
         }
-        plan = self._plan(job, run_config)
+        try:
+            plan = self._plan(job, run_config)
+        except dagster_internals.CodeServerError as error:
+            raise LaunchError(_not_launched(error)) from None
         run_id = dagster_internals.create_run(self.instance, self._location, job, run_config, tags, plan)
         self._launched.add(run_id)
         try:
-            dagster_internals.launch_run(self.instance, self._location, run_id)
-        except Exception:
-            if interrupts.requested() is None:
-                raise
-            # A terminal's Ctrl-C reached the code server too, which quit: Dagster failed the run it could
-            # not launch, and `follow` records it canceled, as a stop it is.
+            with self._launch_slots:
+                dagster_internals.launch_run(self.instance, self._location, run_id)
+        except dagster_internals.CodeServerError as error:
+            if interrupts.requested() is not None:
+                # A terminal's Ctrl-C reached the code server too, which quit: Dagster failed the run it
+                # could not launch, and `follow` records it canceled, as a stop it is.
+                return run_id
+            self._settle_failed_launch(run_id, _not_launched(error))
         return run_id
+
+    def _settle_failed_launch(self, run_id: str, why: str) -> None:
+        """After a launch call that failed: a worker the code server started anyway (a start that took
+        longer than the call's deadline) is followed like any run; else the run is closed, saying `why`, and
+        `LaunchError` raised. A worker that starts later finds the run finished and ends without running it
+        (Dagster's run worker checks the run's status after recording its PID, which is read here)."""
+        run = read_storage(lambda: self.instance.get_run_by_id(run_id), f"run {run_id[:8]}")
+        pid = read_storage(lambda: worker_pid(self.instance, run_id), f"the worker of run {run_id[:8]}")
+        if run is not None and not run.is_finished and pid is None:
+            dagster_internals.close_run(self.instance, run, why, canceled=False)
+        elif run is not None:
+            # Dagster's launch failed the run with its generic message: the line says what happened.
+            dagster_internals.report_engine_event(self.instance, why, run)
+        if pid is None:
+            raise LaunchError(why)
+        self._late_workers[run_id] = pid
 
     def _partition_tags(self, spec: RunSpec) -> Mapping[str, str]:
         if spec.partition_key is None:
@@ -280,7 +320,12 @@ class RunLauncher:
                 if on_poll is not None:
                     on_poll()
                 if run is None or run.is_finished:
-                    break
+                    # A worker started after its launch had failed the run: it may be running it anyway.
+                    late = self._late_workers.get(run_id)
+                    if late is None or process_state(late) != "live":
+                        break
+                    time.sleep(poll_s)
+                    continue
                 if time.monotonic() - checked_at >= LIVENESS_EVERY_S:
                     checked_at = time.monotonic()
                     if self._closed_if_dead(run, checked_at - launched_at):
@@ -422,6 +467,9 @@ def run_launched(engine: RunLauncher, spec: RunSpec) -> RunOutcome:
     try:
         run_id = engine.launch(replace(spec, tags=tags))
         launched = engine.follow(run_id, reader.poll, interrupts.requested)
+    except LaunchError as error:
+        # The code server did not start this cell's run: nothing was sent; the other cells go on.
+        return RunOutcome(False, run_id, [str(error)], [], interrupts.requested() is not None)
     except storage_failed as error:
         # The instance's storage is down or full: this cell is given up in one line, the others go on.
         why = str(error) if isinstance(error, RunStorageError) else _storage_failure(error)

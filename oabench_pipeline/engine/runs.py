@@ -324,10 +324,14 @@ def step_failure_messages(events: Iterable[DagsterEvent]) -> list[str]:
     return messages
 
 
+NOT_LAUNCHED = "not launched: "
+"""How the line of a run its code server did not start begins (`engine/launch.py`), in its event log."""
+
+
 def run_failure_reason(events: Iterable[DagsterEvent]) -> str | None:
     """Why a run failed when no step says so, from its RUN_FAILURE and ENGINE_EVENT events: how its process
-    ended (exit code or signal) when Dagster recorded it, else the run failure's own message (e.g. "its
-    process (PID 123) died without ending the run"), else None."""
+    ended (exit code or signal) when Dagster recorded it, or why it was not launched, else the run failure's
+    own message (e.g. "its process (PID 123) died without ending the run"), else None."""
     failure: str | None = None
     crash: str | None = None
     for event in events:
@@ -338,6 +342,8 @@ def run_failure_reason(events: Iterable[DagsterEvent]) -> str | None:
             ended = dagster_internals.process_end(message)
             if ended is not None:
                 crash = f"its process {ended}"
+            elif message.startswith(NOT_LAUNCHED):
+                crash = message
     if crash is not None and (failure is None or failure == dagster_internals.FAILED_FROM_OUTSIDE):
         return crash
     return failure

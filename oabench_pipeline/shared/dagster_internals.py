@@ -24,6 +24,11 @@ from dagster import (
     DefaultRunLauncher,
     QueuedRunCoordinator,
 )
+from dagster._core.errors import (
+    DagsterLaunchFailedError,
+    DagsterUserCodeProcessError,
+    DagsterUserCodeUnreachableError,
+)
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import ModuleTarget
 
@@ -47,6 +52,32 @@ get_run_crash_explanation`): the clause, then the signal's name or the exit code
 
 class CodeLocationLoadError(RuntimeError):
     """The definitions did not load in Dagster's code server: its message, in one line."""
+
+
+class CodeServerError(RuntimeError):
+    """Dagster's code server did not do what was asked (unreachable, timed out after
+    `DAGSTER_GRPC_TIMEOUT_SECONDS`, or refused): its message, in one line; `timed_out` when it took too long."""
+
+    def __init__(self, message: str, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+@contextmanager
+def _code_server_errors() -> Iterator[None]:
+    """Dagster's errors of a call to the code server as one `CodeServerError`.
+
+    Catches `dagster._core.errors`' `DagsterUserCodeUnreachableError` (gRPC unavailable or past its
+    deadline), `DagsterLaunchFailedError` (the server refused the run) and `DagsterUserCodeProcessError`.
+    Why: none of the three is public, and a launch that fails must end one cell, not the command.
+    """
+    try:
+        yield
+    except (DagsterUserCodeUnreachableError, DagsterLaunchFailedError, DagsterUserCodeProcessError) as error:
+        info = getattr(error, "serializable_error_info", None)
+        message = str(error) if str(error) not in ("", "None") else getattr(info, "message", "") or ""
+        text = " ".join(f"{type(error).__name__}: {message}".split())[:300]
+        raise CodeServerError(text, timed_out="timed out" in message) from error
 
 
 @dataclass(frozen=True)
@@ -107,15 +138,16 @@ def remote_job(loaded: LoadedLocation, job_name: str) -> RemoteJob:
 def execution_plan_snapshot(
     loaded: LoadedLocation, job: RemoteJob, run_config: Mapping[str, Any], instance: DagsterInstance
 ) -> ExecutionPlanSnapshot:
-    """The job's execution plan for `run_config`, computed by the code server.
+    """The job's execution plan for `run_config`, computed by the code server. Raises `CodeServerError`.
 
     Wraps `CodeLocation.get_execution_plan(...).execution_plan_snapshot`. Why: `create_run` stores a run's
     plan with it, and only the code location can compute it; Dagster's launch paths (UI, sensors,
     `dagster job launch`) all call this, none publicly.
     """
-    plan = loaded.location.get_execution_plan(
-        job, dict(run_config), step_keys_to_execute=None, known_state=None, instance=instance
-    )
+    with _code_server_errors():
+        plan = loaded.location.get_execution_plan(
+            job, dict(run_config), step_keys_to_execute=None, known_state=None, instance=instance
+        )
     return plan.execution_plan_snapshot
 
 
@@ -162,8 +194,12 @@ def launch_run(instance: DagsterInstance, loaded: LoadedLocation, run_id: str) -
 
     Wraps `DagsterInstance.launch_run(run_id, workspace)`. Why: it is what the run queue and the UI call
     once a run may start; it is not documented, and it bypasses the run queue (docs/design/run-queue.md).
+    Raises `CodeServerError` when the code server did not start it; Dagster has then marked the run
+    FAILURE, although a worker the server spawned before the call failed may still start (and, finding the
+    run finished, end at once unless it had started executing already).
     """
-    instance.launch_run(run_id, loaded.workspace)
+    with _code_server_errors():
+        instance.launch_run(run_id, loaded.workspace)
 
 
 def terminate_run(instance: DagsterInstance, run_id: str) -> bool:
