@@ -21,6 +21,7 @@ from pathlib import Path
 import psycopg2
 import pytest
 
+from oabench_pipeline.inference.response_log import cell_log_path, read_log
 from oabench_pipeline.shared.partitions import cell_partition_key
 from oabench_pipeline.warehouse import Warehouse
 from oabench_pipeline_tests.conftest import REPO_ROOT
@@ -36,7 +37,12 @@ from oabench_pipeline_tests.servers.dagster_webserver import (
     dagster_daemon,
 )
 from oabench_pipeline_tests.servers.openai_replay import ReplayServer
-from oabench_pipeline_tests.servers.postgres import PostgresServer, postgres_bin_dir, running_postgres
+from oabench_pipeline_tests.servers.postgres import (
+    PostgresServer,
+    postgres_bin_dir,
+    restartable_postgres,
+    running_postgres,
+)
 
 # Slow: a PostgreSQL server, `oabench` processes, the webserver and the daemon.
 pytestmark = pytest.mark.slow
@@ -171,3 +177,115 @@ def ui_backfill(home: Path, env: dict[str, str], model_key: str) -> list[dict]:
             time.sleep(0.5)
         daemon_log = (home / "daemon.log").read_text(errors="replace")[-3000:]
         raise AssertionError(f"backfill not done after {BACKFILL_TIMEOUT_S} s: {runs}\n{daemon_log}")
+
+
+RESTART_MODEL = "acme/pg-restart"
+RESTART_EDITION = "45"  # 80 questions, none annulled
+IN_FLIGHT = 4  # the model's concurrency
+DOWN_S = 20.0  # how long PostgreSQL stays down once the cell has every reply
+
+
+def test_postgresql_restarted_mid_run_loses_no_paid_reply_and_the_rerun_pays_nothing_twice(
+    tmp_path: Path, shared_oab: Path
+) -> None:
+    """Issue 41's case on a real server: PostgreSQL goes down while a cell's replies arrive and comes back
+    20 s after the last one. Every reply the model server answered is in the response log, the command ends
+    without a traceback, and one rerun completes the cell asking nothing twice, no run left in progress."""
+    if postgres_bin_dir() is None:
+        message = "no PostgreSQL (apt-get install postgresql); .ci/run installs it"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true but {message}")
+        pytest.skip(message)
+    pg_root = tmp_path / "postgres"
+    pg_root.mkdir()
+    with (
+        restartable_postgres(pg_root) as (postgres, process),
+        ReplayServer(latency_s=0.01, api_key=TEST_KEY) as server,
+    ):
+        env, warehouse_path = _postgres_env(tmp_path, postgres, shared_oab)
+        entry = {"id": RESTART_MODEL, "base_url": server.base_url, "api_key_env": TEST_KEY_ENV}
+        entry["concurrency"] = IN_FLIGHT
+        env["OABENCH_MODELS_FILE"] = str(write_models_file(tmp_path / "models.toml", [entry]))
+        ingest = oabench(env, "ingest", "--editions", RESTART_EDITION)
+        assert ingest.returncode == 0, ingest.stdout + ingest.stderr
+
+        server.hold_replies(allow=20)
+        output = tmp_path / "run.out"
+        with output.open("wb") as out:
+            run = subprocess.Popen(
+                [str(OABENCH), "run", "--models", RESTART_MODEL, "--editions", RESTART_EDITION],
+                env=env,
+                cwd=REPO_ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            _wait_for(lambda: server.stats.total_requests >= 20 + IN_FLIGHT, run, "20 answered, 4 held")
+            process.stop()  # PostgreSQL down while the held replies and the rest of the cell arrive
+            server.release_replies()
+            _wait_for(lambda: server.stats.total_requests >= 80, run, "every question asked", allow_exit=True)
+            time.sleep(DOWN_S)
+            process.start()
+            code = run.wait(timeout=600)
+        finally:
+            if run.poll() is None:
+                os.killpg(run.pid, 9)
+                run.wait()
+        text = output.read_text(errors="replace")
+        log = cell_log_path(warehouse_path.parent / "responses", RESTART_MODEL, RESTART_EDITION)
+        answered = sum(server.stats.answers_per_prompt.values())
+
+        assert "Traceback" not in text, text[-4000:]
+        assert "Retrying failed database" not in text, "dagster-postgres' retries, said once a minute"
+        outage_lines = [line for line in text.splitlines() if "storage is unreachable" in line]
+        assert 1 <= len(outage_lines) <= 2, text[-4000:]
+        assert code in (0, 1), text[-4000:]
+        assert answered == 80, "the cell went on sending while PostgreSQL was down"
+        assert len(read_log(log)) == answered, "every reply the server answered is in the response log"
+
+        rerun = oabench(env, "run", "--models", RESTART_MODEL, "--editions", RESTART_EDITION)
+        assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+        assert server.stats.total_requests == 80 and max(server.stats.requests_per_prompt.values()) == 1
+        assert Warehouse(warehouse_path).read("inferences", f"{RESTART_EDITION}|{RESTART_MODEL}").height == 80
+        with _connect(postgres) as connection, connection.cursor() as cursor:
+            cursor.execute("select status from runs where status in ('STARTING', 'STARTED', 'CANCELING')")
+            assert cursor.fetchall() == [], "no run left in progress"
+
+
+def _postgres_env(tmp_path: Path, postgres: PostgresServer, shared_oab: Path) -> tuple[dict[str, str], Path]:
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(documented_instance_yaml(), encoding="utf-8")
+    warehouse_path = tmp_path / "warehouse" / "oabench.duckdb"
+    env = {
+        **os.environ,
+        **postgres.environment(),
+        "DAGSTER_HOME": str(home),
+        "OABENCH_WAREHOUSE": str(warehouse_path),
+        "OABENCH_SOURCE_BASE_URL": str(shared_oab / "mirror"),
+        "OABENCH_MODEL_BACKOFF_S": "0.01",
+        "OABENCH_AUTOMATION": "off",
+        TEST_KEY_ENV: TEST_KEY,
+    }
+    return env, warehouse_path
+
+
+def _connect(postgres: PostgresServer):  # type: ignore[no-untyped-def]
+    return psycopg2.connect(
+        host=postgres.host,
+        port=postgres.port,
+        user=postgres.user,
+        password=postgres.password,
+        dbname=postgres.db_name,
+    )
+
+
+def _wait_for(condition: object, run: subprocess.Popen[bytes], what: str, allow_exit: bool = False) -> None:
+    deadline = time.monotonic() + 300
+    while not condition():  # type: ignore[operator]
+        if run.poll() is not None and not allow_exit:
+            pytest.fail(f"the run ended (exit {run.returncode}) before {what}")
+        if run.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"never: {what}")
+        time.sleep(0.1)

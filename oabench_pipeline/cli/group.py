@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from oabench_pipeline.cli.output import log_warnings_in_one_line
 from oabench_pipeline.core.editions import EditionsRegistryError
 from oabench_pipeline.core.toml_errors import TomlFileError
 from oabench_pipeline.settings import Settings, SettingsError
@@ -27,6 +28,7 @@ class _OabenchGroup(click.Group):
 @click.version_option(package_name="oabench-pipeline", prog_name="oabench", message="%(prog)s %(version)s")
 def main() -> None:
     """OABench Pipeline: LLMs on the Brazilian Bar Exam (OAB, 1st phase)."""
+    log_warnings_in_one_line()
     _heal_catalogue(Settings.from_env())
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import sys
 import threading
 import time
 from collections import Counter
@@ -19,6 +21,42 @@ from oabench_pipeline.core.numbers import short_decimal, without_float_noise
 from oabench_pipeline.core.tables import csv_ready
 from oabench_pipeline.core.text_safety import terminal_safe
 from oabench_pipeline.inference.progress import CellProgress, answered_summary, listening
+
+STORAGE_RETRY_PREFIX = "Retrying failed database"  # dagster-postgres' warning at each retry of a connection
+STORAGE_RETRY_EVERY_S = 60.0
+
+
+class _OneLinePerStorageOutage(logging.Filter):
+    """dagster-postgres warns on the root logger at each retry of its connection (`Retrying failed database
+    connection: ...`, then psycopg2's three-line error): with PostgreSQL down for 20 s mid-run, dozens of
+    lines between the progress lines. This says it once a minute in one line; the command's own reads of
+    the run storage are retried and end in one line of their own (`engine/launch.py`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._last_said = -STORAGE_RETRY_EVERY_S
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith(STORAGE_RETRY_PREFIX):
+            return True
+        now = time.monotonic()
+        if now - self._last_said < STORAGE_RETRY_EVERY_S:
+            return False
+        self._last_said = now
+        record.msg, record.args = "Dagster's instance storage is unreachable; retrying", ()
+        return True
+
+
+def log_warnings_in_one_line() -> None:
+    """The CLI process's root logger: warnings on stderr as one `warning: ...` line each (what `logging`
+    would print with a `WARNING:root:` prefix on its first warning anyway), storage retries once a minute."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("warning: %(message)s"))
+    handler.addFilter(_OneLinePerStorageOutage())
+    root.addHandler(handler)
 
 
 class ProgressBar:

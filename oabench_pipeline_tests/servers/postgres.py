@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -53,9 +54,50 @@ class PostgresServer:
         }
 
 
+@dataclass
+class PostgresProcess:
+    """The server's process: stopped and started again on the same cluster and port, as an administrator's
+    restart (or a crash and its recovery) does to the clients of a real instance."""
+
+    bin_dir: Path
+    port: int
+    command: list[str]
+    run_as: pwd.struct_passwd | None
+    log: Path
+    process: subprocess.Popen[bytes]
+
+    def stop(self) -> None:
+        """PostgreSQL's "fast" shutdown (SIGINT): open sessions are cut at once, as in a restart."""
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(timeout=60)
+
+    def start(self) -> None:
+        self.process = _spawn(self.run_as, self.command, self.log)
+        _wait_until_ready(self.bin_dir, self.port, self.process, self.log)
+
+    def terminate(self) -> None:
+        if self.process.poll() is not None:
+            return
+        self.process.terminate()  # SIGTERM: PostgreSQL's "smart" shutdown; its children end with it
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
 @contextmanager
 def running_postgres(root: Path, db_name: str = "dagster") -> Iterator[PostgresServer]:
     """A PostgreSQL server for the duration of the block, its cluster under `root`; stopped and removed after."""
+    with restartable_postgres(root, db_name) as (server, _):
+        yield server
+
+
+@contextmanager
+def restartable_postgres(
+    root: Path, db_name: str = "dagster"
+) -> Iterator[tuple[PostgresServer, PostgresProcess]]:
+    """`running_postgres`, with the server's process to stop and start again mid-test."""
     bin_dir = postgres_bin_dir()
     if bin_dir is None:
         raise RuntimeError("PostgreSQL is not installed (Debian: apt-get install postgresql)")
@@ -83,13 +125,21 @@ def running_postgres(root: Path, db_name: str = "dagster") -> Iterator[PostgresS
         ],
     )
     port = free_port()
-    server = _spawn(
-        run_as,
-        [str(bin_dir / "postgres"), "-D", str(data), "-p", str(port), "-h", "127.0.0.1", "-k", str(sockets)],
-        root / "postgres.log",
-    )
+    command = [
+        str(bin_dir / "postgres"),
+        "-D",
+        str(data),
+        "-p",
+        str(port),
+        "-h",
+        "127.0.0.1",
+        "-k",
+        str(sockets),
+    ]
+    log = root / "postgres.log"
+    server = PostgresProcess(bin_dir, port, command, run_as, log, _spawn(run_as, command, log))
     try:
-        _wait_until_ready(bin_dir, port, server, root / "postgres.log")
+        _wait_until_ready(bin_dir, port, server.process, log)
         env = {**os.environ, "PGPASSWORD": PASSWORD}
         subprocess.run(
             [str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", USER, db_name],
@@ -98,14 +148,9 @@ def running_postgres(root: Path, db_name: str = "dagster") -> Iterator[PostgresS
             capture_output=True,
             timeout=START_TIMEOUT_S,
         )
-        yield PostgresServer("127.0.0.1", port, USER, PASSWORD, db_name)
+        yield PostgresServer("127.0.0.1", port, USER, PASSWORD, db_name), server
     finally:
-        server.terminate()  # SIGTERM: PostgreSQL's "smart" shutdown; its children end with it
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        server.terminate()
 
 
 def _unprivileged_user(root: Path) -> pwd.struct_passwd | None:
@@ -139,7 +184,7 @@ def _run(run_as: pwd.struct_passwd | None, command: list[str]) -> None:
 
 
 def _spawn(run_as: pwd.struct_passwd | None, command: list[str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
+    with log.open("ab") as out:
         if run_as is not None:
             os.chown(log, run_as.pw_uid, run_as.pw_gid)
         return subprocess.Popen(command, preexec_fn=_preexec(run_as), stdout=out, stderr=out, cwd="/")
