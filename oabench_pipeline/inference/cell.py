@@ -20,9 +20,10 @@ from oabench_pipeline.core.baselines import baseline_answer
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.prompts import (
     Protocol,
+    body_suffix,
     build_messages,
     build_request_body,
-    hash_with_digest,
+    hash_with_suffix,
     messages_digest,
     request_hash,
 )
@@ -101,9 +102,11 @@ def build_requests(model: ModelConfig, questions: pl.DataFrame, replicate: int =
     if cached is not None and cached[0] is questions:
         return cached[1]
     requests = []
+    # The body's part after the messages is the model's, the same for every question: encoded once.
+    suffix = body_suffix(build_request_body(model.id, [], model.reasoning_effort, model.web_search))
     for qid, messages, digest in _prompts(questions, model.protocol):
         body = build_request_body(model.id, messages, model.reasoning_effort, model.web_search)
-        hashed = hash_with_digest(digest, body) if replicate == 1 else request_hash(body, replicate)
+        hashed = hash_with_suffix(digest, suffix) if replicate == 1 else request_hash(body, replicate)
         requests.append(ChatRequest(qid=qid, body=body, request_hash=hashed))
     # The frame is held with its entry, so its id cannot be reused by another frame while the entry lives.
     with _cache_lock:
