@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import polars as pl
 import pytest
 from click.testing import Result
 from dagster import DagsterRunStatus, RunsFilter
@@ -23,10 +24,11 @@ from dagster import DagsterRunStatus, RunsFilter
 from oabench_pipeline.core.models_registry import load_models_registry
 from oabench_pipeline.definitions import build_definitions
 from oabench_pipeline.engine.runs import ensure_partitions, instance_for, instance_home, run_assets
-from oabench_pipeline.engine.status import select_cells
+from oabench_pipeline.engine.status import read_cells, select_cells
 from oabench_pipeline.inference.cell import build_requests
 from oabench_pipeline.inference.cost import estimated_prompt_tokens
 from oabench_pipeline.shared.partitions import cell_partition_key
+from oabench_pipeline.warehouse import DamagedPartitionError, Warehouse
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
 from oabench_pipeline_tests.saved_envs import SavedEnv, building_env, save_env
 from oabench_pipeline_tests.servers.openai_replay import FaultProfile, ModelPricing, ReplayServer
@@ -264,6 +266,32 @@ def test_select_cells_crosses_the_registry_and_keeps_only_existing_history() -> 
     )
     assert cells == [("43", "a"), ("43", "gone"), ("45", "gone")]
     assert select_cells(["43"], ["a", "b"], [], only_models=["b"]) == [("43", "b")]
+
+
+def test_an_edition_s_cells_are_read_at_once_unless_a_file_is_damaged(tmp_path: Path) -> None:
+    """`status` reads an edition's `inferences` partitions in one read: each cell's rows as its own read
+    gives them (without the reasoning); a damaged file among them leaves each cell to its own read, which
+    reports the damage."""
+    store = Warehouse(tmp_path / "warehouse" / "oabench.duckdb")
+    keys = [str(cell_partition_key(model, "43")) for model in ("a/one", "b/two:free", "c/never-run")]
+    for count, key in enumerate(keys[:2], start=2):
+        rows = {
+            "qid": [f"43-{n}" for n in range(count)],
+            "reasoning": ["why"] * count,
+            "source": ["live"] * count,
+        }
+        store.write_partition("inferences", pl.DataFrame(rows), key)
+    store.write_partition("inferences", pl.DataFrame({"qid": []}, schema={"qid": pl.String}), "44|a/one")
+    read = read_cells(store, [*keys, "44|a/one"])
+    assert set(read) == {*keys[:2], "44|a/one"}  # a cell with no partition is left to its own read
+    for key in [*keys[:2], "44|a/one"]:
+        alone = store.read("inferences", key).drop("reasoning")
+        assert read[key].equals(alone) and read[key].schema == alone.schema
+    damaged = store.partition_path("inferences", keys[1])
+    damaged.write_bytes(damaged.read_bytes()[:-30])
+    assert read_cells(store, keys) == {}
+    with pytest.raises(DamagedPartitionError):
+        store.read("inferences", keys[1])
 
 
 def test_unreadable_or_older_scores_make_a_cell_stale_until_run_rescores_it(status_env: StatusEnv) -> None:

@@ -127,7 +127,18 @@ def messages_digest(messages: list[dict[str, str]]) -> Any:
 
 def hash_with_digest(digest: Any, body: dict[str, Any]) -> str:
     """`request_hash(body)` (replicate 1) from `messages_digest(body["messages"])`: the same hex digest."""
+    return hash_with_suffix(digest, body_suffix(body))
+
+
+def body_suffix(body: dict[str, Any]) -> bytes:
+    """What follows the messages in the canonical JSON of `body`: the model's part of it (id, sampling
+    parameters), the same for every question asked of one model, so encoded once per model, not per question."""
     rest = canonical_json({key: value for key, value in body.items() if key != "messages"})
+    return ("," + rest[1:]).encode("utf-8", "surrogatepass")
+
+
+def hash_with_suffix(digest: Any, suffix: bytes) -> str:
+    """`request_hash(body)` (replicate 1) from `messages_digest(body["messages"])` and `body_suffix(body)`."""
     continued = digest.copy()
-    continued.update(("," + rest[1:]).encode("utf-8", "surrogatepass"))
+    continued.update(suffix)
     return continued.hexdigest()

@@ -351,14 +351,24 @@ def terminated_cells(instance: DagsterInstance | None, keys: Iterable[str]) -> d
 
 def _counts(questions: pl.DataFrame, rows: pl.DataFrame) -> tuple[int, int, int]:
     """(answered, errors, missing) over the active questions."""
-    # Series masks, not frame filters: asked of every cell, thousands of them.
-    active = set(questions["qid"].filter(questions["status"] == "active"))
+    # Python over the columns' values, not Series masks: asked of every cell, thousands of them, and each
+    # Series operation costs more than the loop over a cell's few rows.
+    active = {
+        q
+        for q, s in zip(questions["qid"].to_list(), questions["status"].to_list(), strict=True)
+        if s == "active"
+    }
     if rows.is_empty():
         return 0, 0, len(active)
-    error = rows["error"].is_not_null()
-    replied = (~error & rows["raw_response"].is_not_null()).fill_null(False)  # REPLIED
-    answered = set(rows["qid"].filter(replied)) & active  # an empty final reply too: recorded, invalid
-    errors = (set(rows["qid"].filter(error)) & active) - answered
+    replied, errored = set(), set()
+    columns = (rows[name].to_list() for name in ("qid", "error", "raw_response"))
+    for qid, error, raw_response in zip(*columns, strict=True):
+        if error is not None:
+            errored.add(qid)
+        elif raw_response is not None:  # REPLIED
+            replied.add(qid)
+    answered = replied & active  # an empty final reply too: recorded, invalid
+    errors = (errored & active) - answered
     return len(answered), len(errors), len(active - answered - errors)
 
 
@@ -428,15 +438,17 @@ def cell_status(
     questions: pl.DataFrame,
     run_state: str | None,
     failure: str | None = None,
+    read: pl.DataFrame | None = None,
 ) -> tuple[CellStatus, bool]:
     """The status of one cell of an ingested edition, and whether its cost is unknown for want of a price.
 
-    `failure`: why its last run failed, in one line ("interrupted (SIGINT)" when a signal stopped it)."""
+    `failure`: why its last run failed, in one line ("interrupted (SIGINT)" when a signal stopped it).
+    `read`: the cell's `inferences` rows when already read (`read_cells`; None: read here)."""
     cell_key = str(cell_partition_key(model_key, edition))
     # While a run appends to the log, its last line may be half-written for an instant: not damage.
     damaged_log = None if run_state == "running" else _damaged_log_note(store, model_key, edition)
     try:
-        rows = with_logical_run_ids(store.read("inferences", cell_key), model_key)
+        rows = with_logical_run_ids(store.read("inferences", cell_key) if read is None else read, model_key)
     except DamagedPartitionError as error:
         # Status reports, it does not repair: `oabench run` sets the file aside and rebuilds it.
         reason = "; ".join(filter(None, [str(error), damaged_log]))
@@ -473,7 +485,7 @@ def _incomplete_import(questions: pl.DataFrame, rows: pl.DataFrame) -> str | Non
     published run its authors aborted, or that ended with error rows), else None. Such a cell is missing, not failed: it has no run to
     count, and nothing of this pipeline failed (`published_runs` records it as an observation, so the UI
     shows the partition as missing too)."""
-    if rows.is_empty() or not (rows["source"] == "imported").all():
+    if rows.is_empty() or any(s is not None and s != "imported" for s in rows["source"].to_list()):
         return None
     active = set(questions.filter(pl.col("status") == "active")["qid"])
     answered = set(rows.filter(ANSWERED)["qid"]) & active
@@ -578,11 +590,17 @@ def collect_status(
     )
     statuses, unpriced = [], set()
     questions_by_edition = {e: store.read("questions", e) for e in {c[0] for c in cells} & ingested}
+    keys_by_edition: dict[str, list[str]] = {}
+    for edition, model_key in cells:
+        keys_by_edition.setdefault(edition, []).append(str(cell_partition_key(model_key, edition)))
+    read_edition, edition_rows = None, {}
     for edition, model_key in cells:
         if edition not in ingested:
             reason = f"edition not ingested: `oabench ingest --editions {edition}`"
             statuses.append(CellStatus(edition, model_key, "missing", None, None, None, None, None, reason))
             continue
+        if edition != read_edition:  # the cells come edition by edition: one read of each edition's cells
+            read_edition, edition_rows = edition, read_cells(store, keys_by_edition[edition])
         run_state = live_run_state(instance, store, model_key, edition, runs)
         key = str(cell_partition_key(model_key, edition))
         failure: tuple[str, str | None] | None
@@ -601,12 +619,38 @@ def collect_status(
             questions_by_edition[edition],
             run_state,
             failure[1] or failure[0] if failure is not None else None,
+            edition_rows.get(key),
         )
         statuses.append(with_open_batches(store, status, run_state))
         if no_price:
             unpriced.add(model_key)
     uningested = sorted({e for e, m in cells if e not in ingested and m in registry}, key=int)
     return StatusReport(statuses, sorted(unpriced), catalogue_month(settings, store), uningested)
+
+
+def read_cells(store: Warehouse, keys: Sequence[str]) -> dict[str, pl.DataFrame]:
+    """Cell key → its `inferences` rows, for the cells of `keys` with a partition, in one read of their files
+    (one read per cell cost more than the rest of its status, for the thousands of cells `status` lists).
+    Without the reasoning, which status does not read (for some models a megabyte a reply). Empty when
+    the files cannot be read together (a damaged one, an older file's columns): each cell is then read
+    alone, and a damaged file reported as such."""
+    paths = {str(path): key for key in keys if (path := store.partition_path("inferences", key)).is_file()}
+    if not paths:
+        return {}
+    try:
+        frame = (
+            pl.scan_parquet(list(paths), include_file_paths=_FILE_COLUMN, glob=False)
+            .drop("reasoning", strict=False)
+            .collect()
+        )
+    except (pl.exceptions.PolarsError, OSError):
+        return {}
+    by_file = frame.partition_by(_FILE_COLUMN, as_dict=True, maintain_order=True, include_key=False)
+    empty = frame.clear().drop(_FILE_COLUMN)  # a partition written with no row
+    return {key: by_file.get((path,), empty) for path, key in paths.items()}
+
+
+_FILE_COLUMN = "__oabench_file"
 
 
 def with_open_batches(store: Warehouse, status: CellStatus, run_state: str | None) -> CellStatus:

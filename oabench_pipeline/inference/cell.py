@@ -20,9 +20,10 @@ from oabench_pipeline.core.baselines import baseline_answer
 from oabench_pipeline.core.models_registry import ModelConfig
 from oabench_pipeline.core.prompts import (
     Protocol,
+    body_suffix,
     build_messages,
     build_request_body,
-    hash_with_digest,
+    hash_with_suffix,
     messages_digest,
     request_hash,
 )
@@ -101,9 +102,11 @@ def build_requests(model: ModelConfig, questions: pl.DataFrame, replicate: int =
     if cached is not None and cached[0] is questions:
         return cached[1]
     requests = []
+    # The body's part after the messages is the model's, the same for every question: encoded once.
+    suffix = body_suffix(build_request_body(model.id, [], model.reasoning_effort, model.web_search))
     for qid, messages, digest in _prompts(questions, model.protocol):
         body = build_request_body(model.id, messages, model.reasoning_effort, model.web_search)
-        hashed = hash_with_digest(digest, body) if replicate == 1 else request_hash(body, replicate)
+        hashed = hash_with_suffix(digest, suffix) if replicate == 1 else request_hash(body, replicate)
         requests.append(ChatRequest(qid=qid, body=body, request_hash=hashed))
     # The frame is held with its entry, so its id cannot be reused by another frame while the entry lives.
     with _cache_lock:
@@ -162,12 +165,25 @@ def plan_cell(
     kept: Mapping[str, dict] = {}
     if not existing.is_empty():
         hashes = {r.qid: r.request_hash for r in requests}
-        own = existing.filter(REPLIED & (pl.col("run_id") == live_run_id(model.key, replicate)))
-        if retry_invalid:
-            own = own.filter(pl.col("answer_lenient").is_not_null())
-        asked = zip(own["qid"].to_list(), own["request_hash"].to_list(), strict=True)
+        run_id = live_run_id(model.key, replicate)
+        # The rows of this run that replied (REPLIED; with `retry_invalid`, validly), in Python over the
+        # columns' values: a frame filter per cell cost more, for the thousands of cells of `status`.
+        names = ["qid", "request_hash", "run_id", "error", "raw_response"]
+        columns = [existing[name].to_list() for name in names]
+        lenient = existing["answer_lenient"].to_list() if retry_invalid else [True] * existing.height
         # A qid's last matching row, as a dict built row by row kept it.
-        kept = KeptRows(own, {qid: i for i, (qid, hashed) in enumerate(asked) if hashed == hashes.get(qid)})
+        index = {
+            qid: i
+            for i, (qid, hashed, row_run, error, raw_response, valid) in enumerate(
+                zip(*columns, lenient, strict=True)
+            )
+            if error is None
+            and raw_response is not None
+            and row_run == run_id
+            and valid is not None
+            and hashed == hashes.get(qid)
+        }
+        kept = KeptRows(existing, index)
 
     def replied(request: ChatRequest) -> bool:
         done = logged.get(request.request_hash)
@@ -211,7 +227,9 @@ def complete_imported_runs(
     """Imported runs in the partition whose summary says they completed `edition`."""
     if existing.is_empty():
         return 0
-    imported = set(existing["run_id"].filter(existing["source"] == "imported").drop_nulls())
+    # Python over the columns' values: asked of every cell by `status` and a no-op `run`.
+    pairs = zip(existing["source"].to_list(), existing["run_id"].to_list(), strict=True)
+    imported = {run_id for source, run_id in pairs if source == "imported" and run_id is not None}
     return sum(1 for run_id in imported if edition in summary_editions.get(run_id, []))
 
 

@@ -91,9 +91,9 @@ def summary_editions(warehouse: Warehouse, existing: pl.DataFrame) -> dict[str, 
     """Imported run id → editions its published summary lists (none: an aborted run)."""
     if existing.is_empty():
         return {}
-    imported = existing["source"] == "imported"
-    if not imported.any():  # the common case, asked per cell by `status` and a no-op `run`: no filter
+    if "imported" not in existing["source"].to_list():  # the common case, asked per cell: no filter
         return {}
+    imported = existing["source"] == "imported"
     editions: dict[str, list[int]] = {}
     for run_id in existing["run_id"].filter(imported).drop_nulls().unique():
         summary = warehouse.read("published_run_summaries", run_id)
@@ -224,16 +224,15 @@ def stale_reasons(
         for table in _changed_inputs(store, "inferences", cell_key, {"questions": edition})
     ]
     if model is not None and model.kind != "baseline" and not rows.is_empty():
-        # Series, not frame filters: asked of every cell by `status` and a no-op `run` (`rows` carry
-        # logical run ids, as both callers read them).
-        live = (
-            rows["error"].is_null() & rows["raw_response"].is_not_null() & (rows["source"] == "live")
-        ).fill_null(False)
+        # Python over the columns' values, not Series masks: asked of every cell by `status` and a no-op
+        # `run` (`rows` carry logical run ids, as both callers read them).
         asked: dict[str, list[tuple[str, str]]] = {}
-        for run_id, qid, hash_ in zip(
-            *(rows[name].filter(live).to_list() for name in ("run_id", "qid", "request_hash")), strict=True
+        names = ("run_id", "qid", "request_hash", "error", "raw_response", "source")
+        for run_id, qid, hash_, error, raw_response, source in zip(
+            *(rows[name].to_list() for name in names), strict=True
         ):
-            asked.setdefault(run_id, []).append((qid, hash_))
+            if error is None and raw_response is not None and source == "live":
+                asked.setdefault(run_id, []).append((qid, hash_))
         changed_hashes = 0
         for run_id, pairs in asked.items():
             replicate = replicate_of(run_id, model.key) or 1

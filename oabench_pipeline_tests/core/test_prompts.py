@@ -118,11 +118,14 @@ def test_a_body_hashed_from_its_messages_digest_hashes_as_request_hash(
 ) -> None:
     """`build_requests` hashes each question's prompts once per edition and continues per model: the same
     digest as hashing the whole canonical body (what every response log is keyed by)."""
-    from oabench_pipeline.core.prompts import hash_with_digest, messages_digest
+    from oabench_pipeline.core.prompts import body_suffix, hash_with_digest, hash_with_suffix, messages_digest
 
+    # The model's part of a body, encoded once per model from a body without messages (as `build_requests`).
+    suffix = body_suffix(build_request_body(model_id, [], effort, web))
     for protocol in ("direto", "deliberativo"):
         messages = build_messages(
             protocol, 7, 'Enunciado com acentuação e \ud800 "aspas"', "a", "b", "c", "d"
         )
         body = build_request_body(model_id, messages, effort, web)
         assert hash_with_digest(messages_digest(messages), body) == request_hash(body)
+        assert hash_with_suffix(messages_digest(messages), suffix) == request_hash(body)
