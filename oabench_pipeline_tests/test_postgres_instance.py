@@ -186,7 +186,7 @@ DOWN_S = 20.0  # how long PostgreSQL stays down once the cell has every reply
 
 
 def test_postgresql_restarted_mid_run_loses_no_paid_reply_and_the_rerun_pays_nothing_twice(
-    tmp_path: Path, shared_oab: Path
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, shared_oab: Path
 ) -> None:
     """Issue 41's case on a real server: PostgreSQL goes down while a cell's replies arrive and comes back
     20 s after the last one. Every reply the model server answered is in the response log, the command ends
@@ -196,8 +196,8 @@ def test_postgresql_restarted_mid_run_loses_no_paid_reply_and_the_rerun_pays_not
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"CI=true but {message}")
         pytest.skip(message)
-    pg_root = tmp_path / "postgres"
-    pg_root.mkdir()
+    # A short folder: the server's Unix socket path must fit in 107 bytes (this test's own name would not).
+    pg_root = tmp_path_factory.mktemp("pg")
     with (
         restartable_postgres(pg_root) as (postgres, process),
         ReplayServer(latency_s=0.01, api_key=TEST_KEY) as server,
