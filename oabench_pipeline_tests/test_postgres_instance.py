@@ -26,6 +26,7 @@ from oabench_pipeline.shared.partitions import cell_partition_key
 from oabench_pipeline.warehouse import Warehouse
 from oabench_pipeline_tests.conftest import REPO_ROOT
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV, published_replies
+from oabench_pipeline_tests.inference.run_processes import wait_until
 from oabench_pipeline_tests.pipeline_env import write_models_file
 from oabench_pipeline_tests.servers.dagster_webserver import (
     ADD_PARTITION,
@@ -83,20 +84,8 @@ def oabench(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
 def test_the_documented_postgres_instance_runs_every_path(
     postgres: PostgresServer, tmp_path: Path, shared_oab: Path
 ) -> None:
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text(documented_instance_yaml(), encoding="utf-8")
-    warehouse_path = tmp_path / "warehouse" / "oabench.duckdb"
-    env = {
-        **os.environ,
-        **postgres.environment(),
-        "DAGSTER_HOME": str(home),
-        "OABENCH_WAREHOUSE": str(warehouse_path),
-        "OABENCH_SOURCE_BASE_URL": str(shared_oab / "mirror"),
-        "OABENCH_MODEL_BACKOFF_S": "0.01",
-        "OABENCH_AUTOMATION": "off",  # only the runs this test starts: no sensor's
-        TEST_KEY_ENV: TEST_KEY,
-    }
+    env, warehouse_path = _postgres_env(tmp_path, postgres, shared_oab)
+    home = Path(env["DAGSTER_HOME"])
 
     ingest = oabench(env, "ingest", "--editions", ",".join(EDITIONS))
     assert ingest.returncode == 0, ingest.stdout + ingest.stderr
@@ -133,16 +122,7 @@ def test_the_documented_postgres_instance_runs_every_path(
         "select model_key, count(*) as n from inferences where not skipped and error is null group by 1 order by 1"
     )
     assert answered.rows() == [(BY_COMMAND, ACTIVE_QUESTIONS), (BY_BACKFILL, ACTIVE_QUESTIONS)]
-    with (
-        psycopg2.connect(
-            host=postgres.host,
-            port=postgres.port,
-            user=postgres.user,
-            password=postgres.password,
-            dbname=postgres.db_name,
-        ) as connection,
-        connection.cursor() as cursor,
-    ):
+    with _connect(postgres) as connection, connection.cursor() as cursor:
         cursor.execute("select pipeline_name, status from runs")
         runs = cursor.fetchall()
     # ingest, two cells, table rebuilds, the backfill's runs, the models table refreshed by the daemon's sensor
@@ -221,10 +201,10 @@ def test_postgresql_restarted_mid_run_loses_no_paid_reply_and_the_rerun_pays_not
                 start_new_session=True,
             )
         try:
-            _wait_for(lambda: server.stats.total_requests >= 20 + IN_FLIGHT, run, "20 answered, 4 held")
+            wait_until(lambda: server.stats.total_requests >= 20 + IN_FLIGHT, run, "20 answered, 4 held")
             process.stop()  # PostgreSQL down while the held replies and the rest of the cell arrive
             server.release_replies()
-            _wait_for(lambda: server.stats.total_requests >= 80, run, "every question asked", allow_exit=True)
+            wait_until(lambda: server.stats.total_requests >= 80, run, "every question asked")
             time.sleep(DOWN_S)
             process.start()
             code = run.wait(timeout=600)
@@ -254,6 +234,8 @@ def test_postgresql_restarted_mid_run_loses_no_paid_reply_and_the_rerun_pays_not
 
 
 def _postgres_env(tmp_path: Path, postgres: PostgresServer, shared_oab: Path) -> tuple[dict[str, str], Path]:
+    """docs/scaling.md's instance in `tmp_path/dagster_home` on `postgres`, a warehouse beside it, the
+    mirror, and no automation (only the runs the test starts: no sensor's); and the warehouse's path."""
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text(documented_instance_yaml(), encoding="utf-8")
@@ -279,13 +261,3 @@ def _connect(postgres: PostgresServer):  # type: ignore[no-untyped-def]
         password=postgres.password,
         dbname=postgres.db_name,
     )
-
-
-def _wait_for(condition: object, run: subprocess.Popen[bytes], what: str, allow_exit: bool = False) -> None:
-    deadline = time.monotonic() + 300
-    while not condition():  # type: ignore[operator]
-        if run.poll() is not None and not allow_exit:
-            pytest.fail(f"the run ended (exit {run.returncode}) before {what}")
-        if run.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"never: {what}")
-        time.sleep(0.1)
