@@ -1,9 +1,16 @@
-"""What the batch tests and their child process share: a cell's questions and a transport per API."""
+"""What the batch tests and their child process share: a cell's questions and a transport per API; and what
+the tests of `oabench run --batch` share: a command SIGKILLed once it submitted, the sensor's tick."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 from oabench_pipeline.inference.batches.openai import OpenAIBatches
 from oabench_pipeline.inference.batches.openrouter import OpenRouterBatches
@@ -29,3 +36,35 @@ def transport_for(api: str, base_url: str, list_page: int = 100) -> BatchTranspo
     if api == "openai":
         return OpenAIBatches(endpoint, list_page=list_page)
     return OpenRouterBatches(endpoint, list_page=list_page)
+
+
+def submitted(journal: Path) -> bool:
+    """The cell's batch journal records a submitted batch (a half-written last line is not read)."""
+    if not journal.exists():
+        return False
+    return any(
+        line.strip() and json.loads(line).get("event") == "submitted"
+        for line in journal.read_text().splitlines()
+        if line.endswith("}")
+    )
+
+
+def killed_once_submitted(oabench_args: list[str], journal: Path) -> None:
+    """`oabench ARGS` (a `run --batch`) in its own process group, SIGKILLed with the cell runs it launched as
+    soon as `journal` records a submitted batch; its batches are polled too rarely to be collected first."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "oabench_pipeline.cli", *oabench_args],
+        env={**os.environ, "OABENCH_BATCH_POLL_S": "600"},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not submitted(journal):
+            assert child.poll() is None, "the run ended before it submitted"
+            assert time.monotonic() < deadline, "no batch submitted"
+            time.sleep(0.1)
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)  # the command and the cell runs it launched
+        child.wait()

@@ -7,11 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,8 +19,9 @@ from oabench_pipeline.core.tables import conform
 from oabench_pipeline.core.watch_policy import RESERVED_COMPLETION_TOKENS
 from oabench_pipeline.inference.batches.cells import journal_path
 from oabench_pipeline.inference.spend import batch_holds
+from oabench_pipeline_tests.inference.batch_helpers import killed_once_submitted
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV, published_replies
-from oabench_pipeline_tests.inference.test_run_batch import _submitted, batch_reply
+from oabench_pipeline_tests.inference.test_run_batch import batch_reply
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
 from oabench_pipeline_tests.servers.batch_api import BatchPlan, OpenRouterBatchServer
 from oabench_pipeline_tests.servers.openai_replay import ReplayServer
@@ -145,22 +141,7 @@ def test_a_sigkill_after_submission_keeps_the_worst_case_held_until_the_batch_is
         batch,
     ):
         journal = journal_path(fresh_env.settings.warehouse_path.parent, AUTO_KEY, "45")
-        child = subprocess.Popen(
-            [sys.executable, "-m", "oabench_pipeline.cli", *RUN_45],
-            env={**os.environ, "OABENCH_BATCH_POLL_S": "600"},
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            deadline = time.monotonic() + 300
-            while not _submitted(journal):
-                assert child.poll() is None, "the run ended before it submitted"
-                assert time.monotonic() < deadline, "no batch submitted"
-                time.sleep(0.1)
-        finally:
-            os.killpg(child.pid, signal.SIGKILL)  # the command and the cell runs it launched
-            child.wait()
+        killed_once_submitted(list(RUN_45), journal)
         [held] = batch_holds(responses_root(fresh_env)).values()  # the killed round's batch is still open
         assert held >= CEILING_FLOOR_USD and batch.requests["create"] == 1
 

@@ -7,10 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +20,7 @@ from dagster import SensorResult, build_sensor_context
 from oabench_pipeline.automation.batch_sensor import batch_results_sensor
 from oabench_pipeline.definitions import build_resources
 from oabench_pipeline.inference.batches.cells import journal_path
+from oabench_pipeline_tests.inference.batch_helpers import killed_once_submitted
 from oabench_pipeline_tests.inference.replay import (
     TEST_KEY,
     TEST_KEY_ENV,
@@ -143,32 +140,8 @@ def test_sigkill_after_submission_then_a_rerun_submits_no_new_line(
 ) -> None:
     with servers(fresh_env, shared_oab, default_plan=BatchPlan(polls_to_finish=3)) as (_, batch):
         journal = journal_path(fresh_env.settings.warehouse_path.parent, BATCH_KEY, "45")
-        child = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "oabench_pipeline.cli",
-                "run",
-                "--batch",
-                "--models",
-                BATCH_KEY,
-                "--editions",
-                "45",
-            ],
-            env={**os.environ, "OABENCH_BATCH_POLL_S": "600"},
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            deadline = time.monotonic() + 300
-            while not _submitted(journal):
-                assert child.poll() is None, "the run ended before it submitted"
-                assert time.monotonic() < deadline, "no batch submitted"
-                time.sleep(0.1)
-        finally:
-            os.killpg(child.pid, signal.SIGKILL)  # the command and the cell runs it launched
-            child.wait()
+        deadline = time.monotonic() + 300
+        killed_once_submitted(["run", "--batch", "--models", BATCH_KEY, "--editions", "45"], journal)
         assert batch.requests["create"] == 1
         lines = sum(len(b.lines) for b in batch.batches.values())
         [batch_id] = batch.batches
@@ -210,16 +183,6 @@ def sensor_tick(env: PipelineEnv) -> SensorResult:
     result = batch_results_sensor(build_sensor_context(resources=build_resources(env.settings)))
     assert isinstance(result, SensorResult)
     return result
-
-
-def _submitted(journal: Path) -> bool:
-    if not journal.exists():
-        return False
-    return any(
-        line.strip() and json.loads(line).get("event") == "submitted"
-        for line in journal.read_text().splitlines()
-        if line.endswith("}")
-    )
 
 
 def _number(custom_id: str) -> int:

@@ -6,10 +6,6 @@ after submission then a rerun submits no new line; a failed line is sent again i
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,13 +14,12 @@ from typing import Any
 
 import polars as pl
 import pytest
-from dagster import SensorResult, build_sensor_context
 
-from oabench_pipeline.automation.batch_sensor import batch_results_sensor
-from oabench_pipeline.definitions import build_resources
 from oabench_pipeline.inference.batches.cells import journal_path
 from oabench_pipeline_tests import phase2_data
+from oabench_pipeline_tests.inference.batch_helpers import killed_once_submitted
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
+from oabench_pipeline_tests.inference.test_run_batch import sensor_tick
 from oabench_pipeline_tests.phase2.test_phase2_replay import JUDGE, recorded_replies
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, make_env, write_models_file
 from oabench_pipeline_tests.servers.batch_api import BatchPlan, OpenAIBatchServer, OpenRouterBatchServer
@@ -207,23 +202,8 @@ def test_sigkill_after_a_phase2_submission_then_a_rerun_submits_no_new_line(
     env = phase2_env
     with servers(env, shared_oab, polls_to_finish=3) as (_, answers, _judge):
         journal = journal_path(env.settings.warehouse_path.parent, BATCH, "39", "phase2")
-        command = [sys.executable, "-m", "oabench_pipeline.cli", "run", "--phase", "2", "--batch"]
-        child = subprocess.Popen(
-            [*command, "--models", BATCH, *CELL],
-            env={**os.environ, "OABENCH_BATCH_POLL_S": "600"},
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
         deadline = time.monotonic() + 300
-        try:
-            while not _submitted(journal):
-                assert child.poll() is None, "the run ended before it submitted"
-                assert time.monotonic() < deadline, "no batch submitted"
-                time.sleep(0.1)
-        finally:
-            os.killpg(child.pid, signal.SIGKILL)  # the command and the cell runs it launched
-            child.wait()
+        killed_once_submitted(["run", "--phase", "2", "--batch", "--models", BATCH, *CELL], journal)
         assert answers.requests["create"] == 1
         [batch_id] = answers.batches
         cell = _answer_cell_status(env)
@@ -241,7 +221,7 @@ def test_sigkill_after_a_phase2_submission_then_a_rerun_submits_no_new_line(
         # The sensor launches the run that collects it once it finished (collect only: no spend).
         requests = []
         for _ in range(4):  # the loopback batch finishes on its 3rd status read
-            if requests := _sensor_tick(env).run_requests or []:
+            if requests := sensor_tick(env).run_requests or []:
                 break
         [request] = requests
         assert request.job_name == "phase2_answers_cell" and request.partition_key == "39|" + BATCH
@@ -262,22 +242,6 @@ def test_sigkill_after_a_phase2_submission_then_a_rerun_submits_no_new_line(
 def _answer_cell_status(env: PipelineEnv) -> dict[str, Any]:
     shown = env.cli("status", "--phase", "2", "--models", BATCH, "--editions", "39", "--format", "json")
     return next(c for c in json.loads(shown.output)["cells"] if c["kind"] == "answers")
-
-
-def _sensor_tick(env: PipelineEnv) -> SensorResult:
-    result = batch_results_sensor(build_sensor_context(resources=build_resources(env.settings)))
-    assert isinstance(result, SensorResult)
-    return result
-
-
-def _submitted(journal: Path) -> bool:
-    if not journal.exists():
-        return False
-    return any(
-        line.strip() and json.loads(line).get("event") == "submitted"
-        for line in journal.read_text().splitlines()
-        if line.endswith("}")
-    )
 
 
 @pytest.mark.slow
