@@ -10,10 +10,11 @@ from dagster import AssetCheckKey, AssetKey
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 from dagster._core.storage.defs_state.base import set_defs_state_storage
 
+from oabench_pipeline.cli.common import REPORT_ASSETS
 from oabench_pipeline.core.editions import load_suites
 from oabench_pipeline.core.tables import ANALYSIS_TABLES, table_columns
 from oabench_pipeline.definitions import build_definitions
-from oabench_pipeline.engine.runs import instance_for, run_assets
+from oabench_pipeline.engine.runs import ensure_partitions, instance_for, run_assets
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.shared.partitions import cell_partition_key
 from oabench_pipeline_tests.pipeline_env import PipelineEnv
@@ -67,18 +68,35 @@ def table_description_head(table: str) -> str:
     return ANALYSIS_DESCRIPTIONS[table].split(":")[0]
 
 
-BASELINES = "baseline/random,baseline/longest-choice"
+BASELINES = ["baseline/random", "baseline/longest-choice"]
+EDITIONS = ["43", "44", "45"]  # the default suite's (oabench-2026), every one ingested
 
 
 @pytest.fixture(scope="module")
 def two_baselines_run(
     tmp_path_factory: pytest.TempPathFactory, ingested_template: Path, mirror_server: StaticFileServer
 ) -> SavedEnv:
-    """Both baselines run on every edition with `oabench run`, once per module; each test gets a copy."""
+    """Both baselines answered and scored on every edition of the default suite (six cells), the analysis
+    tables and the report built: once per module, each test gets a copy.
+
+    Built with the assets' own Dagster runs in this process (the cells' `inferences` and `scores`, then
+    the tables and the report, as `oabench run` runs them), not through `oabench run`, whose code server and
+    process per cell (tested by the inference tests) these tests of the analysis assets do not need."""
     with building_env(tmp_path_factory, "two-baselines", ingested_template, mirror_server.base_url) as env:
         env.monkeypatch.delenv("OABENCH_MODELS_FILE", raising=False)  # the packaged registry
-        result = env.cli("run", "--models", BASELINES)
-        assert result.exit_code == 0, result.output
+        settings = env.settings
+        with instance_for(settings) as instance:
+            defs = build_definitions(settings)
+            ensure_partitions(instance, "editions", EDITIONS)
+            ensure_partitions(instance, "model_keys", BASELINES)
+            assert run_assets(defs, instance, ["models"]).success
+            for key in BASELINES:
+                for edition in EDITIONS:
+                    cell = cell_partition_key(key, int(edition))
+                    outcome = run_assets(defs, instance, ["inferences", "scores"], partition_key=cell)
+                    assert outcome.success, outcome.errors
+            built = run_assets(defs, instance, REPORT_ASSETS)
+            assert built.success, built.errors
         return save_env(env)
 
 

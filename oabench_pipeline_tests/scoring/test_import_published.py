@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -25,26 +26,76 @@ def finished_runs(shared_oab: Path) -> list[tuple[str, dict]]:
     return runs
 
 
+THROUGH_THE_COMMAND = (  # the incomplete run and a complete one: four cells launched at once
+    "2026-03-03T13-41-07-320Z_openai--gpt-5-mini_direto",
+    "2026-03-03T14-58-32-738Z_google--gemini-2.5-flash-lite_direto",
+)
+
+
 @pytest.fixture(scope="module")
 def imported(
     tmp_path_factory: pytest.TempPathFactory, ingested_template: Path, mirror_server, shared_oab: Path
 ):
+    """Every published run imported and scored, the leaderboard and the report built, once per module.
+
+    `oabench import` imports two of the runs (the incomplete one and a complete one, four cells, each scored
+    in a launched run of its own), then the same steps import and score the whole folder in this process
+    (`import_the_whole_folder_in_process`): the other nine cells repeat the command's path with other data,
+    and a launched run per cell costs a process of its own."""
     from oabench_pipeline_tests.pipeline_env import copy_ingested, make_env
 
     with pytest.MonkeyPatch.context() as monkeypatch:
         env = make_env(tmp_path_factory.mktemp("imported"), monkeypatch, mirror_server.base_url)
         copy_ingested(ingested_template, env.settings.warehouse_path.parent)
-        result = env.cli("import", str(shared_oab / "published-runs"))
-        assert result.exit_code == 0, result.output
-        assert result.output.splitlines()[-1] == (
-            "incomplete run(s) (aborted, or ended with errors), kept and shown but not ranked (the cell stays "
-            "missing until a complete run): "
-            f"{PARTIAL_RUN_KEY} × 45 (1 of 80 answered); `oabench status --models {PARTIAL_RUN_KEY} --editions 45` "
-            "says how to complete it"
-        )
-        report = env.settings.warehouse_path.parent / "reports" / "leaderboard.html"
-        assert f"the HTML report is {report}" in result.output
+        some = tmp_path_factory.mktemp("some-published-runs")
+        for name in THROUGH_THE_COMMAND:
+            shutil.copytree(shared_oab / "published-runs" / name, some / name)
+        assert_the_command_imports_scores_and_names_the_incomplete_run(env, some)
+        import_the_whole_folder_in_process(env, shared_oab / "published-runs")
         yield env
+
+
+def assert_the_command_imports_scores_and_names_the_incomplete_run(env: PipelineEnv, folder: Path) -> None:
+    result = env.cli("import", str(folder))
+    assert result.exit_code == 0, result.output
+    assert f"imported 4 cell(s) from {folder}; scored 4; leaderboard rebuilt" in result.output
+    assert result.output.splitlines()[-1] == (
+        "incomplete run(s) (aborted, or ended with errors), kept and shown but not ranked (the cell stays "
+        "missing until a complete run): "
+        f"{PARTIAL_RUN_KEY} × 45 (1 of 80 answered); `oabench status --models {PARTIAL_RUN_KEY} --editions 45` "
+        "says how to complete it"
+    )
+    report = env.settings.warehouse_path.parent / "reports" / "leaderboard.html"
+    assert f"the HTML report is {report}" in result.output
+
+
+def import_the_whole_folder_in_process(env: PipelineEnv, folder: Path) -> None:
+    """`oabench import`'s steps, each an in-process Dagster run: `published_runs` with the folder (as the
+    command passes it), `scores` of each imported cell the command did not score, then the tables and report."""
+    from oabench_pipeline.cli.common import REPORT_ASSETS
+    from oabench_pipeline.definitions import build_definitions
+    from oabench_pipeline.engine.runs import instance_for, run_assets
+    from oabench_pipeline.shared.partitions import cell_partition_key
+
+    settings = env.settings
+    scored = set(env.warehouse.read("scores").select("model_key", "edition").unique().iter_rows())
+    with instance_for(settings) as instance:
+        defs = build_definitions(settings)
+        config = {"ops": {"published_runs": {"config": {"path": str(folder.resolve())}}}}
+        imported = run_assets(defs, instance, ["published_runs"], run_config=config)
+        assert imported.success, imported.errors
+        cells = env.warehouse.query(
+            "select distinct model_key, edition from inferences where source = 'imported'"
+        )
+        assert cells.height == 13
+        for model_key, edition in cells.iter_rows():
+            if (model_key, edition) not in scored:
+                outcome = run_assets(
+                    defs, instance, ["scores"], partition_key=cell_partition_key(model_key, edition)
+                )
+                assert outcome.success, outcome.errors
+        built = run_assets(defs, instance, ["models", *REPORT_ASSETS])
+        assert built.success, built.errors
 
 
 def test_leaderboard_tables_reproduce_every_published_summary(
