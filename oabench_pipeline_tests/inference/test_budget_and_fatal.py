@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 import polars as pl
 import pytest
+from click.testing import Result
 
 from oabench_pipeline.definitions import build_definitions
 from oabench_pipeline.engine.runs import instance_for, run_assets
@@ -11,8 +15,19 @@ from oabench_pipeline.inference.response_log import cell_log_path, read_log
 from oabench_pipeline.shared.partitions import cell_partition_key
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV, question_texts, use_replay_models
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
-from oabench_pipeline_tests.saved_envs import fresh_env_with_instance_per_module
-from oabench_pipeline_tests.servers.openai_replay import ModelPricing, RecordedReply, ReplayServer
+from oabench_pipeline_tests.saved_envs import (
+    SavedEnv,
+    building_env,
+    fresh_env_with_instance_per_module,
+    save_env,
+)
+from oabench_pipeline_tests.servers.openai_replay import (
+    FaultProfile,
+    ModelPricing,
+    RecordedReply,
+    ReplayServer,
+)
+from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
 EDITION = "45"
 
@@ -36,21 +51,85 @@ def log_of(env: PipelineEnv, model_key: str) -> list:
     return read_log(cell_log_path(env.settings.warehouse_path.parent / "responses", model_key, EDITION))
 
 
-def test_estimate_above_budget_refuses_to_start(fresh_env: PipelineEnv) -> None:
-    model = "acme/pricey"
-    with ReplayServer(models={model: ModelPricing("0.001", "0.002")}, api_key=TEST_KEY) as server:
-        use_replay_models(fresh_env, server.base_url, [model], max_cost_usd=1.0)
-        materialize_pricing(fresh_env)
-        assert fresh_env.warehouse.query(
-            "select prompt_price_per_token from model_pricing where model = ?", [model]
-        ).rows() == [(0.001,)]
+PRICEY, DOWN_500, DOLLAR = "acme/pricey", "acme/down500", "acme/dollar"
 
-        result = fresh_env.cli("run", "--models", model, "--editions", EDITION)
-        assert result.exit_code == 1, result.output
-        assert server.stats.total_requests == 0
+
+@dataclass
+class StoppedCells:
+    """The module's one `oabench run` of three cells of 45, each stopped before its budget or after its
+    endpoint's first round (were three runs, one per test): what it left, printed, and each server was sent."""
+
+    saved: SavedEnv
+    run: Result
+    sent: dict[str, int]  # chat requests each cell's server received, by model key
+    host_500: str  # DOWN_500's server, as `host:port`
+
+
+@pytest.fixture(scope="module")
+def stopped_cells(
+    tmp_path_factory: pytest.TempPathFactory, ingested_template: Path, mirror_server: StaticFileServer
+) -> StoppedCells:
+    """A price snapshot, then one `oabench run --editions 45` of three cells, each on a server of its own:
+
+    - PRICEY: listed at $0.001 a prompt token, `max_cost_usd = 1`: the estimate alone is above it;
+    - DOWN_500: every request answered HTTP 500, `concurrency = 4`;
+    - DOLLAR: `max_cost_usd = 2`, `concurrency = 4`, replies that report $1 each while the price snapshot
+      says far less.
+    """
+    with building_env(tmp_path_factory, "budget-stops", ingested_template, mirror_server.base_url) as env:
+        texts = question_texts(env.warehouse).values()
+        dollar_replies = {
+            (DOLLAR, text): RecordedReply(
+                "B", prompt_tokens=900, completion_tokens=1, cost=1.0, latency_s=0.05
+            )
+            for text in texts
+        }
+        return _run_three_stopped_cells(env, dollar_replies)
+
+
+def _run_three_stopped_cells(env: PipelineEnv, dollar_replies: dict) -> StoppedCells:
+    with (
+        ReplayServer(models={PRICEY: ModelPricing("0.001", "0.002")}, api_key=TEST_KEY) as pricey,
+        ReplayServer(api_key=TEST_KEY, faults=FaultProfile(fixed_status=500)) as down,
+        ReplayServer(
+            replies=dollar_replies, models={DOLLAR: ModelPricing("0.000001", "0.000005")}, api_key=TEST_KEY
+        ) as dollar,
+    ):
+        env.set(TEST_KEY_ENV, TEST_KEY)
+        registry = [
+            {"id": PRICEY, "base_url": pricey.base_url, "api_key_env": TEST_KEY_ENV, "max_cost_usd": 1.0},
+            {"id": DOLLAR, "base_url": dollar.base_url, "api_key_env": TEST_KEY_ENV, "max_cost_usd": 2.0,
+             "concurrency": 4},
+        ]  # fmt: skip
+        env.set("OABENCH_MODELS_FILE", write_models_file(env.root / "models.toml", registry))
+        materialize_pricing(env)  # before DOWN_500 joins: its model list would only answer 500
+        registry.append(
+            {"id": DOWN_500, "base_url": down.base_url, "api_key_env": TEST_KEY_ENV, "concurrency": 4}
+        )
+        write_models_file(env.root / "models.toml", registry)
+        result = env.cli("run", "--models", f"{PRICEY},{DOWN_500},{DOLLAR}", "--editions", EDITION)
+        sent = {
+            PRICEY: pricey.stats.total_requests,
+            DOWN_500: down.stats.total_requests,
+            DOLLAR: dollar.stats.total_requests,
+        }
+        saved = save_env(env, "OABENCH_MODELS_FILE", TEST_KEY_ENV)
+    return StoppedCells(saved, result, sent, down.base_url.split("/")[2])
+
+
+def test_estimate_above_budget_refuses_to_start(
+    stopped_cells: StoppedCells, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = stopped_cells.saved.restore(monkeypatch)
+    assert env.warehouse.query(
+        "select prompt_price_per_token from model_pricing where model = ?", [PRICEY]
+    ).rows() == [(0.001,)]
+    result = stopped_cells.run
+    assert result.exit_code == 1, result.output
+    assert stopped_cells.sent[PRICEY] == 0
     assert "estimated prompt cost" in result.output and "exceeds max_cost_usd $1.0" in result.output
     assert "not starting" in result.output
-    assert not cell_written(fresh_env, model) and log_of(fresh_env, model) == []
+    assert not cell_written(env, PRICEY) and log_of(env, PRICEY) == []
 
 
 def test_a_cell_runs_own_ceiling_refuses_to_start_like_max_cost_usd(fresh_env: PipelineEnv) -> None:
@@ -181,47 +260,33 @@ def test_models_without_credentials_are_skipped_with_the_reason(fresh_env: Pipel
 
 
 def test_an_endpoint_answering_500_to_everything_stops_its_cell_after_the_first_round(
-    fresh_env: PipelineEnv,
+    stopped_cells: StoppedCells, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Before: every question × 7 attempts (84 s at the shipped backoff) before the cell failed. Now the first
     round (`concurrency` requests) exhausting its attempts on HTTP 500 stops the cell, in one line."""
-    from oabench_pipeline_tests.servers.openai_replay import FaultProfile
-
-    model = "acme/down500"
-    with ReplayServer(api_key=TEST_KEY, faults=FaultProfile(fixed_status=500)) as server:
-        use_replay_models(fresh_env, server.base_url, [model], concurrency=4)
-        result = fresh_env.cli("run", "--models", model, "--editions", EDITION)
-        sent = server.stats.total_requests
-        host = server.base_url.split("/")[2]
+    env = stopped_cells.saved.restore(monkeypatch)
+    result, host = stopped_cells.run, stopped_cells.host_500
     assert result.exit_code == 1, result.output
-    assert sent == 4 * 7  # the first round's 4 requests × 7 attempts; the other 76 questions never sent
+    # the first round's 4 requests × 7 attempts; the other 76 questions never sent
+    assert stopped_cells.sent[DOWN_500] == 4 * 7
     [line] = [text for text in result.output.splitlines() if "keeps answering" in text]
     assert line.startswith(
-        f"  {model} × {EDITION}: POST http://{host}/v1/chat/completions: {host} keeps answering HTTP 500: "
+        f"  {DOWN_500} × {EDITION}: POST http://{host}/v1/chat/completions: {host} keeps answering HTTP 500: "
         "every request of the first round (4) got it on all 7 attempts and none was answered"
     ), line
-    assert not cell_written(fresh_env, model)
+    assert not cell_written(env, DOWN_500)
 
 
 def test_max_cost_usd_is_held_before_each_request_so_replies_in_flight_cannot_pass_it(
-    fresh_env: PipelineEnv,
+    stopped_cells: StoppedCells, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`max_cost_usd = 2`, concurrency 4, and a server that reports $1 a reply (the price snapshot says far
     less): before, the 4 requests in flight were all paid before the first cost was known ($4-5). Now each
     request holds its worst case first and, until one reply's cost is known, one is sent at a time."""
-    model = "acme/dollar"
-    texts = question_texts(fresh_env.warehouse)
-    replies = {
-        (model, text): RecordedReply("B", prompt_tokens=900, completion_tokens=1, cost=1.0, latency_s=0.05)
-        for text in texts.values()
-    }
-    pricing = {model: ModelPricing("0.000001", "0.000005")}
-    with ReplayServer(replies=replies, models=pricing, api_key=TEST_KEY) as server:
-        use_replay_models(fresh_env, server.base_url, [model], max_cost_usd=2.0, concurrency=4)
-        materialize_pricing(fresh_env)
-        result = fresh_env.cli("run", "--models", model, "--editions", EDITION)
-        sent = server.stats.total_requests
+    env = stopped_cells.saved.restore(monkeypatch)
+    result = stopped_cells.run
     assert result.exit_code == 1, result.output
-    assert sent == 2, result.output  # $2 exactly: the bound (one reply beyond its hold) is not even used
+    # $2 exactly: the bound (one reply beyond its hold) is not even used
+    assert stopped_cells.sent[DOLLAR] == 2, result.output
     assert "past max_cost_usd $2" in result.output or "reached max_cost_usd $2" in result.output
-    assert sum(r.total_cost_usd or 0 for r in log_of(fresh_env, model)) == 2.0
+    assert sum(r.total_cost_usd or 0 for r in log_of(env, DOLLAR)) == 2.0
