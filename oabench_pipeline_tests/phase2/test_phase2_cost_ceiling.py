@@ -28,7 +28,9 @@ def phase2_env(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror_server: StaticFileServer
 ) -> PipelineEnv:
     env = make_env(tmp_path, monkeypatch, mirror_server.base_url)
-    ingested = env.cli("ingest", "--phase", "2")
+    ingested = env.cli(
+        "ingest", "--phase", "2", "--editions", "39"
+    )  # the edition the test answers and judges
     assert ingested.exit_code == 0, ingested.output
     return env
 
