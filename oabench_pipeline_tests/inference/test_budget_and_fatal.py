@@ -1,7 +1,10 @@
-"""Budgets (`max_cost_usd`), fatal endpoint errors and missing keys, through the real `oabench run`."""
+"""Budgets (`max_cost_usd`), fatal endpoint errors (HTTP 500 to everything, a certificate nobody trusts, a host
+that does not resolve, a redirect) and missing keys, through the real `oabench run`. The cells that stop are
+one `oabench run` for the module (`stopped_cells`), which each test reads."""
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +17,8 @@ from oabench_pipeline.engine.runs import instance_for, run_assets
 from oabench_pipeline.inference.response_log import cell_log_path, read_log
 from oabench_pipeline.shared.partitions import cell_partition_key
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV, question_texts, use_replay_models
+from oabench_pipeline_tests.inference.test_client import _self_signed_localhost
+from oabench_pipeline_tests.inference.test_real_endpoints import no_proxy_env
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
 from oabench_pipeline_tests.saved_envs import (
     SavedEnv,
@@ -52,12 +57,13 @@ def log_of(env: PipelineEnv, model_key: str) -> list:
 
 
 PRICEY, DOWN_500, DOLLAR = "acme/pricey", "acme/down500", "acme/dollar"
+UNTRUSTED, UNRESOLVABLE, REDIRECTED = "acme/untrusted-cert", "acme/no-such-host", "acme/moved"
 
 
 @dataclass
 class StoppedCells:
-    """The module's one `oabench run` of three cells of 45, each stopped before its budget or after its
-    endpoint's first round (were three runs, one per test): what it left, printed, and each server was sent."""
+    """The module's one `oabench run` of six cells of 45, each stopped by its budget or its endpoint (were
+    four runs, one per test): what it left, what it printed, and what each cell's server was sent."""
 
     saved: SavedEnv
     run: Result
@@ -69,14 +75,20 @@ class StoppedCells:
 def stopped_cells(
     tmp_path_factory: pytest.TempPathFactory, ingested_template: Path, mirror_server: StaticFileServer
 ) -> StoppedCells:
-    """A price snapshot, then one `oabench run --editions 45` of three cells, each on a server of its own:
+    """A price snapshot, then one `oabench run --editions 45` of six cells, each on an endpoint of its own:
 
     - PRICEY: listed at $0.001 a prompt token, `max_cost_usd = 1`: the estimate alone is above it;
     - DOWN_500: every request answered HTTP 500, `concurrency = 4`;
     - DOLLAR: `max_cost_usd = 2`, `concurrency = 4`, replies that report $1 each while the price snapshot
-      says far less.
+      says far less;
+    - UNTRUSTED: HTTPS with a certificate nobody trusts (no SSL_CERT_FILE or SSL_CERT_DIR), `concurrency = 4`;
+    - UNRESOLVABLE: a host that does not resolve;
+    - REDIRECTED: every request answered HTTP 301.
     """
     with building_env(tmp_path_factory, "budget-stops", ingested_template, mirror_server.base_url) as env:
+        no_proxy_env(env)
+        for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
+            env.monkeypatch.delenv(name, raising=False)
         texts = question_texts(env.warehouse).values()
         dollar_replies = {
             (DOLLAR, text): RecordedReply(
@@ -84,37 +96,49 @@ def stopped_cells(
             )
             for text in texts
         }
-        return _run_three_stopped_cells(env, dollar_replies)
+        cert, key = _self_signed_localhost(env.root.parent)  # beside the environment, not in its snapshot
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(cert, key)
+        return _run_stopped_cells(env, dollar_replies, context)
 
 
-def _run_three_stopped_cells(env: PipelineEnv, dollar_replies: dict) -> StoppedCells:
+def _run_stopped_cells(env: PipelineEnv, dollar_replies: dict, untrusted_tls: ssl.SSLContext) -> StoppedCells:
     with (
         ReplayServer(models={PRICEY: ModelPricing("0.001", "0.002")}, api_key=TEST_KEY) as pricey,
         ReplayServer(api_key=TEST_KEY, faults=FaultProfile(fixed_status=500)) as down,
         ReplayServer(
             replies=dollar_replies, models={DOLLAR: ModelPricing("0.000001", "0.000005")}, api_key=TEST_KEY
         ) as dollar,
+        ReplayServer(api_key=TEST_KEY, ssl_context=untrusted_tls) as untrusted,
+        ReplayServer(api_key=TEST_KEY, faults=FaultProfile(fixed_status=301)) as moved,
     ):
         env.set(TEST_KEY_ENV, TEST_KEY)
         registry = [
-            {"id": PRICEY, "base_url": pricey.base_url, "api_key_env": TEST_KEY_ENV, "max_cost_usd": 1.0},
-            {"id": DOLLAR, "base_url": dollar.base_url, "api_key_env": TEST_KEY_ENV, "max_cost_usd": 2.0,
-             "concurrency": 4},
-        ]  # fmt: skip
-        env.set("OABENCH_MODELS_FILE", write_models_file(env.root / "models.toml", registry))
-        materialize_pricing(env)  # before DOWN_500 joins: its model list would only answer 500
-        registry.append(
-            {"id": DOWN_500, "base_url": down.base_url, "api_key_env": TEST_KEY_ENV, "concurrency": 4}
+            {"id": PRICEY, "base_url": pricey.base_url, "max_cost_usd": 1.0},
+            {"id": DOLLAR, "base_url": dollar.base_url, "max_cost_usd": 2.0, "concurrency": 4},
+        ]
+        write_registry(env, registry)
+        materialize_pricing(env)  # of the two priced endpoints: the others' model lists would only fail
+        registry += [
+            {"id": DOWN_500, "base_url": down.base_url, "concurrency": 4},
+            {"id": UNTRUSTED, "base_url": untrusted.base_url, "concurrency": 4},
+            {"id": UNRESOLVABLE, "base_url": "http://no-such-host.invalid/v1"},
+            {"id": REDIRECTED, "base_url": moved.base_url},
+        ]
+        write_registry(env, registry)
+        result = env.cli(
+            "run", "--models", ",".join(entry["id"] for entry in registry), "--editions", EDITION
         )
-        write_models_file(env.root / "models.toml", registry)
-        result = env.cli("run", "--models", f"{PRICEY},{DOWN_500},{DOLLAR}", "--editions", EDITION)
-        sent = {
-            PRICEY: pricey.stats.total_requests,
-            DOWN_500: down.stats.total_requests,
-            DOLLAR: dollar.stats.total_requests,
-        }
+        servers = {PRICEY: pricey, DOWN_500: down, DOLLAR: dollar, UNTRUSTED: untrusted, REDIRECTED: moved}
+        sent = {model: server.stats.total_requests for model, server in servers.items()}
         saved = save_env(env, "OABENCH_MODELS_FILE", TEST_KEY_ENV)
     return StoppedCells(saved, result, sent, down.base_url.split("/")[2])
+
+
+def write_registry(env: PipelineEnv, entries: list[dict]) -> None:
+    """The registry of `entries`, each using the test key."""
+    path = write_models_file(env.root / "models.toml", [e | {"api_key_env": TEST_KEY_ENV} for e in entries])
+    env.set("OABENCH_MODELS_FILE", path)
 
 
 def test_estimate_above_budget_refuses_to_start(
@@ -290,3 +314,25 @@ def test_max_cost_usd_is_held_before_each_request_so_replies_in_flight_cannot_pa
     assert stopped_cells.sent[DOLLAR] == 2, result.output
     assert "past max_cost_usd $2" in result.output or "reached max_cost_usd $2" in result.output
     assert sum(r.total_cost_usd or 0 for r in log_of(env, DOLLAR)) == 2.0
+
+
+def test_unverifiable_certificate_unresolvable_host_and_redirect_each_stop_their_cell_with_a_reason(
+    stopped_cells: StoppedCells, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three endpoints that cannot work, one cell each, in the module's one `oabench run`: every cell stops
+    with its own reason, and none is retried into error rows."""
+    env = stopped_cells.saved.restore(monkeypatch)
+    result = stopped_cells.run
+    assert result.exit_code != 0
+    # The certificate nobody trusts: stopped at once, certificate in the message, not a single result.
+    assert stopped_cells.sent[UNTRUSTED] == 0
+    assert "certificate" in result.output and "SSL_CERT_FILE" in result.output
+    for model in (UNTRUSTED, UNRESOLVABLE, REDIRECTED):
+        assert not cell_written(env, model), model
+    assert log_of(env, UNTRUSTED) == []  # not retried into error rows
+    # The host that does not resolve, named.
+    assert "does not resolve" in result.output and "no-such-host.invalid" in result.output
+    # The redirect: the status and where it pointed, the first wave at most (concurrency 20), no retry.
+    assert "HTTP 301" in result.output
+    assert "https://moved.example/v1/chat/completions" in result.output
+    assert stopped_cells.sent[REDIRECTED] <= 20
