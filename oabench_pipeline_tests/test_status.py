@@ -2,7 +2,8 @@
 
 Real warehouse (the ingested real editions), the real CLI, and a loopback OpenAI-compatible server that
 lists a price and answers every question; the cells are run with `oabench run` like a user would (edition
-43's two cells once per module, each test starting from a copy of that warehouse and instance).
+43's cells once per module: two that complete and two whose endpoints fail them, each test starting from a
+copy of that warehouse and instance).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,11 @@ PROMPT_PRICE = "0.000002"  # USD per prompt token
 BASELINE = "baseline/random"
 ACTIVE_43 = 78  # 80 questions, 2 annulled (1 and 74)
 ACTIVE_44 = 80
+# The two cells of edition 43 the module's `oabench run` fails (beside the two it completes): one whose
+# endpoint answers HTTP 402 ("no credits": a fatal error) to everything, one whose endpoint refuses every
+# connection (a loopback port nothing listens on).
+NO_CREDITS = "test/no-credits"
+REFUSED = "test/refused"
 
 
 @dataclass
@@ -46,17 +52,19 @@ class StatusEnv:
     env: PipelineEnv
     server: ReplayServer
 
-    def registry(self, *, with_baseline: bool = True, base_url: str | None = None, **api: object) -> None:
+    def registry(
+        self,
+        *,
+        with_baseline: bool = True,
+        base_url: str | None = None,
+        more: Sequence[tuple[str, str]] = (),
+        **api: object,
+    ) -> None:
+        """A registry of the baseline (unless `with_baseline` is false) and API_MODEL (on `base_url`, else
+        the module's server; `api` adds fields), then one API entry per (key, base_url) of `more`."""
         entries: list[dict] = [{"id": BASELINE, "kind": "baseline"}] if with_baseline else []
-        entries.append(
-            {
-                "id": API_MODEL,
-                "key": API_MODEL,
-                "base_url": base_url or self.server.base_url,
-                "api_key_env": "",
-            }
-            | api
-        )
+        entries.append(_api_entry(API_MODEL, base_url or self.server.base_url) | api)
+        entries += [_api_entry(key, url) for key, url in more]
         self.env.set("OABENCH_MODELS_FILE", write_models_file(self.env.root / "models.toml", entries))
 
     def status(self, *args: str) -> tuple[Result, dict[tuple[str, str], dict]]:
@@ -72,24 +80,55 @@ def status_server() -> Iterator[ReplayServer]:
         yield server
 
 
+def _api_entry(key: str, base_url: str) -> dict:
+    return {"id": key, "key": key, "base_url": base_url, "api_key_env": ""}
+
+
+def _refused_url() -> str:
+    """A loopback base_url nothing listens on: every connection is refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+@dataclass
+class Ran43:
+    """The module's `oabench run --editions 43`: the environment it left, what it printed, and the
+    endpoints of the two cells it failed (NO_CREDITS's server is gone once the module's run ended)."""
+
+    saved: SavedEnv
+    run: Result
+    no_credits_url: str
+    refused_url: str
+
+
 @pytest.fixture(scope="module")
 def ran_43(
     tmp_path_factory: pytest.TempPathFactory,
     ingested_template: Path,
     mirror_server: StaticFileServer,
     status_server: ReplayServer,
-) -> SavedEnv:
-    """Both cells of edition 43 run once with `oabench run` (no price snapshot yet); each test gets a copy."""
-    with building_env(tmp_path_factory, "status", ingested_template, mirror_server.base_url) as env:
-        StatusEnv(env, status_server).registry()
+) -> Ran43:
+    """Edition 43 run once with `oabench run` (no price snapshot yet), each test getting a copy: the baseline's
+    and API_MODEL's cells complete, NO_CREDITS's and REFUSED's fail (one run for all four cells; the failures
+    were two more runs, of edition 44, in the tests that read them). The registry is then put back to the
+    baseline and API_MODEL, the two cells that completed."""
+    with (
+        building_env(tmp_path_factory, "status", ingested_template, mirror_server.base_url) as env,
+        ReplayServer(faults=FaultProfile(fixed_status=402)) as broke,
+    ):
+        status_env, refused_url = StatusEnv(env, status_server), _refused_url()
+        status_env.registry(more=[(NO_CREDITS, broke.base_url), (REFUSED, refused_url)])
         result = env.cli("run", "--editions", "43")
-        assert result.exit_code == 0, result.output
-        return save_env(env, "OABENCH_MODELS_FILE")
+        assert result.exit_code == 1, result.output
+        status_env.registry()
+        return Ran43(save_env(env, "OABENCH_MODELS_FILE"), result, broke.base_url, refused_url)
 
 
 @pytest.fixture
-def status_env(ran_43: SavedEnv, status_server: ReplayServer, monkeypatch: pytest.MonkeyPatch) -> StatusEnv:
-    return StatusEnv(ran_43.restore(monkeypatch), status_server)
+def status_env(ran_43: Ran43, status_server: ReplayServer, monkeypatch: pytest.MonkeyPatch) -> StatusEnv:
+    return StatusEnv(ran_43.saved.restore(monkeypatch), status_server)
 
 
 def _prompt_cost(env: PipelineEnv, edition: str) -> float:
@@ -160,14 +199,17 @@ def test_status_follows_cells_from_missing_to_complete_to_stale(status_env: Stat
     assert {c["state"] for c in cells.values()} == {"complete"}
 
 
-def test_a_failed_run_and_a_key_that_left_the_registry(status_env: StatusEnv) -> None:
-    env = status_env.env  # both cells of 43 complete (the module's `oabench run`)
-    with ReplayServer(faults=FaultProfile(fixed_status=402)) as broke:  # "no credits": a fatal error
-        status_env.registry(with_baseline=False, base_url=broke.base_url)
-        assert env.cli("run", "--editions", "44").exit_code == 1
+def test_a_failed_run_and_a_key_that_left_the_registry(status_env: StatusEnv, ran_43: Ran43) -> None:
+    """A cell whose last run failed (NO_CREDITS × 43: its endpoint said 402, "no credits", a fatal error) is
+    `failed`; API_MODEL's cell stays complete with its entry pointed at that endpoint; the baseline, out of
+    the registry, keeps its existing cell as history and gets no new one."""
+    assert ran_43.run.exit_code == 1  # the module's `oabench run` of 43: NO_CREDITS's cell failed
+    status_env.registry(
+        with_baseline=False, base_url=ran_43.no_credits_url, more=[(NO_CREDITS, ran_43.no_credits_url)]
+    )
     result, cells = status_env.status("--editions", "43,44")
     assert result.exit_code == 1
-    failed = cells[("44", API_MODEL)]
+    failed = cells[("43", NO_CREDITS)]
     assert failed["state"] == "failed" and "last run failed" in failed["reason"]
     assert cells[("43", API_MODEL)]["state"] == "complete"
     # The baseline left the registry: its existing cell is listed as history, no new cell for it.
@@ -176,23 +218,23 @@ def test_a_failed_run_and_a_key_that_left_the_registry(status_env: StatusEnv) ->
     assert history["to_send"] is None and ("44", BASELINE) not in cells
 
 
-def test_a_failed_cell_keeps_the_one_line_reason_its_run_printed(status_env: StatusEnv) -> None:
-    """`oabench run` says why a cell failed; `oabench status` says the same afterwards, from the instance."""
-    env = status_env.env
-    with socket.socket() as probe:  # a loopback port nothing listens on: every connection is refused
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    status_env.registry(with_baseline=False, base_url=f"http://127.0.0.1:{port}/v1")
-    run = env.cli("run", "--editions", "44")
+def test_a_failed_cell_keeps_the_one_line_reason_its_run_printed(
+    status_env: StatusEnv, ran_43: Ran43
+) -> None:
+    """`oabench run` says why a cell failed (REFUSED × 43: every connection refused, in the module's run);
+    `oabench status` says the same afterwards, from the instance."""
+    run = ran_43.run
     assert run.exit_code == 1
-    printed = f"connection refused by 127.0.0.1:{port} 4 times; is the server running and base_url right?"
+    host = ran_43.refused_url.split("/")[2]
+    printed = f"connection refused by {host} 4 times; is the server running and base_url right?"
     assert printed in run.output
-    _, cells = status_env.status("--editions", "44")
-    failed = cells[("44", API_MODEL)]
+    status_env.registry(with_baseline=False, more=[(REFUSED, ran_43.refused_url)])
+    _, cells = status_env.status("--editions", "43")
+    failed = cells[("43", REFUSED)]
     assert failed["state"] == "failed"
     assert failed["reason"].startswith("last run failed before writing any row: ")
     assert printed in failed["reason"]
-    assert failed["reason"].endswith(f"`oabench run --models {API_MODEL} --editions 44` runs it again")
+    assert failed["reason"].endswith(f"`oabench run --models {REFUSED} --editions 43` runs it again")
 
 
 @pytest.mark.slow  # `dagster job launch`, a process loading the definitions

@@ -1,23 +1,22 @@
 """`oabench run` end to end against endpoints as they exist: a third-party server (LLMock), a real
 forward proxy (proxy.py), and our loopback server in the shapes users meet — gzip-always, IPv6,
-Azure's URL and `api-key` header, a certificate nobody trusts, costs that are negative or NaN, cost
-in LiteLLM's header. Edition 43 has 80 questions, 2 annulled: every live cell must end 78/78 answered.
+Azure's URL and `api-key` header, costs that are negative or NaN, cost in LiteLLM's header. Edition 43 has
+80 questions, 2 annulled: every live cell must end 78/78 answered. (The endpoints that cannot work — a
+certificate nobody trusts, a host that does not resolve, a redirect — are cells of the one run of stopped
+cells in `test_budget_and_fatal.py`.)
 """
 
 from __future__ import annotations
 
 import json
-import ssl
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from oabench_pipeline.engine.runs import instance_for
-from oabench_pipeline.inference.response_log import cell_log_path, read_log
 from oabench_pipeline.shared.partitions import cell_partition_key
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
-from oabench_pipeline_tests.inference.test_client import _self_signed_localhost
 from oabench_pipeline_tests.pipeline_env import PipelineEnv
 from oabench_pipeline_tests.saved_envs import fresh_env_with_instance_per_module
 from oabench_pipeline_tests.servers.openai_replay import RecordedReply, ReplayServer
@@ -237,54 +236,3 @@ def test_http_proxy_is_honoured(fresh_env: PipelineEnv, tmp_path: Path) -> None:
     port = server.base_url.split(":")[2].split("/")[0]
     relayed = proxy.relayed(f"POST 127.0.0.1:{port}/v1/chat/completions")
     assert 0 < relayed == connections, proxy.log_text()[-2000:]
-
-
-# ----------------------------------------------------------------------------- our loopback server
-
-
-UNTRUSTED, UNRESOLVABLE, REDIRECTED = "acme/untrusted-cert", "acme/no-such-host", "acme/moved"
-
-
-def test_unverifiable_certificate_unresolvable_host_and_redirect_each_stop_their_cell_with_a_reason(
-    fresh_env: PipelineEnv, tmp_path: Path
-) -> None:
-    """Three endpoints that cannot work, one cell each, in one `oabench run` (each used to be a run of its
-    own): every cell stops with its own reason, and none is retried into error rows."""
-    no_proxy_env(fresh_env)
-    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
-        fresh_env.monkeypatch.delenv(name, raising=False)
-    cert, key = _self_signed_localhost(tmp_path)
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(cert, key)
-    from oabench_pipeline_tests.servers.openai_replay import FaultProfile
-
-    with (
-        ReplayServer(api_key=TEST_KEY, ssl_context=context) as untrusted,
-        ReplayServer(api_key=TEST_KEY, faults=FaultProfile(fixed_status=301)) as moved,
-    ):
-        use_registry(
-            fresh_env,
-            {
-                UNTRUSTED: {"base_url": untrusted.base_url, "concurrency": 4},
-                UNRESOLVABLE: {"base_url": "http://no-such-host.invalid/v1"},
-                REDIRECTED: {"base_url": moved.base_url},
-            },
-        )
-        result = run_cells(fresh_env, UNTRUSTED, UNRESOLVABLE, REDIRECTED)
-        untrusted_asked, moved_asked = untrusted.stats.total_requests, moved.stats.total_requests
-    assert result.exit_code != 0
-    # The certificate nobody trusts: stopped at once, certificate in the message, not a single result.
-    assert untrusted_asked == 0
-    assert "certificate" in result.output and "SSL_CERT_FILE" in result.output
-    responses = fresh_env.settings.warehouse_path.parent / "responses"
-    for model in (UNTRUSTED, UNRESOLVABLE, REDIRECTED):
-        assert not fresh_env.warehouse.partition_path(
-            "inferences", str(cell_partition_key(model, EDITION))
-        ).exists(), model
-    assert read_log(cell_log_path(responses, UNTRUSTED, EDITION)) == []  # not retried into error rows
-    # The host that does not resolve, named.
-    assert "does not resolve" in result.output and "no-such-host.invalid" in result.output
-    # The redirect: the status and where it pointed, the first wave at most (concurrency 20), no retry.
-    assert "HTTP 301" in result.output
-    assert "https://moved.example/v1/chat/completions" in result.output
-    assert moved_asked <= 20

@@ -19,6 +19,7 @@ from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
 MODEL = "o3-2025-04-16"
 AREA = "direito_civil"
+EDITION = "39"
 SUB_ITEMS = 9  # the area-exam's piece and 4 questions of sub-items A and B
 ANSWER_COST, JUDGMENT_COST = 0.001, 0.01  # each reply's reported cost (recorded_replies)
 
@@ -28,7 +29,7 @@ def phase2_env(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror_server: StaticFileServer
 ) -> PipelineEnv:
     env = make_env(tmp_path, monkeypatch, mirror_server.base_url)
-    ingested = env.cli("ingest", "--phase", "2")
+    ingested = env.cli("ingest", "--phase", "2", "--editions", EDITION)  # the one edition the test uses
     assert ingested.exit_code == 0, ingested.output
     return env
 
@@ -41,8 +42,8 @@ def test_a_run_level_ceiling_stops_answering_and_judging_before_passing_it(
     phase2_env: PipelineEnv, shared_oab: Path
 ) -> None:
     data = phase2_data.oab_bench_data(shared_oab)
-    answers = answers_log_path(phase2_env.warehouse.root, MODEL, "39")
-    answer = f"run --phase 2 --models {MODEL} --editions 39 --areas {AREA} --concurrency 1".split()
+    answers = answers_log_path(phase2_env.warehouse.root, MODEL, EDITION)
+    answer = f"run --phase 2 --models {MODEL} --editions {EDITION} --areas {AREA} --concurrency 1".split()
     with ReplayServer(replies=recorded_replies(data), api_key=TEST_KEY, conversation_keys=True) as server:
         use_replay_models(phase2_env, server.base_url, [MODEL])
         stopped = phase2_env.cli(*answer, "--max-cost-usd", "0.0035")
