@@ -25,7 +25,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # file's order.
 SLOW_FILES_FIRST = (  # by their time in a whole default run (slowest first)
     "inference/test_run_batch.py",
+    "inference/test_run_batch_rounds.py",
     "inference/test_budget_and_fatal.py",
+    "phase2/test_phase2_batch.py",
     "test_status.py",
     "scoring/test_import_published.py",
     "inference/test_run_replay.py",

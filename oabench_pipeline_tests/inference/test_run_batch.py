@@ -1,14 +1,15 @@
 """`oabench run --batch` end to end, against a loopback OpenRouter-shaped batch API that answers with the
 published OABench replies: no chat completion, every active question in a batch line, each paid once at half
-the sync cost, the sync run's scores; a SIGKILL after submission then a rerun submits no new line; failed
-and expired lines are asked again until the cell is complete, each question paid once."""
+the sync cost, the sync run's scores; a SIGKILL after submission then a rerun submits no new line; replicates
+each in their own batch; OpenAI's lines costed from their tokens. A batch round's failed, expired and
+given-up lines and a model's cost ceiling: `test_run_batch_rounds.py`."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -63,8 +64,11 @@ def batch_reply(replies: dict[tuple[str, str], RecordedReply]) -> Any:
 
 
 @contextmanager
-def servers(env: PipelineEnv, shared_oab: Path, **batch_options: Any) -> Iterator[tuple[ReplayServer, Any]]:
-    """The chat replay server (the sync key) and the batch server (the batch key), both replaying MODEL."""
+def servers(
+    env: PipelineEnv, shared_oab: Path, more_models: Sequence[dict[str, Any]] = (), **batch_options: Any
+) -> Iterator[tuple[ReplayServer, Any]]:
+    """The chat replay server (the sync key) and the batch server (the batch key), both replaying MODEL;
+    `more_models`: registry entries to add (keys on servers of the test's own)."""
     # The published runs record no cost: each reply gets one (what OpenRouter reports for a chat reply).
     replies = {
         key: dataclasses.replace(reply, cost=0.0001 * (1 + len(key[1]) % 7))
@@ -80,6 +84,7 @@ def servers(env: PipelineEnv, shared_oab: Path, **batch_options: Any) -> Iterato
         entries = [
             {**common, "key": SYNC_KEY, "base_url": chat.base_url},
             {**common, "key": BATCH_KEY, "base_url": batch.base_url, "batch_api": "openrouter"},
+            *more_models,
         ]
         env.set("OABENCH_MODELS_FILE", write_models_file(env.root / "models.toml", entries))
         yield chat, batch
@@ -97,22 +102,25 @@ def scores(env: PipelineEnv, key: str) -> list[tuple]:
 def test_batch_run_sends_no_chat_pays_half_once_and_scores_as_the_sync_run(
     fresh_env: PipelineEnv, shared_oab: Path
 ) -> None:
+    """Edition 45's cell by chat, then by batch (its 80 lines read back in pages of 30). One cell: two cells
+    of one `--batch` command, each followed and relaunched on its own batches, are
+    `test_run_batch_rounds.py`'s."""
     with servers(fresh_env, shared_oab, default_plan=BatchPlan(polls_to_finish=2), max_page_size=30) as (
         chat,
         batch,
     ):
-        refused = fresh_env.cli("run", "--batch", "--models", SYNC_KEY, "--editions", "44,45")
+        refused = fresh_env.cli("run", "--batch", "--models", SYNC_KEY, "--editions", "45")
         assert refused.exit_code == 2 and 'batch_api = "openrouter"' in refused.output
         assert len(refused.output.strip().splitlines()[-1]) > 0 and chat.stats.total_requests == 0
 
-        synced = fresh_env.cli("run", "--models", SYNC_KEY, "--editions", "44,45")
+        synced = fresh_env.cli("run", "--models", SYNC_KEY, "--editions", "45")
         assert synced.exit_code == 0, synced.output
         sync_requests = chat.stats.total_requests
-        batched = fresh_env.cli("run", "--batch", "--models", BATCH_KEY, "--editions", "44,45")
+        batched = fresh_env.cli("run", "--batch", "--models", BATCH_KEY, "--editions", "45")
         assert batched.exit_code == 0, batched.output
 
         assert chat.stats.total_requests == sync_requests  # no chat completion for the batch key
-        assert set(batch.requests) <= BATCH_ROUTES and batch.requests["create"] == 2  # one per cell
+        assert set(batch.requests) <= BATCH_ROUTES and batch.requests["create"] == 1  # one per cell
         sync_rows, batch_rows = active_rows(fresh_env, SYNC_KEY), active_rows(fresh_env, BATCH_KEY)
         assert batch_rows.height == sync_rows.height == sync_requests
         # Every active question went into a batch line, and each was billed once.
@@ -126,12 +134,12 @@ def test_batch_run_sends_no_chat_pays_half_once_and_scores_as_the_sync_run(
         assert scores(fresh_env, BATCH_KEY) == scores(fresh_env, SYNC_KEY)
         published = published_summary(shared_oab, MODEL)
         assert [s[1] for s in scores(fresh_env, BATCH_KEY)] == [
-            e["officialScore"] for e in published["editions"] if e["edition"] in (44, 45)
+            e["officialScore"] for e in published["editions"] if e["edition"] == 45
         ]
         print(f"sync ${sync_cost:.6f} vs batch ${batch_cost:.6f}; scores {scores(fresh_env, BATCH_KEY)}")
 
-        rerun = fresh_env.cli("run", "--batch", "--models", BATCH_KEY, "--editions", "44,45")
-        assert rerun.exit_code == 0 and batch.requests["create"] == 2  # nothing left to send
+        rerun = fresh_env.cli("run", "--batch", "--models", BATCH_KEY, "--editions", "45")
+        assert rerun.exit_code == 0 and batch.requests["create"] == 1  # nothing left to send
 
 
 @pytest.mark.slow
@@ -185,33 +193,6 @@ def sensor_tick(env: PipelineEnv) -> SensorResult:
     return result
 
 
-def _number(custom_id: str) -> int:
-    return int(custom_id.rsplit("q", 1)[1])
-
-
-def test_failed_and_expired_lines_are_asked_again_until_the_cell_is_complete_each_paid_once(
-    fresh_env: PipelineEnv, shared_oab: Path
-) -> None:
-    plans = [  # a first batch that expires half done, 20% of its run lines failed; then 20% failed again
-        BatchPlan("expired", answered_fraction=0.5, failed_lines=lambda c: _number(c) % 5 == 0),
-        BatchPlan(failed_lines=lambda c: _number(c) % 5 == 1),
-    ]
-    with servers(fresh_env, shared_oab, plans=plans) as (chat, batch):
-        result = fresh_env.cli("run", "--batch", "--models", BATCH_KEY, "--editions", "45")
-        assert result.exit_code == 0, result.output
-        assert chat.stats.total_requests == 0
-        rows = active_rows(fresh_env, BATCH_KEY)
-        assert rows["raw_response"].null_count() == 0 and rows["error"].null_count() == rows.height
-        assert batch.requests["create"] == 3 and len(rows["batch_id"].unique()) == 3
-        assert len(batch.billed_by_body) == rows.height and set(batch.billed_by_body.values()) == {1}
-        published = published_summary(shared_oab, MODEL)
-        assert [s[1] for s in scores(fresh_env, BATCH_KEY)] == [
-            e["officialScore"] for e in published["editions"] if e["edition"] == 45
-        ]
-        sizes = [len(b.lines) for b in batch.batches.values()]
-        print(f"batches of {sizes} lines; {rows.height} questions, each billed once")
-
-
 def test_an_openai_batch_line_is_costed_from_its_tokens_at_half_the_listed_price() -> None:
     """OpenAI's batch lines report no cost: it is computed from the tokens at the batch price, and said so."""
     from oabench_pipeline.core.models_registry import ModelConfig
@@ -234,80 +215,6 @@ def test_an_openai_batch_line_is_costed_from_its_tokens_at_half_the_listed_price
     assert logged.cost_note is not None and OPENAI_COST_NOTE in logged.cost_note
     unpriced = _as_logged(BatchLineResult(result, "batch_1", "t:q1"), model, None)
     assert unpriced.cost_usd is None  # no price snapshot: unknown, never $0
-
-
-class BatchAndChatServer(OpenRouterBatchServer):
-    """The batch API, and chat completions on the same base URL (as OpenRouter serves both)."""
-
-    def route(
-        self, method: str, path: str, query: dict[str, str], raw: bytes, headers: Any
-    ) -> tuple[int, bytes, str]:
-        if method == "GET" and path.endswith("/models"):  # the price list `model_pricing` reads
-            pricing = {"prompt": "0.001", "completion": "0.002"}
-            listing = {"data": [{"id": PRICEY, "name": PRICEY, "pricing": pricing, "context_length": 128000}]}
-            return 200, json.dumps(listing).encode(), "application/json"
-        if method == "POST" and path.endswith("/chat/completions"):
-            self.count("chat")
-            return 200, json.dumps(self.reply("chat", json.loads(raw))).encode(), "application/json"
-        return super().route(method, path, query, raw, headers)
-
-
-def test_batch_fallback_sync_sends_the_given_up_questions_as_chat_completions(
-    fresh_env: PipelineEnv, shared_oab: Path
-) -> None:
-    replies = published_replies(shared_oab, fresh_env.warehouse)
-    always_failing = BatchPlan(failed_lines=lambda c: _number(c) % 10 == 3)
-    with BatchAndChatServer(reply=batch_reply(replies), default_plan=always_failing) as server:
-        fresh_env.set(TEST_KEY_ENV, TEST_KEY)
-        fresh_env.set("OABENCH_BATCH_POLL_S", "0.1")
-        entry = {"id": MODEL, "key": BATCH_KEY, "api_key_env": TEST_KEY_ENV, "base_url": server.base_url}
-        fresh_env.set(
-            "OABENCH_MODELS_FILE",
-            write_models_file(fresh_env.root / "models.toml", [{**entry, "batch_api": "openrouter"}]),
-        )
-        result = fresh_env.cli(
-            "run", "--batch", "--batch-fallback", "sync", "--models", BATCH_KEY, "--editions", "45"
-        )
-        assert result.exit_code == 0, result.output
-        rows = active_rows(fresh_env, BATCH_KEY)
-        given_up = rows.filter(pl.col("batch_id").is_null())
-        assert server.requests["create"] == 3 and server.requests["chat"] == given_up.height > 0
-        assert sorted(int(q.rsplit("q", 1)[1]) % 10 for q in given_up["qid"]) == [3] * given_up.height
-        assert rows["raw_response"].null_count() == 0 and rows["error"].null_count() == rows.height
-
-
-PRICEY = "acme/pricey"
-
-
-@pytest.mark.parametrize(("ceiling", "sent"), [(10.0, False), (20.0, True)])
-def test_max_cost_usd_holds_a_batchs_worst_case_at_the_batch_price_before_it_is_sent(
-    fresh_env: PipelineEnv, ceiling: float, sent: bool
-) -> None:
-    """Edition 45's prompts cost about $32 at $0.001 a token: $16 at the batch price. A $10 ceiling holds
-    the batch back (nothing created); $20 lets it go, though the sync price would not fit."""
-    from oabench_pipeline_tests.inference.test_budget_and_fatal import materialize_pricing
-
-    with BatchAndChatServer() as server:
-        fresh_env.set(TEST_KEY_ENV, TEST_KEY)
-        fresh_env.set("OABENCH_BATCH_POLL_S", "0.1")
-        entry = {"id": PRICEY, "key": "pricey", "api_key_env": TEST_KEY_ENV, "base_url": server.base_url}
-        fresh_env.set(
-            "OABENCH_MODELS_FILE",
-            write_models_file(
-                fresh_env.root / "models.toml",
-                [{**entry, "batch_api": "openrouter", "max_cost_usd": ceiling}],
-            ),
-        )
-        materialize_pricing(fresh_env)
-        dry = fresh_env.cli("run", "--models", "pricey", "--editions", "45", "--dry-run", "--batch")
-        estimate = float(dry.output.split("est. prompt cost $")[1].split()[0])
-        assert 10 < estimate < 20 and "× 0.5" in dry.output, dry.output
-        result = fresh_env.cli("run", "--batch", "--models", "pricey", "--editions", "45")
-        assert server.requests["create"] == (1 if sent else 0) and server.requests["chat"] == 0
-        if sent:
-            assert result.exit_code == 0, result.output
-        else:
-            assert result.exit_code == 1 and "exceeds max_cost_usd $10.0; no batch sent" in result.output
 
 
 def test_replicates_with_batch_put_each_replicate_in_its_own_batch_every_line_paid_once(

@@ -22,6 +22,7 @@ from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
 from oabench_pipeline_tests.inference.test_run_batch import sensor_tick
 from oabench_pipeline_tests.phase2.test_phase2_replay import JUDGE, recorded_replies
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, make_env, write_models_file
+from oabench_pipeline_tests.saved_envs import SavedEnv, save_env
 from oabench_pipeline_tests.servers.batch_api import BatchPlan, OpenAIBatchServer, OpenRouterBatchServer
 from oabench_pipeline_tests.servers.openai_replay import RecordedReply, ReplayServer, conversation_text
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
@@ -34,14 +35,20 @@ CELL = ("--editions", "39", "--areas", "direito_civil")
 SUB_ITEMS, FIRST_TURNS = 9, 5
 
 
+@pytest.fixture(scope="module")
+def phase2_ingested(tmp_path_factory: pytest.TempPathFactory, mirror_server: StaticFileServer) -> SavedEnv:
+    """The 2nd phase ingested once for the module's tests (`oabench ingest --phase 2`), put back for each."""
+    root = tmp_path_factory.mktemp("phase2_batch") / "env"
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        env = make_env(root, monkeypatch, mirror_server.base_url)
+        ingested = env.cli("ingest", "--phase", "2")
+        assert ingested.exit_code == 0, ingested.output
+        return save_env(env)
+
+
 @pytest.fixture
-def phase2_env(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror_server: StaticFileServer, shared_oab: Path
-) -> PipelineEnv:
-    env = make_env(tmp_path, monkeypatch, mirror_server.base_url)
-    ingested = env.cli("ingest", "--phase", "2")
-    assert ingested.exit_code == 0, ingested.output
-    return env
+def phase2_env(phase2_ingested: SavedEnv, monkeypatch: pytest.MonkeyPatch) -> PipelineEnv:
+    return phase2_ingested.restore(monkeypatch)
 
 
 def batch_reply(replies: dict[tuple[str, str], RecordedReply]) -> Any:
