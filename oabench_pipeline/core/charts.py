@@ -7,8 +7,11 @@ text is drawn as paths, so a chart needs no font on the reader's machine.
 
 from __future__ import annotations
 
+import hashlib
 import io
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -64,9 +67,8 @@ def cost_vs_accuracy(pareto: pl.DataFrame, words: ChartWords = ChartWords()) -> 
     """
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, PercentFormatter
 
-    has_cost = pl.col("cost_usd").is_not_null() & (pl.col("cost_usd") > 0)
-    usable = pareto.filter(has_cost)
-    skipped = pareto.filter(~has_cost)["model_key"].to_list()
+    usable = pareto.filter(_HAS_COST)
+    skipped = keys_without_cost(pareto)
     fig = figure(figsize=(10, 6.5))
     ax = fig.subplots()
     if usable.height:
@@ -101,6 +103,14 @@ def cost_vs_accuracy(pareto: pl.DataFrame, words: ChartWords = ChartWords()) -> 
     ax.grid(True, which="major", alpha=0.3)
     fig.tight_layout()
     return fig, skipped
+
+
+_HAS_COST = pl.col("cost_usd").is_not_null() & (pl.col("cost_usd") > 0)
+
+
+def keys_without_cost(pareto: pl.DataFrame) -> list[str]:
+    """The keys `cost_vs_accuracy` cannot place on its cost axis (named in the page's text instead)."""
+    return pareto.filter(~_HAS_COST)["model_key"].to_list()
 
 
 def fmt_dollars(value: float) -> str:
@@ -205,3 +215,39 @@ def svg_bytes(fig: Figure) -> bytes:
     with matplotlib.rc_context({"svg.hashsalt": "oabench", "svg.fonttype": "path"}):
         fig.savefig(buffer, format="svg", metadata={"Date": None})
     return buffer.getvalue()
+
+
+# The last PNGs drawn in this process, by a digest of everything each was drawn from (`drawing_digest`):
+# drawing is most of a report's time, and a process that writes the report again from the same inputs (a
+# rebuild after cells that changed no chart, the test suite's many commands in one process) gets the same
+# bytes without drawing. A handful is kept: a report has at most three charts.
+_DRAWN_KEPT = 12
+_drawn: OrderedDict[str, bytes] = OrderedDict()
+_drawn_lock = threading.Lock()
+
+
+def drawing_digest(chart: str, *inputs: object) -> str:
+    """SHA-256 of a chart's name, `CHART_VERSION` and its inputs: a frame by its columns, types and rows in
+    order (a drawing follows row order: the leaderboard's is the heatmap's columns), else by `repr`."""
+    digest = hashlib.sha256(repr((CHART_VERSION, chart)).encode())
+    for part in inputs:
+        if isinstance(part, pl.DataFrame):
+            digest.update(repr((part.schema, part.rows())).encode())
+        else:
+            digest.update(repr(part).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def drawn_once(digest: str, draw: Callable[[], bytes]) -> bytes:
+    """`draw()`'s bytes, drawn only when no chart of the same `digest` was drawn lately in this process."""
+    with _drawn_lock:
+        if digest in _drawn:
+            _drawn.move_to_end(digest)
+            return _drawn[digest]
+    data = draw()
+    with _drawn_lock:
+        _drawn[digest] = data
+        while len(_drawn) > _DRAWN_KEPT:
+            _drawn.popitem(last=False)
+    return data

@@ -394,6 +394,30 @@ def frame_bytes(frame: pl.DataFrame, kind: str) -> bytes:
     return buffer.getvalue()
 
 
+def _export(path: Path, data: bytes) -> Path:
+    """Write an export unless the file holds these bytes already: most tables do not change from one
+    rebuild to the next, and each write is an fsync."""
+    try:
+        if path.stat().st_size == len(data) and path.read_bytes() == data:
+            return path
+    except FileNotFoundError:
+        pass
+    return write_atomically(path, data)
+
+
+def _cost_png(pareto: pl.DataFrame) -> tuple[bytes, list[str]]:
+    """The cost chart's PNG (drawn unless the same one was lately) and the keys it leaves out (no cost)."""
+    digest = charts.drawing_digest(COST_PLOT, pareto)
+    return charts.drawn_once(digest, lambda: charts.png_bytes(charts.cost_vs_accuracy(pareto)[0])), (
+        charts.keys_without_cost(pareto)
+    )
+
+
+def _area_png(by_area: pl.DataFrame, leaderboard: pl.DataFrame) -> bytes:
+    digest = charts.drawing_digest(AREA_PLOT, by_area, leaderboard)
+    return charts.drawn_once(digest, lambda: charts.png_bytes(charts.area_heatmap(by_area, leaderboard)))
+
+
 def write_reports(
     tables: dict[str, pl.DataFrame],
     out_dir: Path,
@@ -425,16 +449,12 @@ def write_reports(
         # The default suite's tables are the plain ones; another suite's are its rows of the `_by_suite` twins.
         tables = suite_view(tables, row["suite"], row["editions"], plain=row["is_default"])
     context = ReportContext(generated_at or dt.datetime.now(dt.UTC), data_as_of, heading)
-    cost_figure, no_cost = charts.cost_vs_accuracy(tables["pareto_frontier"])
-    cost_png = charts.png_bytes(cost_figure)
+    cost_png, no_cost = _cost_png(tables["pareto_frontier"])
     caption = f"Not plotted on the cost chart (no cost data): {', '.join(no_cost)}." if no_cost else ""
-    area_png = charts.png_bytes(charts.area_heatmap(tables["leaderboard_by_area"], tables["leaderboard"]))
-    csv = {
-        name: write_atomically(out_dir / f"{name}.csv", frame_bytes(f, "csv")) for name, f in exports.items()
-    }
+    area_png = _area_png(tables["leaderboard_by_area"], tables["leaderboard"])
+    csv = {name: _export(out_dir / f"{name}.csv", frame_bytes(f, "csv")) for name, f in exports.items()}
     parquet = {
-        name: write_atomically(out_dir / f"{name}.parquet", frame_bytes(f, "parquet"))
-        for name, f in exports.items()
+        name: _export(out_dir / f"{name}.parquet", frame_bytes(f, "parquet")) for name, f in exports.items()
     }
     markdown = leaderboard_markdown(tables, context, answer_keys) + (f"\n{caption}\n" if caption else "")
     pngs = {COST_PLOT: cost_png, AREA_PLOT: area_png}
@@ -444,8 +464,10 @@ def write_reports(
     if editions is not None and contamination is not None and not contamination.is_empty():
         every_key = exports.get("leaderboard_by_suite", exports["leaderboard"])  # `all` has every key
         labels = dict(every_key.select("model_key", "label").unique("model_key").iter_rows())
-        pngs[CUTOFF_PLOT] = plot_accuracy_by_exam_date(
-            exports["leaderboard_by_edition"], editions, contamination, labels
+        by_edition = exports["leaderboard_by_edition"]
+        pngs[CUTOFF_PLOT] = charts.drawn_once(
+            charts.drawing_digest(CUTOFF_PLOT, by_edition, editions, contamination, sorted(labels.items())),
+            lambda: plot_accuracy_by_exam_date(by_edition, editions, contamination, labels),
         )
     page = _html_page(tables, pngs, caption, context, answer_keys)
     return ReportFiles(

@@ -45,6 +45,9 @@ WHERE s.n IS DISTINCT FROM a.n OR s.errors IS DISTINCT FROM a.errors
 ORDER BY a.edition, a.model_key, a.run_id
 """
 
+# What `_UNCOVERED_SQL` reads: its reader makes views of these only (each view reads its files' footers).
+_UNCOVERED_TABLES = (*CELL_TABLES, "questions")
+
 
 @dataclass
 class AnalysisInputs:
@@ -91,7 +94,7 @@ def _leave_out_uncovered(store: Warehouse, inputs: AnalysisInputs) -> None:
     turns out damaged while counting is left out too, and the count taken again without it."""
     while True:
         try:
-            with store.reader(leave_out=inputs.leave_out) as con:
+            with store.reader(leave_out=inputs.leave_out, tables=_UNCOVERED_TABLES) as con:
                 uncovered = con.sql(_UNCOVERED_SQL).fetchall()
             break
         except DamagedPartitionError as error:

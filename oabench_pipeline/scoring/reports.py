@@ -80,7 +80,9 @@ def leaderboard_report(
     newest = "select max(created_at) as newest from inferences"
     if as_of is not None:  # the newest answer the as-of tables can count
         newest += f" where created_at < timestamptz '{as_of + dt.timedelta(days=1)} 00:00:00+00'"
-    data_as_of = store.read_around_damage(lambda con: con.sql(newest).pl(), "inferences")["newest"][0]
+    data_as_of = store.read_around_damage(
+        lambda con: con.sql(newest).pl(), "inferences", tables=["inferences"]
+    )["newest"][0]
     generated_at = dt.datetime.now(dt.UTC)
     editions = store.read("editions") if store.has_table("editions") else None
     answer_keys = store.read("answer_keys") if store.has_table("answer_keys") else None

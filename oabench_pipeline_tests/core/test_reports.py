@@ -10,6 +10,7 @@ import matplotlib.image as mpimg
 import polars as pl
 import pytest
 
+from oabench_pipeline.core import charts
 from oabench_pipeline.core.leaderboard import build_leaderboard_tables
 from oabench_pipeline.core.reports import leaderboard_markdown, write_reports
 from oabench_pipeline_tests.core.synthetic_results import make_synthetic_warehouse, register
@@ -50,6 +51,39 @@ def test_write_reports_files_and_content(tables: dict[str, pl.DataFrame], tmp_pa
     assert pl.read_parquet(files.parquet["leaderboard"]).equals(tables["leaderboard"])
     items_csv = pl.read_csv(files.csv["item_analysis"])
     assert items_csv["answer_distribution"][0].startswith("{")
+
+
+def test_a_report_written_again_from_the_same_rows_draws_nothing_and_rewrites_no_export(
+    tables: dict[str, pl.DataFrame], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Charts are drawn from their rows: a report written again from the same ones (in the same process)
+    has the same PNG bytes without drawing them, a chart whose rows changed is drawn again, and an export
+    whose bytes did not change is left as it is (the same file, not a rewritten copy)."""
+    drawn: list[object] = []
+    draw = charts.png_bytes
+    monkeypatch.setattr(charts, "png_bytes", lambda figure: drawn.append(figure) or draw(figure))
+    # Rows no other test draws, so nothing of this test is drawn before it.
+    halved = pl.col("accuracy") * 0.5
+    mine = {
+        **tables,
+        "pareto_frontier": tables["pareto_frontier"].with_columns(halved),
+        "leaderboard_by_area_by_suite": tables["leaderboard_by_area_by_suite"].with_columns(halved),
+    }
+    first = write_reports(mine, tmp_path / "out")
+    assert len(drawn) == 2  # the cost chart and the heatmap
+    export = first.parquet["leaderboard"].stat().st_ino
+    again = write_reports(mine, tmp_path / "out")
+    assert len(drawn) == 2
+    assert again.parquet["leaderboard"].stat().st_ino == export
+    elsewhere = write_reports(mine, tmp_path / "elsewhere")
+    assert len(drawn) == 2
+    for path, copy in ((first.cost_plot, elsewhere.cost_plot), (first.area_plot, elsewhere.area_plot)):
+        assert path.read_bytes() == copy.read_bytes()
+    quartered = tables["leaderboard_by_area_by_suite"].with_columns(pl.col("accuracy") * 0.25)
+    changed = {**mine, "leaderboard_by_area_by_suite": quartered}
+    redrawn = write_reports(changed, tmp_path / "changed")
+    assert len(drawn) == 3  # the heatmap only: the cost chart's rows are the same
+    assert redrawn.area_plot.read_bytes() != first.area_plot.read_bytes()
 
 
 def test_markdown_table_shape(tables: dict[str, pl.DataFrame]) -> None:
