@@ -274,23 +274,27 @@ def launch_cells(
     interrupts.reset()
 
     def work() -> int:
+        from oabench_pipeline.engine.launch import launcher
         from oabench_pipeline.engine.runs import one_line
 
         for name, keys in partitions.items():
             ensure_partitions(instance, name, keys)
-        failures = _run(defs, instance, warehouse, todo, concurrency)
-        if batch:
-            from oabench_pipeline.cli.batches import follow_batches
+        # One code server for every round: a cell relaunched when its batch finished (or a sub-item whose
+        # first part failed) would otherwise pay a server's start-up (~3 CPU-s) each time.
+        with launcher(instance, defs, warehouse.root) as engine:
+            failures = _run(engine, todo, concurrency)
+            if batch:
+                from oabench_pipeline.cli.batches import follow_batches
 
-            failures = follow_batches(
-                settings,
-                warehouse,
-                todo,
-                failures,
-                lambda ready: _run(defs, instance, warehouse, ready, concurrency),
-                lambda cell: (cell.label, cell.sender, cell.journal_kind, cell.of),
-                resume,
-            )
+                failures = follow_batches(
+                    settings,
+                    warehouse,
+                    todo,
+                    failures,
+                    lambda ready: _run(engine, ready, concurrency),
+                    lambda cell: (cell.label, cell.sender, cell.journal_kind, cell.of),
+                    resume,
+                )
         if interrupts.requested():
             click.echo(
                 f"{interrupts.requested()}: nothing was sent after it; every reply received is kept in "
@@ -315,10 +319,8 @@ def launch_cells(
     sys.exit(interrupts.run_stoppably(work, announce=interrupts.echo_err))
 
 
-def _run(
-    defs: Any, instance: Any, warehouse: Warehouse, cells: list[Cell], concurrency: int | None
-) -> dict[str, str]:
-    from oabench_pipeline.engine.launch import launcher, run_launched
+def _run(engine: Any, cells: list[Cell], concurrency: int | None) -> dict[str, str]:
+    from oabench_pipeline.engine.launch import run_launched
     from oabench_pipeline.engine.runs import one_line
 
     failures: dict[str, str] = {}
@@ -329,11 +331,7 @@ def _run(
         bar.start_cell(cell.label)
         return cell, run_launched(engine, _spec(cell, concurrency))
 
-    with (
-        ProgressBar() as bar,
-        launcher(instance, defs, warehouse.root) as engine,
-        _cell_pool(len(cells)) as pool,
-    ):
+    with ProgressBar() as bar, _cell_pool(len(cells)) as pool:
         for future in as_completed([pool.submit(one, engine, cell) for cell in cells]):
             result = future.result()
             if result is None:
