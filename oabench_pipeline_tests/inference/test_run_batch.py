@@ -19,8 +19,10 @@ import pytest
 from dagster import SensorResult, build_sensor_context
 
 from oabench_pipeline.automation.batch_sensor import batch_results_sensor
-from oabench_pipeline.definitions import build_resources
+from oabench_pipeline.definitions import build_definitions, build_resources
+from oabench_pipeline.engine.runs import ensure_partitions, instance_for, run_assets
 from oabench_pipeline.inference.batches.cells import journal_path
+from oabench_pipeline.shared.partitions import cell_partition_key
 from oabench_pipeline_tests.inference.batch_helpers import killed_once_submitted
 from oabench_pipeline_tests.inference.replay import (
     TEST_KEY,
@@ -104,7 +106,8 @@ def test_batch_run_sends_no_chat_pays_half_once_and_scores_as_the_sync_run(
 ) -> None:
     """Edition 45's cell by chat, then by batch (its 80 lines read back in pages of 30). One cell: two cells
     of one `--batch` command, each followed and relaunched on its own batches, are
-    `test_run_batch_rounds.py`'s."""
+    `test_run_batch_rounds.py`'s. The chat cell is the comparison's state, not under test (`oabench run` by
+    chat is `test_run_replay.py`'s): its assets' in-process run; the `--batch` command's rebuild scores both."""
     with servers(fresh_env, shared_oab, default_plan=BatchPlan(polls_to_finish=2), max_page_size=30) as (
         chat,
         batch,
@@ -113,8 +116,7 @@ def test_batch_run_sends_no_chat_pays_half_once_and_scores_as_the_sync_run(
         assert refused.exit_code == 2 and 'batch_api = "openrouter"' in refused.output
         assert len(refused.output.strip().splitlines()[-1]) > 0 and chat.stats.total_requests == 0
 
-        synced = fresh_env.cli("run", "--models", SYNC_KEY, "--editions", "45")
-        assert synced.exit_code == 0, synced.output
+        answer_by_chat_in_process(fresh_env, SYNC_KEY, "45")
         sync_requests = chat.stats.total_requests
         batched = fresh_env.cli("run", "--batch", "--models", BATCH_KEY, "--editions", "45")
         assert batched.exit_code == 0, batched.output
@@ -180,6 +182,21 @@ def test_sigkill_after_submission_then_a_rerun_submits_no_new_line(
         assert rows.height == lines and rows["raw_response"].null_count() == 0
         assert set(batch.billed_by_body.values()) == {1}
         print(f"lines submitted before the SIGKILL: {lines}; after the rerun: 0 new")
+
+
+def answer_by_chat_in_process(env: PipelineEnv, key: str, edition: str) -> None:
+    """The cell answered and scored by its assets' in-process run (what `oabench run` launches, without its
+    code server, launched run and report rebuild); the `models` table first, as `oabench run` does."""
+    settings = env.settings
+    with instance_for(settings) as instance:
+        defs = build_definitions(settings)
+        ensure_partitions(instance, "editions", [edition])
+        ensure_partitions(instance, "model_keys", [key])
+        answered = run_assets(defs, instance, ["models"])
+        assert answered.success, answered.errors
+        cell = str(cell_partition_key(key, edition))
+        answered = run_assets(defs, instance, ["inferences", "scores"], partition_key=cell)
+        assert answered.success, answered.errors
 
 
 def cell_status(env: PipelineEnv) -> dict[str, Any]:
