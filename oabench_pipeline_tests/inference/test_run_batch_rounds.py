@@ -12,6 +12,8 @@ from typing import Any
 
 import polars as pl
 
+from oabench_pipeline.definitions import build_definitions
+from oabench_pipeline.engine.runs import instance_for, run_assets
 from oabench_pipeline_tests.inference.replay import (
     TEST_KEY,
     TEST_KEY_ENV,
@@ -123,8 +125,6 @@ def test_max_cost_usd_holds_a_batchs_worst_case_at_the_batch_price_before_it_is_
     """Edition 45's prompts cost about $32 at $0.001 a token: $16 at the batch price. In one command, HELD_KEY's
     $10 ceiling holds its batch back (nothing created, the cell failed in one line), while SENT_KEY's $20 lets
     its batch go, though the sync price would not fit (its cell complete)."""
-    from oabench_pipeline_tests.inference.test_budget_and_fatal import materialize_pricing
-
     with BatchAndChatServer() as server:
         fresh_env.set(TEST_KEY_ENV, TEST_KEY)
         fresh_env.set("OABENCH_BATCH_POLL_S", "0.1")
@@ -142,7 +142,7 @@ def test_max_cost_usd_holds_a_batchs_worst_case_at_the_batch_price_before_it_is_
                 [{**entry, "key": key, "max_cost_usd": ceiling} for key, ceiling in ceilings.items()],
             ),
         )
-        materialize_pricing(fresh_env)
+        price_snapshot_and_models_table(fresh_env)
         keys = f"{HELD_KEY},{SENT_KEY}"
         dry = fresh_env.cli("run", "--models", keys, "--editions", "45", "--dry-run", "--batch")
         for key in ceilings:
@@ -153,6 +153,15 @@ def test_max_cost_usd_holds_a_batchs_worst_case_at_the_batch_price_before_it_is_
         assert server.requests["create"] == 1 and server.requests["chat"] == 0
         assert_the_batch_within_its_ceiling_is_sent_and_its_cell_completes(fresh_env, result.output)
         assert_the_batch_past_its_ceiling_is_held_back_in_one_line(result.exit_code, result.output)
+
+
+def price_snapshot_and_models_table(env: PipelineEnv) -> None:
+    """A price snapshot from every endpoint of the registry (`model_pricing`, as the UI would take it) and the
+    `models` table, in one in-process run: the command then finds its `models` table current."""
+    settings = env.settings
+    with instance_for(settings) as instance:
+        outcome = run_assets(build_definitions(settings), instance, ["model_pricing", "models"])
+    assert outcome.success, outcome.errors
 
 
 def assert_the_batch_within_its_ceiling_is_sent_and_its_cell_completes(env: PipelineEnv, output: str) -> None:
