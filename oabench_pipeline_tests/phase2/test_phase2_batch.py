@@ -37,11 +37,13 @@ SUB_ITEMS, FIRST_TURNS = 9, 5
 
 @pytest.fixture(scope="module")
 def phase2_ingested(tmp_path_factory: pytest.TempPathFactory, mirror_server: StaticFileServer) -> SavedEnv:
-    """The 2nd phase ingested once for the module's tests (`oabench ingest --phase 2`), put back for each."""
+    """The 2nd phase of edition 39, the one every test answers (`CELL`), ingested once for the module's tests
+    (`oabench ingest --phase 2 --editions 39`: one edition's partitions built instead of three), put back for
+    each."""
     root = tmp_path_factory.mktemp("phase2_batch") / "env"
     with pytest.MonkeyPatch.context() as monkeypatch:
         env = make_env(root, monkeypatch, mirror_server.base_url)
-        ingested = env.cli("ingest", "--phase", "2")
+        ingested = env.cli("ingest", "--phase", "2", "--editions", CELL[1])
         assert ingested.exit_code == 0, ingested.output
         return save_env(env)
 
