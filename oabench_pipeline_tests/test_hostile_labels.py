@@ -3,7 +3,9 @@ characters that reorder or hide text, in a registry's labels, out through `oaben
 `oabench sql`, the Markdown report, and the site's pages and downloads.
 
 The two baselines answer edition 45 only (two cells): a label reaches every output whether its key is
-ranked or not, so the other editions' cells would add runs and no case."""
+ranked or not, so the other editions' cells would add runs and no case. The cells, the `models` table and
+the report are built by the steps `oabench run` takes, as in-process runs (`answer_and_report`): the labels
+go through the same assets, and no launched run's process or code server is needed to reach them."""
 
 from __future__ import annotations
 
@@ -17,6 +19,26 @@ ESCAPES = "Evil\x1b]0;pwned\x07\x1b[31m <script>alert(1)</script> fdp.\u202eexe\
 INVISIBLE = ("\x1b", "\x07", "\u202e", "\u200b")
 
 
+def answer_and_report(env: PipelineEnv, model_keys: list[str], edition: str) -> None:
+    """`oabench run --models KEYS --editions EDITION`'s steps, each an in-process run: the `models` table,
+    each cell's answers and scores, then the analysis tables and the report."""
+    from oabench_pipeline.cli.common import REPORT_ASSETS
+    from oabench_pipeline.definitions import build_definitions
+    from oabench_pipeline.engine.runs import ensure_partitions, instance_for, run_assets
+    from oabench_pipeline.shared.partitions import cell_partition_key
+
+    settings = env.settings
+    with instance_for(settings) as instance:
+        defs = build_definitions(settings)
+        ensure_partitions(instance, "editions", [edition])
+        ensure_partitions(instance, "model_keys", model_keys)
+        steps: list[tuple[list[str], str | None]] = [(["models"], None)]
+        steps += [(["inferences", "scores"], str(cell_partition_key(key, edition))) for key in model_keys]
+        for selection, partition in [*steps, (REPORT_ASSETS, None)]:
+            outcome = run_assets(defs, instance, selection, partition_key=partition)
+            assert outcome.success, (selection, partition, outcome.errors)
+
+
 def test_hostile_labels_reach_no_terminal_spreadsheet_report_or_page(fresh_env: PipelineEnv) -> None:
     env = fresh_env
     entries = [
@@ -24,8 +46,7 @@ def test_hostile_labels_reach_no_terminal_spreadsheet_report_or_page(fresh_env: 
         {"id": "baseline/longest-choice", "kind": "baseline", "label": ESCAPES},
     ]
     env.set("OABENCH_MODELS_FILE", write_models_file(env.root / "models.toml", entries))
-    run = env.cli("run", "--models", "baseline/random,baseline/longest-choice", "--editions", "45")
-    assert run.exit_code == 0, run.output
+    answer_and_report(env, [entry["id"] for entry in entries], "45")
 
     table = env.cli("leaderboard")
     assert table.exit_code == 0, table.output

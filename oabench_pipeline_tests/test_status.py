@@ -2,8 +2,8 @@
 
 Real warehouse (the ingested real editions), the real CLI, and a loopback OpenAI-compatible server that
 lists a price and answers every question; the cells are run with `oabench run` like a user would (edition
-43's cells once per module: two that complete and two whose endpoints fail them, each test starting from a
-copy of that warehouse and instance).
+43's cells once per module: one it answers, one it re-scores, two whose endpoints fail them, each test
+starting from a copy of that warehouse and instance).
 """
 
 from __future__ import annotations
@@ -101,6 +101,17 @@ class Ran43:
     run: Result
     no_credits_url: str
     refused_url: str
+    torn: TornScores
+
+
+@dataclass
+class TornScores:
+    """BASELINE × 43 before the module's `oabench run`: `oabench status` of it answered and scored (by
+    in-process runs), then of it with its scores file torn, which that run re-scores."""
+
+    scored: dict
+    torn_result: Result
+    torn: dict
 
 
 @pytest.fixture(scope="module")
@@ -110,20 +121,43 @@ def ran_43(
     mirror_server: StaticFileServer,
     status_server: ReplayServer,
 ) -> Ran43:
-    """Edition 43 run once with `oabench run` (no price snapshot yet), each test getting a copy: the baseline's
-    and API_MODEL's cells complete, NO_CREDITS's and REFUSED's fail (one run for all four cells; the failures
-    were two more runs, of edition 44, in the tests that read them). The registry is then put back to the
-    baseline and API_MODEL, the two cells that completed."""
+    """Edition 43 run once with `oabench run` (no price snapshot yet), each test getting a copy: API_MODEL's
+    cell completes, the baseline's (answered and scored in process, its scores then torn: `_scored_then_torn`)
+    is re-scored, NO_CREDITS's and REFUSED's fail (one run for all four cells; the failures and the re-scoring
+    were three more runs in the tests that read them). The registry is then put back to the baseline and
+    API_MODEL, the two cells that completed."""
     with (
         building_env(tmp_path_factory, "status", ingested_template, mirror_server.base_url) as env,
         ReplayServer(faults=FaultProfile(fixed_status=402)) as broke,
     ):
         status_env, refused_url = StatusEnv(env, status_server), _refused_url()
         status_env.registry(more=[(NO_CREDITS, broke.base_url), (REFUSED, refused_url)])
+        torn = _scored_then_torn(status_env)
         result = env.cli("run", "--editions", "43")
         assert result.exit_code == 1, result.output
         status_env.registry()
-        return Ran43(save_env(env, "OABENCH_MODELS_FILE"), result, broke.base_url, refused_url)
+        return Ran43(save_env(env, "OABENCH_MODELS_FILE"), result, broke.base_url, refused_url, torn)
+
+
+def _scored_then_torn(status_env: StatusEnv) -> TornScores:
+    """BASELINE × 43 answered and scored by the assets' in-process runs (the state the module's `oabench run`
+    re-scores; how it was made is not what the module tests), then its scores file torn (its footer: the
+    damage a crash leaves), with `oabench status` of the cell at each step."""
+    env = status_env.env
+    settings = env.settings
+    with instance_for(settings) as instance:
+        ensure_partitions(instance, "editions", ["43"])
+        ensure_partitions(instance, "model_keys", [BASELINE])
+        cell = cell_partition_key(BASELINE, "43")
+        outcome = run_assets(
+            build_definitions(settings), instance, ["inferences", "scores"], partition_key=cell
+        )
+        assert outcome.success, outcome.errors
+    _, scored = status_env.status("--editions", "43", "--models", BASELINE)
+    scores = env.warehouse.partition_path("scores", f"43|{BASELINE}")
+    scores.write_bytes(scores.read_bytes()[:-100])  # a torn footer
+    torn_result, torn = status_env.status("--editions", "43", "--models", BASELINE)
+    return TornScores(scored[("43", BASELINE)], torn_result, torn[("43", BASELINE)])
 
 
 @pytest.fixture
@@ -336,22 +370,28 @@ def test_an_edition_s_cells_are_read_at_once_unless_a_file_is_damaged(tmp_path: 
         store.read("inferences", keys[1])
 
 
-def test_unreadable_or_older_scores_make_a_cell_stale_until_run_rescores_it(status_env: StatusEnv) -> None:
-    """One notion of done: the cell `oabench run` would re-score is not `complete` in `oabench status`."""
-    env = status_env.env
-    _, cells = status_env.status("--editions", "43", "--models", BASELINE)
-    assert cells[("43", BASELINE)]["state"] == "complete"  # run by the module's `oabench run`
+def test_unreadable_or_older_scores_make_a_cell_stale_until_run_rescores_it(
+    status_env: StatusEnv, ran_43: Ran43
+) -> None:
+    """One notion of done: the cell `oabench run` would re-score is not `complete` in `oabench status`
+    (BASELINE × 43 before the module's `oabench run`, which re-scored it: `_scored_then_torn`)."""
+    torn = ran_43.torn
+    assert torn.scored["state"] == "complete"  # answered and scored, in process
 
-    scores = env.warehouse.partition_path("scores", f"43|{BASELINE}")
-    scores.write_bytes(scores.read_bytes()[:-100])  # a torn footer
-    result, cells = status_env.status("--editions", "43", "--models", BASELINE)
-    assert result.exit_code == 1
-    cell = cells[("43", BASELINE)]
-    assert cell["state"] == "stale" and "scores older than the answers, or unreadable" in cell["reason"]
+    assert torn.torn_result.exit_code == 1
+    assert (
+        torn.torn["state"] == "stale"
+        and "scores older than the answers, or unreadable" in torn.torn["reason"]
+    )
 
-    rerun = env.cli("run", "--models", BASELINE, "--editions", "43")
-    assert rerun.exit_code == 0, rerun.output
+    rerun = ran_43.run
+    assert rerun.exit_code == 1, rerun.output  # NO_CREDITS's and REFUSED's cells failed
     assert "re-scoring it" in rerun.output
+    # The baseline's cell succeeded (re-scored, no model call); only the two others are left to rerun.
+    assert f"{BASELINE} × 43: answers up to date, re-scored" in rerun.output
+    failed = rerun.output.split(" not complete ", 1)[1]
+    assert failed.startswith(f"(rerun `oabench run --models {NO_CREDITS},{REFUSED} --editions 43` ")
+    assert BASELINE not in failed, rerun.output
     _, cells = status_env.status("--editions", "43", "--models", BASELINE)
     assert cells[("43", BASELINE)]["state"] == "complete"
 
