@@ -12,13 +12,13 @@ from oabench_pipeline.inference.batches.journal import BatchJournal
 from oabench_pipeline.inference.batches.protocol import BatchProtocol
 from oabench_pipeline_tests.inference.batch_helpers import API_KEY, questions, transport_for
 from oabench_pipeline_tests.inference.batch_helpers import MODEL as BATCH_MODEL
-from oabench_pipeline_tests.inference.replay import TEST_KEY_ENV, published_replies, published_summary
+from oabench_pipeline_tests.inference.replay import TEST_KEY_ENV, published_replies
 from oabench_pipeline_tests.inference.test_run_batch import (
     BATCH_KEY,
     MODEL,
     active_rows,
+    assert_official_score_is_published,
     batch_reply,
-    scores,
 )
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, make_env, write_models_file
 from oabench_pipeline_tests.servers.batch_api import BatchPlan, OpenAIBatchServer, OpenRouterBatchServer
@@ -50,10 +50,7 @@ def test_an_openai_shaped_batch_answers_a_cell_as_the_published_run_each_line_pa
         rows = active_rows(fresh_env, BATCH_KEY)
         assert rows["raw_response"].null_count() == 0 and rows["batch_id"].null_count() == 0
         assert len(server.billed_by_body) == rows.height and set(server.billed_by_body.values()) == {1}
-        published = published_summary(shared_oab, MODEL)
-        assert [s[1] for s in scores(fresh_env, BATCH_KEY)] == [
-            e["officialScore"] for e in published["editions"] if e["edition"] == 45
-        ]
+        assert_official_score_is_published(fresh_env, BATCH_KEY, shared_oab)
         sizes = [len(b.lines) for b in server.batches.values()]
         print(f"OpenAI-shaped: batches of {sizes} lines, {rows.height} questions each billed once")
 

@@ -96,6 +96,14 @@ def active_rows(env: PipelineEnv, key: str) -> pl.DataFrame:
     return env.warehouse.read("inferences").filter((pl.col("model_key") == key) & ~pl.col("skipped"))
 
 
+def assert_official_score_is_published(env: PipelineEnv, key: str, shared_oab: Path) -> None:
+    """`key`'s official score on edition 45 is the one the OABench study published for MODEL."""
+    published = published_summary(shared_oab, MODEL)
+    assert [s[1] for s in scores(env, key)] == [
+        e["officialScore"] for e in published["editions"] if e["edition"] == 45
+    ]
+
+
 def scores(env: PipelineEnv, key: str) -> list[tuple]:
     board = env.warehouse.read("leaderboard_by_edition").filter(pl.col("model_key") == key).sort("edition")
     return list(board.select("edition", "official_score", "technical_score", "passed").iter_rows())
@@ -134,10 +142,7 @@ def test_batch_run_sends_no_chat_pays_half_once_and_scores_as_the_sync_run(
         sync_cost, batch_cost = sync_rows["cost_usd"].sum(), batch_rows["cost_usd"].sum()
         assert sync_cost > 0 and batch_cost == pytest.approx(sync_cost / 2)
         assert scores(fresh_env, BATCH_KEY) == scores(fresh_env, SYNC_KEY)
-        published = published_summary(shared_oab, MODEL)
-        assert [s[1] for s in scores(fresh_env, BATCH_KEY)] == [
-            e["officialScore"] for e in published["editions"] if e["edition"] == 45
-        ]
+        assert_official_score_is_published(fresh_env, BATCH_KEY, shared_oab)
         print(f"sync ${sync_cost:.6f} vs batch ${batch_cost:.6f}; scores {scores(fresh_env, BATCH_KEY)}")
 
         rerun = fresh_env.cli("run", "--batch", "--models", BATCH_KEY, "--editions", "45")

@@ -18,14 +18,13 @@ from oabench_pipeline_tests.inference.replay import (
     TEST_KEY,
     TEST_KEY_ENV,
     published_replies,
-    published_summary,
 )
 from oabench_pipeline_tests.inference.test_run_batch import (
     BATCH_KEY,
     MODEL,
     active_rows,
+    assert_official_score_is_published,
     batch_reply,
-    scores,
     servers,
 )
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
@@ -101,10 +100,7 @@ def assert_failed_and_expired_lines_asked_again_until_complete_each_paid_once(
     assert batch.requests["create"] == 3 and len(rows["batch_id"].unique()) == 3
     assert rows["batch_id"].null_count() == 0  # every answer from a batch: none given up to the fallback
     assert len(batch.billed_by_body) == rows.height and set(batch.billed_by_body.values()) == {1}
-    published = published_summary(shared_oab, MODEL)
-    assert [s[1] for s in scores(env, BATCH_KEY)] == [
-        e["officialScore"] for e in published["editions"] if e["edition"] == 45
-    ]
+    assert_official_score_is_published(env, BATCH_KEY, shared_oab)
     sizes = [len(b.lines) for b in batch.batches.values()]
     print(f"batches of {sizes} lines; {rows.height} questions, each billed once")
 
