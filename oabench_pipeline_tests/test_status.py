@@ -2,8 +2,8 @@
 
 Real warehouse (the ingested real editions), the real CLI, and a loopback OpenAI-compatible server that
 lists a price and answers every question; the cells are run with `oabench run` like a user would (edition
-43's cells once per module: one it answers, one it re-scores, two whose endpoints fail them, each test
-starting from a copy of that warehouse and instance).
+43's cells once per module: one it re-scores, two whose endpoints fail them, beside one answered in process
+before it; each test starting from a copy of that warehouse and instance).
 """
 
 from __future__ import annotations
@@ -121,17 +121,20 @@ def ran_43(
     mirror_server: StaticFileServer,
     status_server: ReplayServer,
 ) -> Ran43:
-    """Edition 43 run once with `oabench run` (no price snapshot yet), each test getting a copy: API_MODEL's
-    cell completes, the baseline's (answered and scored in process, its scores then torn: `_scored_then_torn`)
-    is re-scored, NO_CREDITS's and REFUSED's fail (one run for all four cells; the failures and the re-scoring
-    were three more runs in the tests that read them). The registry is then put back to the baseline and
-    API_MODEL, the two cells that completed."""
+    """Edition 43 run once with `oabench run` (no price snapshot yet), each test getting a copy: the
+    baseline's cell (answered and scored in process, its scores then torn: `_scored_then_torn`) is
+    re-scored, NO_CREDITS's and REFUSED's fail (one run for the three cells; the failures and the re-scoring
+    were three more runs in the tests that read them). API_MODEL's cell, which the tests need complete but
+    whose making they do not test, is answered and scored in process before it (`_answered_in_process`):
+    the command finds it complete, and launches no run for it. The registry is then put back to the baseline
+    and API_MODEL, the two complete cells."""
     with (
         building_env(tmp_path_factory, "status", ingested_template, mirror_server.base_url) as env,
         ReplayServer(faults=FaultProfile(fixed_status=402)) as broke,
     ):
         status_env, refused_url = StatusEnv(env, status_server), _refused_url()
         status_env.registry(more=[(NO_CREDITS, broke.base_url), (REFUSED, refused_url)])
+        _answered_in_process(env, API_MODEL)
         torn = _scored_then_torn(status_env)
         result = env.cli("run", "--editions", "43")
         assert result.exit_code == 1, result.output
@@ -139,20 +142,26 @@ def ran_43(
         return Ran43(save_env(env, "OABENCH_MODELS_FILE"), result, broke.base_url, refused_url, torn)
 
 
+def _answered_in_process(env: PipelineEnv, model_key: str) -> None:
+    """`model_key`'s cell of 43 answered and scored by the assets' in-process run (what `oabench run`'s
+    launched run of the cell does)."""
+    settings = env.settings
+    with instance_for(settings) as instance:
+        ensure_partitions(instance, "editions", ["43"])
+        ensure_partitions(instance, "model_keys", [model_key])
+        cell = cell_partition_key(model_key, "43")
+        outcome = run_assets(
+            build_definitions(settings), instance, ["inferences", "scores"], partition_key=cell
+        )
+        assert outcome.success, outcome.errors
+
+
 def _scored_then_torn(status_env: StatusEnv) -> TornScores:
     """BASELINE × 43 answered and scored by the assets' in-process runs (the state the module's `oabench run`
     re-scores; how it was made is not what the module tests), then its scores file torn (its footer: the
     damage a crash leaves), with `oabench status` of the cell at each step."""
     env = status_env.env
-    settings = env.settings
-    with instance_for(settings) as instance:
-        ensure_partitions(instance, "editions", ["43"])
-        ensure_partitions(instance, "model_keys", [BASELINE])
-        cell = cell_partition_key(BASELINE, "43")
-        outcome = run_assets(
-            build_definitions(settings), instance, ["inferences", "scores"], partition_key=cell
-        )
-        assert outcome.success, outcome.errors
+    _answered_in_process(env, BASELINE)
     _, scored = status_env.status("--editions", "43", "--models", BASELINE)
     scores = env.warehouse.partition_path("scores", f"43|{BASELINE}")
     scores.write_bytes(scores.read_bytes()[:-100])  # a torn footer
@@ -172,7 +181,7 @@ def _prompt_cost(env: PipelineEnv, edition: str) -> float:
 
 
 def test_status_follows_cells_from_missing_to_complete_to_stale(status_env: StatusEnv) -> None:
-    """A cell never run (44) is missing; both cells run by `oabench run` (43) are complete until their
+    """A cell never run (44) is missing; both cells of 43 (the module's) are complete until their
     configuration changes, and stay complete when their edition is re-parsed into the same rows."""
     env = status_env.env
     result, cells = status_env.status("--editions", "44")
@@ -195,7 +204,7 @@ def test_status_follows_cells_from_missing_to_complete_to_stale(status_env: Stat
     _, cells = status_env.status("--editions", "44")
     assert cells[("44", API_MODEL)]["est_cost_usd"] == pytest.approx(_prompt_cost(env, "44"))
 
-    result, cells = status_env.status("--editions", "43")  # run by `oabench run` (the module's fixture)
+    result, cells = status_env.status("--editions", "43")  # answered and scored by the module's fixture
     assert result.exit_code == 0
     assert set(cells) == {("43", BASELINE), ("43", API_MODEL)}
     for cell in cells.values():
