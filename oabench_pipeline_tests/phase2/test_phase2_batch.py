@@ -20,6 +20,11 @@ from oabench_pipeline_tests import phase2_data
 from oabench_pipeline_tests.inference.batch_helpers import killed_once_submitted
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
 from oabench_pipeline_tests.inference.test_run_batch import sensor_tick
+from oabench_pipeline_tests.phase2.ingested_39 import (
+    PHASE2_EDITION,
+    copy_phase2_39,
+    phase2_39_template_fixture,
+)
 from oabench_pipeline_tests.phase2.test_phase2_replay import JUDGE, recorded_replies
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, make_env, write_models_file
 from oabench_pipeline_tests.saved_envs import SavedEnv, save_env
@@ -27,24 +32,27 @@ from oabench_pipeline_tests.servers.batch_api import BatchPlan, OpenAIBatchServe
 from oabench_pipeline_tests.servers.openai_replay import RecordedReply, ReplayServer, conversation_text
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
+phase2_39_template = phase2_39_template_fixture()  # edition 39's 2nd phase, ingested once per session
+
 MODEL = "sabia-3.1-2025-05-08"
 SYNC, BATCH = "sabia-sync", "sabia-batch"
 JUDGE_SYNC, JUDGE_BATCH = "o3-sync", "o3-batch"
 # One area-exam of one edition: a piece and 4 questions, 9 sub-items (each question's B waits for its A).
-CELL = ("--editions", "39", "--areas", "direito_civil")
+CELL = ("--editions", PHASE2_EDITION, "--areas", "direito_civil")
 SUB_ITEMS, FIRST_TURNS = 9, 5
 
 
 @pytest.fixture(scope="module")
-def phase2_ingested(tmp_path_factory: pytest.TempPathFactory, mirror_server: StaticFileServer) -> SavedEnv:
-    """The 2nd phase of edition 39, the one every test answers (`CELL`), ingested once for the module's tests
-    (`oabench ingest --phase 2 --editions 39`: one edition's partitions built instead of three), put back for
-    each."""
+def phase2_ingested(
+    tmp_path_factory: pytest.TempPathFactory, mirror_server: StaticFileServer, phase2_39_template: Path
+) -> SavedEnv:
+    """The 2nd phase of edition 39, the one every test answers (`CELL`): `oabench ingest --phase 2 --editions
+    39` once per session (`ingested_39.py`, which other modules copy too), copied here once for the module's
+    tests and put back for each."""
     root = tmp_path_factory.mktemp("phase2_batch") / "env"
     with pytest.MonkeyPatch.context() as monkeypatch:
         env = make_env(root, monkeypatch, mirror_server.base_url)
-        ingested = env.cli("ingest", "--phase", "2", "--editions", CELL[1])
-        assert ingested.exit_code == 0, ingested.output
+        copy_phase2_39(phase2_39_template, env)
         return save_env(env)
 
 

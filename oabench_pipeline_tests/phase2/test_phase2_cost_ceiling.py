@@ -12,25 +12,32 @@ from oabench_pipeline.inference.response_log import read_log
 from oabench_pipeline.phase2.plans import answers_log_path, judgments_log_path
 from oabench_pipeline_tests import phase2_data
 from oabench_pipeline_tests.inference.replay import TEST_KEY, use_replay_models
+from oabench_pipeline_tests.phase2.ingested_39 import (
+    PHASE2_EDITION,
+    copy_phase2_39,
+    phase2_39_template_fixture,
+)
 from oabench_pipeline_tests.phase2.test_phase2_replay import recorded_replies
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, make_env
 from oabench_pipeline_tests.servers.openai_replay import ReplayServer
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
 
+phase2_39_template = phase2_39_template_fixture()  # edition 39's 2nd phase, ingested once per session
+
 MODEL = "o3-2025-04-16"
 AREA = "direito_civil"
-EDITION = "39"
+EDITION = PHASE2_EDITION  # the one edition the test answers: ingested once per session (`ingested_39.py`)
 SUB_ITEMS = 9  # the area-exam's piece and 4 questions of sub-items A and B
 ANSWER_COST, JUDGMENT_COST = 0.001, 0.01  # each reply's reported cost (recorded_replies)
 
 
 @pytest.fixture
 def phase2_env(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror_server: StaticFileServer
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror_server: StaticFileServer, phase2_39_template: Path
 ) -> PipelineEnv:
+    """Edition 39's 2nd phase ingested (`oabench ingest --phase 2 --editions 39`, copied from the session's)."""
     env = make_env(tmp_path, monkeypatch, mirror_server.base_url)
-    ingested = env.cli("ingest", "--phase", "2", "--editions", EDITION)  # the one edition the test uses
-    assert ingested.exit_code == 0, ingested.output
+    copy_phase2_39(phase2_39_template, env)
     return env
 
 
