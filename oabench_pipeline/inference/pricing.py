@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
-import httpx
+# httpx is imported inside the fetch: every run's process loads this module with the Dagster definitions.
+if TYPE_CHECKING:
+    pass
 
 
 class PricingFetchError(RuntimeError):
@@ -18,6 +21,8 @@ def fetch_model_prices(
 
     The key goes in the model's header, as for chat calls; `{base path}/models?{query}` keeps the query.
     """
+    import httpx
+
     headers: dict[str, str] = {}
     if api_key:
         bearer = api_key_header.lower() == "authorization"
