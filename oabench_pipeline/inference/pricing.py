@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING
-
-# httpx is imported inside the fetch: every run's process loads this module with the Dagster definitions.
-if TYPE_CHECKING:
-    pass
 
 
 class PricingFetchError(RuntimeError):
@@ -21,7 +16,7 @@ def fetch_model_prices(
 
     The key goes in the model's header, as for chat calls; `{base path}/models?{query}` keeps the query.
     """
-    import httpx
+    import httpx  # here: every run's process loads this module with the Dagster definitions, few fetch prices
 
     headers: dict[str, str] = {}
     if api_key:
