@@ -151,7 +151,7 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
 
 defs = build_definitions()
 
-# In a run worker, what exists now (Dagster, polars, duckdb, these definitions) lives as long as the process:
+# In a run worker, what exists now (Dagster, polars, these definitions) lives as long as the process:
 # out of the garbage collector's sight (`gc.freeze`, Python's documented switch for long-lived objects), it is
 # no longer traversed by every full collection nor at exit, about 0.5 s of the 2 s of CPU a process that
 # imports this module and exits spends (docs/design/dagster-internals.md). Dagster's code server starts each

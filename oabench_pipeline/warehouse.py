@@ -30,16 +30,20 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import quote, unquote
 
-import duckdb
 import polars as pl
 from filelock import FileLock
 from filelock import Timeout as FileLockTimeout
 
 from oabench_pipeline.core.files import write_atomically
 from oabench_pipeline.core.tables import TABLES, conform, empty_frame
+
+# duckdb (~0.1 s to import) is imported inside the methods that open a connection: every run's process loads
+# this module with the Dagster definitions (the warehouse resource), and many never query.
+if TYPE_CHECKING:
+    import duckdb
 
 UNPARTITIONED = "all"
 VERSION_METADATA = "oabench_version"  # Parquet key-value metadata: the code version that wrote the rows
@@ -336,6 +340,8 @@ class Warehouse:
         of every file of its table, so a query run once per cell names its tables: a reader over all of
         them costs ~60 ms of CPU.
         """
+        import duckdb
+
         leave_out = leave_out or {}
         con = duckdb.connect()
         try:
@@ -370,6 +376,8 @@ class Warehouse:
     def partitions_reader(self, partitions: Mapping[str, str]) -> Iterator[duckdb.DuckDBPyConnection]:
         """An in-memory DuckDB holding one partition of each named table (table → partition key) as that
         table: what a step working on one cell reads, at a cost that does not grow with the warehouse."""
+        import duckdb
+
         con = duckdb.connect()
         try:
             for table, partition_key in partitions.items():
@@ -531,6 +539,8 @@ class Warehouse:
 
     def _catalogue_fingerprint(self) -> str | None:
         """The fingerprint recorded inside the catalogue file; None when absent, unreadable or locked."""
+        import duckdb
+
         if not self.db_path.is_file() or self.db_path.stat().st_size == 0:
             return None
         try:
@@ -558,6 +568,8 @@ class Warehouse:
         DuckDB lock is taken first, so a session still holding it (a user's `duckdb` shell) is waited for
         (bounded, with a message naming its process) instead of being pulled from under it.
         """
+        import duckdb
+
         self._wait_for_duckdb_lock()
         staged = self.db_path.with_name(f".{self.db_path.name}.{uuid.uuid4().hex}.tmp")
         try:
@@ -589,6 +601,8 @@ class Warehouse:
 
         Returns the tables left out, each announced with its one-line `DamagedPartitionError` message.
         """
+        import duckdb
+
         skipped = []
         for table, statement in statements.items():
             try:
@@ -605,6 +619,8 @@ class Warehouse:
 
     def _wait_for_duckdb_lock(self) -> None:
         """Wait (bounded) until no other process holds the catalogue's DuckDB lock."""
+        import duckdb
+
         if not self.db_path.is_file():
             return
         deadline = time.monotonic() + self.lock_timeout_s

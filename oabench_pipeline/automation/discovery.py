@@ -19,9 +19,8 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import tomli_w
 
 from oabench_pipeline.core.editions import AreaRange, Edition, PinnedFile, load_editions, parse_editions
@@ -38,6 +37,11 @@ from oabench_pipeline.core.portal import (
 from oabench_pipeline.exams.downloads import PDF_MAGIC
 from oabench_pipeline.settings import DEFAULT_PORTAL_URL, PORTAL_URL_ENV
 from oabench_pipeline.shared.raw_store import RawStore
+
+# httpx is imported inside the steps that fetch: every run's process loads this module with the Dagster
+# definitions (the portal sensor), and only a sensor tick fetches.
+if TYPE_CHECKING:
+    import httpx
 
 USER_AGENT = "oabench-pipeline (+https://github.com/; edition discovery, a few requests a day)"
 
@@ -103,6 +107,8 @@ class PortalPolicy:
     max_pdf_bytes: int = 100 * 1024 * 1024
 
     def timeout(self) -> httpx.Timeout:
+        import httpx
+
         return httpx.Timeout(self.read_timeout_s, connect=self.connect_timeout_s)
 
 
@@ -112,6 +118,8 @@ class PortalPolicy:
 
 
 def _get_page(client: httpx.Client, url: str) -> str:
+    import httpx
+
     try:
         response = client.get(url)
     except httpx.HTTPError as error:
@@ -127,6 +135,8 @@ def download_unpinned(client: httpx.Client, url: str, store: RawStore, max_bytes
     The bytes must look like a PDF (an HTML error page served with status 200 is the usual failure);
     only a complete, checked file is promoted into the store, under the name of its own hash.
     """
+    import httpx
+
     with store.staging_file() as staged:
         staged_path = Path(staged.name)
     try:
@@ -214,6 +224,8 @@ def discover_new_editions(
     lists every past exam, and older ones are not wanted by the benchmark. Never raises for a portal or
     network problem: it comes back as `error` (whole check) or a skipped edition.
     """
+    import httpx
+
     policy = policy or PortalPolicy()
     floor = newer_than if newer_than is not None else max(known_editions, default=0)
     list_url = exam_list_url(portal_base_url)

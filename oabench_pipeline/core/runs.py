@@ -20,12 +20,17 @@ ranked.
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
-import duckdb
 import polars as pl
 
 from oabench_pipeline.core.scoring import QUESTION_STATUS_SQL
 from oabench_pipeline.core.tables import column_names
+
+# duckdb is imported inside the one function that queries: every run's process loads this module with the
+# Dagster definitions, and most never call it.
+if TYPE_CHECKING:
+    import duckdb
 
 RUN_SUMMARIES_TABLE = "published_run_summaries"
 
@@ -107,6 +112,8 @@ def with_logical_run_ids(rows: pl.DataFrame, model_key: str) -> pl.DataFrame:
 
 def relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     """True when `name` resolves on `con` (table, view or registered Arrow/polars object)."""
+    import duckdb
+
     try:
         con.sql(f"SELECT * FROM {name} LIMIT 0")
     except duckdb.CatalogException:

@@ -15,10 +15,14 @@ scored, and the leaderboard picks which run counts (`core/runs.py`).
 
 from __future__ import annotations
 
-import duckdb
+from typing import TYPE_CHECKING
+
 import polars as pl
 
 from oabench_pipeline.core.tables import column_names
+
+if TYPE_CHECKING:
+    import duckdb
 
 # The `scores` asset's code version: bump it with any change to the scoring rules, so that the automation
 # re-scores every cell (`scoring/conditions.py`) and the UI shows every scores partition stale until then.

@@ -7,19 +7,22 @@ never touches a good stored file: bytes only land in the store under the name of
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 from urllib.parse import unquote, urlsplit
-
-import httpx
-import stamina
 
 from oabench_pipeline.core.editions import Edition, FileKind, PinnedFile
 from oabench_pipeline.core.files import HashingWriter
 from oabench_pipeline.core.http_status import TRANSIENT_STATUSES
 from oabench_pipeline.shared.raw_store import RawStore
+
+# httpx and stamina (with tenacity) are imported inside the steps that download: every run's process loads
+# this module with the Dagster definitions, and most never fetch a file.
+if TYPE_CHECKING:
+    import httpx
 
 PDF_MAGIC = b"%PDF-"
 
@@ -28,10 +31,15 @@ class DownloadError(RuntimeError):
     """An official file could not be obtained intact."""
 
 
-# stamina reports each scheduled retry through structlog when it is installed (Dagster installs it), whose
-# default prints to stdout: that would mix into `oabench ingest`'s output. The standard logging module's
-# "stamina" logger (stderr, or the handlers an application sets) carries it instead.
-stamina.instrumentation.set_on_retry_hooks([stamina.instrumentation.LoggingOnRetryHook])
+@functools.cache
+def _retries_logged() -> None:
+    """Once per process, before the first retry: stamina reports each scheduled retry through structlog when
+    it is installed (Dagster installs it), whose default prints to stdout: that would mix into `oabench
+    ingest`'s output. The standard logging module's "stamina" logger (stderr, or the handlers an application
+    sets) carries it instead."""
+    import stamina
+
+    stamina.instrumentation.set_on_retry_hooks([stamina.instrumentation.LoggingOnRetryHook])
 
 
 @dataclass(frozen=True)
@@ -185,6 +193,9 @@ class PdfDownloader:
         return FetchedPin(pinned.url, source, pinned.sha256, path, size, True)
 
     def _download(self, pinned: PinnedFile, source: str, where: str, pdf: bool) -> tuple[Path, int]:
+        import stamina
+
+        _retries_logged()
         deadline = _Deadline.after(self.policy.deadline_s)
         # Connection trouble, 5xx and 429 are retried with stamina's exponential backoff, bounded by the
         # attempts and by the file's overall deadline (which `_attempt` also checks after each failure).
@@ -227,6 +238,8 @@ class PdfDownloader:
             staged_path.unlink(missing_ok=True)
 
     def _read_into(self, source: str, handle, where: str, deadline: _Deadline) -> tuple[bytes, int, str]:
+        import httpx
+
         if "://" not in source:
             path = Path(source)
             if not path.is_file():

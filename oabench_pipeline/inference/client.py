@@ -57,8 +57,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-import httpx
-
 from oabench_pipeline.core.http_status import TRANSIENT_STATUSES
 from oabench_pipeline.core.provenance import Provenance
 from oabench_pipeline.inference.capacity import Capacity, all_slots
@@ -86,7 +84,13 @@ __all__ = [
     "run_chat_requests",
 ]
 
-if TYPE_CHECKING:  # the gate's module reads prices and the warehouse: not loaded with the client
+# httpx (~0.1 s to import, with its command line's rich and pygments) is imported inside the functions that
+# build a client or sort its errors: every run's process loads this module with the Dagster definitions, and
+# only a cell that sends requests uses them.
+if TYPE_CHECKING:
+    import httpx
+
+    # the gate's module reads prices and the warehouse: not loaded with the client
     from oabench_pipeline.inference.reservations import SpendGate
 
 logger = logging.getLogger(__name__)
@@ -355,6 +359,8 @@ def _is_model_not_found(status: int, body_text: str) -> bool:
 
 def chat_url(base_url: str) -> httpx.URL:
     """`{base path}/chat/completions?{query}`: a path prefix and a query string (Azure) are kept."""
+    import httpx
+
     base = httpx.URL(base_url)
     return base.copy_with(path=base.path.rstrip("/") + CHAT_PATH)
 
@@ -382,6 +388,8 @@ def new_http_client(endpoint: EndpointConfig, concurrency: int) -> httpx.AsyncCl
     `trust_env=True` and no `transport=`: httpx then reads HTTP(S)_PROXY/ALL_PROXY/NO_PROXY and
     SSL_CERT_FILE/SSL_CERT_DIR. Redirects are not followed: a POST redirected is a wrong `base_url`.
     """
+    import httpx
+
     size = max(concurrency, endpoint.max_connections or 0)
     return httpx.AsyncClient(
         headers=request_headers(endpoint),
@@ -727,6 +735,8 @@ def _fatal_transport_problem(exc: BaseException, url: httpx.URL) -> str | None:
 
 def _transport_detail(exc: Exception, cause: RetryCause, endpoint: EndpointConfig) -> str:
     """What went wrong with one attempt, in words: a timeout names the deadline and where it is set."""
+    import httpx
+
     if cause == "timeout":
         if isinstance(exc, httpx.ConnectTimeout):
             return f"no connection within the connect timeout of {endpoint.connect_timeout_s:g} s"
@@ -744,6 +754,8 @@ def _is_refused(exc: BaseException) -> bool:
 
 def _classify_transport_error(exc: Exception) -> RetryCause | None:
     """Which retry bucket a transport exception falls into; None for bugs that must propagate."""
+    import httpx
+
     if isinstance(exc, TimeoutError | httpx.TimeoutException):
         return "timeout"
     if isinstance(exc, httpx.DecodingError):  # e.g. a body labelled gzip that is not

@@ -14,6 +14,7 @@ asset for an expected gap. Importing the same folder twice rewrites the same row
 """
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 from dagster import (
@@ -26,14 +27,6 @@ from dagster import (
     asset,
 )
 
-from oabench_pipeline.core.published_runs import (
-    ImportedRecord,
-    PublishedRunError,
-    published_run_dirs,
-    read_published_run,
-    read_run_summary,
-    validate_published_runs,
-)
 from oabench_pipeline.core.versions import INFERENCE_BOOKKEEPING_COLUMNS, frame_version
 from oabench_pipeline.inference.cell import ANSWERED
 from oabench_pipeline.inference.cell_lock import CellLock, cell_lock_path
@@ -41,6 +34,11 @@ from oabench_pipeline.shared.metadata import table_schema
 from oabench_pipeline.shared.partitions import cell_partition_key
 from oabench_pipeline.shared.resources import WarehouseResource
 from oabench_pipeline.warehouse import Warehouse
+
+# The published runs' readers (ten pydantic models, ~20 ms to build) are imported inside the asset that uses
+# them: every run's process loads this module with the Dagster definitions, and few import runs.
+if TYPE_CHECKING:
+    from oabench_pipeline.core.published_runs import ImportedRecord
 
 
 class ImportConfig(Config):
@@ -59,7 +57,7 @@ def unanswered_questions(store: Warehouse, edition: str, rows: pl.DataFrame) -> 
     return sorted(active - set(answered))
 
 
-def imported_row(record: ImportedRecord, dagster_run_id: str) -> dict:
+def imported_row(record: "ImportedRecord", dagster_run_id: str) -> dict:
     return {
         "model_key": record.model_key,
         "model": record.model,
@@ -106,6 +104,14 @@ def published_runs(
     context: AssetExecutionContext, config: ImportConfig, warehouse: WarehouseResource
 ) -> MaterializeResult:
     """Published OABench runs, imported into the `inferences` table as `source = 'imported'`."""
+    from oabench_pipeline.core.published_runs import (
+        PublishedRunError,
+        published_run_dirs,
+        read_published_run,
+        read_run_summary,
+        validate_published_runs,
+    )
+
     store = warehouse.warehouse()
     try:
         validate_published_runs(Path(config.path), store.partitions("questions"))

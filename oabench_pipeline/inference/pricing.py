@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-import httpx
-
 
 class PricingFetchError(RuntimeError):
     pass
@@ -18,6 +16,8 @@ def fetch_model_prices(
 
     The key goes in the model's header, as for chat calls; `{base path}/models?{query}` keeps the query.
     """
+    import httpx  # here: every run's process loads this module with the Dagster definitions, few fetch prices
+
     headers: dict[str, str] = {}
     if api_key:
         bearer = api_key_header.lower() == "authorization"

@@ -17,11 +17,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-
-import duckdb
+from typing import TYPE_CHECKING
 
 from oabench_pipeline.inference.cell import cell_name
 from oabench_pipeline.warehouse import DamagedPartitionError, Warehouse, partition_key_of, repair_hint
+
+if TYPE_CHECKING:
+    import duckdb
 
 CELL_TABLES = ("inferences", "scores")
 

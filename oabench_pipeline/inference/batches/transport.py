@@ -11,9 +11,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
-
-import httpx
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from oabench_pipeline.core.provenance import Provenance
 from oabench_pipeline.inference.batches.journal import Intent
@@ -27,6 +25,11 @@ from oabench_pipeline.inference.client import (
 )
 from oabench_pipeline.inference.redaction import redact
 from oabench_pipeline.inference.types import ChatResult, EndpointConfig
+
+# httpx is imported inside `new_client`: every run's process loads this module with the Dagster definitions
+# (the batch sensor), and only a batch step opens a client.
+if TYPE_CHECKING:
+    import httpx
 
 # Statuses after which a batch changes no more (both APIs use the same eight names).
 TERMINAL_STATUSES = frozenset({"completed", "failed", "expired", "cancelled"})
@@ -124,6 +127,8 @@ ApiName = Literal["openai", "openrouter"]
 def new_client(endpoint: EndpointConfig) -> httpx.Client:
     """A synchronous client with the chat path's headers (key, extra headers) and timeouts. httpx sets
     each request's Content-Type (JSON, or multipart for a file upload)."""
+    import httpx
+
     headers = request_headers(endpoint)
     headers.pop("Content-Type")
     return httpx.Client(
