@@ -84,14 +84,16 @@ def follow_batches(
             if not waiting:
                 return failures
             ready: list[C] = []
-            infos: dict[str, BatchInfo] = {}
-            for cell, batches in waiting.values():
+            # Keyed by cell and id: two providers may each number a batch `batch_0001`.
+            infos: dict[tuple[str, str], BatchInfo] = {}
+            for name, (cell, batches) in waiting.items():
                 model = describe(cell)[1]
                 transport = transports.get(model.key) or transports.setdefault(model.key, _transport(model))
-                for batch in batches:
-                    if batch.batch_id is not None:
-                        infos[batch.batch_id] = transport.status(batch.batch_id)
-                if ready_to_collect(batches, infos.__getitem__):  # each batch read once a poll
+                statuses = {
+                    b.batch_id: transport.status(b.batch_id) for b in batches if b.batch_id is not None
+                }
+                infos.update({(name, batch_id): info for batch_id, info in statuses.items()})
+                if ready_to_collect(batches, statuses.__getitem__):  # each batch read once a poll
                     ready.append(cell)
             click.echo(_progress(waiting, infos), err=True)
             if ready:
@@ -117,7 +119,7 @@ def follow_batches(
             transport.close()
 
 
-def _progress(waiting: dict[str, tuple[C, list[CellBatch]]], infos: dict[str, BatchInfo]) -> str:
+def _progress(waiting: dict[str, tuple[C, list[CellBatch]]], infos: dict[tuple[str, str], BatchInfo]) -> str:
     lines = sum(b.lines for _, batches in waiting.values() for b in batches)
     done = sum(i.completed or 0 for i in infos.values())
     failed = sum(i.failed or 0 for i in infos.values())

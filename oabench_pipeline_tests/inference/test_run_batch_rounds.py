@@ -83,12 +83,19 @@ def test_failed_expired_and_given_up_lines_each_asked_again_until_every_cell_is_
                 "run", "--batch", "--batch-fallback", "sync", "--models", keys, "--editions", "45"
             )
             assert result.exit_code == 0, result.output
+            assert_progress_counts_each_cells_batches(result.output)
             assert_failed_and_expired_lines_asked_again_until_complete_each_paid_once(
                 fresh_env, shared_oab, chat, batch
             )
             assert_batch_fallback_sync_sends_the_given_up_questions_as_chat_completions(
                 fresh_env, fallback_server
             )
+
+
+def assert_progress_counts_each_cells_batches(output: str) -> None:
+    """Both loopback servers number their first batch `batch_0001`: the first poll still counts two."""
+    progress = [line for line in output.splitlines() if line.startswith("batches: ")]
+    assert progress and progress[0].startswith("batches: 2 open in 2 cell(s)"), progress
 
 
 def assert_failed_and_expired_lines_asked_again_until_complete_each_paid_once(
