@@ -3,9 +3,9 @@ each environment that answers it: `oabench ingest --phase 2 --editions 39` is tw
 (~2.5 CPU-s), which each test module paid for itself before.
 
 Usage, at a test module's top level: `phase2_39_template = phase2_39_template_fixture()` (a session-scoped
-fixture of that name), then `copy_phase2_39(phase2_39_template, env)` into a fresh `make_env`. The copy is the tables and raw files only,
-not the DuckDB file nor the Dagster instance, as `copy_ingested` does for the 1st phase: what is copied
-names no worker, server or folder.
+fixture of that name), then `copy_phase2_39(phase2_39_template, env)` into a fresh `make_env`. The copy is
+the tables and raw files only, not the DuckDB file nor the Dagster instance, as `copy_ingested` does for the
+1st phase: what is copied names no worker, server or folder.
 """
 
 from __future__ import annotations

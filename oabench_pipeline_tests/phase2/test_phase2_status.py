@@ -15,6 +15,7 @@ from oabench_pipeline.inference.cell_lock import CellLock
 from oabench_pipeline.phase2.plans import answers_lock_path
 from oabench_pipeline_tests import phase2_data
 from oabench_pipeline_tests.inference.replay import TEST_KEY, use_replay_models
+from oabench_pipeline_tests.phase2.ingested_39 import copy_phase2_39, phase2_39_template_fixture
 from oabench_pipeline_tests.phase2.test_phase2_replay import recorded_replies
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, make_env
 from oabench_pipeline_tests.servers.openai_replay import ReplayServer
@@ -25,13 +26,16 @@ SUB_ITEMS = 63  # the 39th edition: 7 pieces and 28 questions of sub-items A and
 AREA_SUB_ITEMS = 9  # one area-exam: the piece and 4 questions
 
 
+phase2_39_template = phase2_39_template_fixture()  # edition 39's 2nd phase, ingested once per session
+
+
 @pytest.fixture
 def phase2_env(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror_server: StaticFileServer
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror_server: StaticFileServer, phase2_39_template: Path
 ) -> PipelineEnv:
+    """Edition 39's 2nd phase, copied from the session's ingest (`ingested_39.py`)."""
     env = make_env(tmp_path, monkeypatch, mirror_server.base_url)
-    ingested = env.cli("ingest", "--phase", "2", "--editions", "39")
-    assert ingested.exit_code == 0, ingested.output
+    copy_phase2_39(phase2_39_template, env)
     return env
 
 
