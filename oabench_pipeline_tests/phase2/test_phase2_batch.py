@@ -20,9 +20,9 @@ from oabench_pipeline_tests import phase2_data
 from oabench_pipeline_tests.inference.batch_helpers import killed_once_submitted
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
 from oabench_pipeline_tests.inference.test_run_batch import sensor_tick
-from oabench_pipeline_tests.phase2.ingested_39 import (
+from oabench_pipeline_tests.phase2.ingested import (
     PHASE2_EDITION,
-    copy_phase2_39,
+    copy_phase2,
     phase2_39_template_fixture,
 )
 from oabench_pipeline_tests.phase2.test_phase2_replay import JUDGE, recorded_replies
@@ -47,12 +47,12 @@ def phase2_ingested(
     tmp_path_factory: pytest.TempPathFactory, mirror_server: StaticFileServer, phase2_39_template: Path
 ) -> SavedEnv:
     """The 2nd phase of edition 39, the one every test answers (`CELL`): `oabench ingest --phase 2 --editions
-    39` once per session (`ingested_39.py`, which other modules copy too), copied here once for the module's
+    39` once per session (`phase2/ingested.py`, which other modules copy too), copied here once for the module's
     tests and put back for each."""
     root = tmp_path_factory.mktemp("phase2_batch") / "env"
     with pytest.MonkeyPatch.context() as monkeypatch:
         env = make_env(root, monkeypatch, mirror_server.base_url)
-        copy_phase2_39(phase2_39_template, env)
+        copy_phase2(phase2_39_template, env)
         return save_env(env)
 
 

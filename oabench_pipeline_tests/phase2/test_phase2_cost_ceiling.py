@@ -12,9 +12,9 @@ from oabench_pipeline.inference.response_log import read_log
 from oabench_pipeline.phase2.plans import answers_log_path, judgments_log_path
 from oabench_pipeline_tests import phase2_data
 from oabench_pipeline_tests.inference.replay import TEST_KEY, use_replay_models
-from oabench_pipeline_tests.phase2.ingested_39 import (
+from oabench_pipeline_tests.phase2.ingested import (
     PHASE2_EDITION,
-    copy_phase2_39,
+    copy_phase2,
     phase2_39_template_fixture,
 )
 from oabench_pipeline_tests.phase2.test_phase2_replay import recorded_replies
@@ -26,7 +26,7 @@ phase2_39_template = phase2_39_template_fixture()  # edition 39's 2nd phase, ing
 
 MODEL = "o3-2025-04-16"
 AREA = "direito_civil"
-EDITION = PHASE2_EDITION  # the one edition the test answers: ingested once per session (`ingested_39.py`)
+EDITION = PHASE2_EDITION  # the one edition the test answers: ingested once per session (`phase2/ingested.py`)
 SUB_ITEMS = 9  # the area-exam's piece and 4 questions of sub-items A and B
 ANSWER_COST, JUDGMENT_COST = 0.001, 0.01  # each reply's reported cost (recorded_replies)
 
@@ -37,7 +37,7 @@ def phase2_env(
 ) -> PipelineEnv:
     """Edition 39's 2nd phase ingested (`oabench ingest --phase 2 --editions 39`, copied from the session's)."""
     env = make_env(tmp_path, monkeypatch, mirror_server.base_url)
-    copy_phase2_39(phase2_39_template, env)
+    copy_phase2(phase2_39_template, env)
     return env
 
 

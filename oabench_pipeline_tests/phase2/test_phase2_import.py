@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from oabench_pipeline_tests.phase2.ingested import copy_phase2, phase2_all_template_fixture
 from oabench_pipeline_tests.phase2.oab_bench import COMMIT, oab_bench_folder
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, make_env
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
@@ -18,12 +19,16 @@ O3, SABIA = "o3-2025-04-16", "sabia-3.1-2025-05-08"
 SECOND_JUDGE = "gpt-4o-2024-08-06"
 
 
+phase2_all_template = phase2_all_template_fixture()  # every 2nd-phase edition, ingested once per session
+
+
 @pytest.fixture(scope="module")
-def imported(tmp_path_factory: pytest.TempPathFactory, mirror_server: StaticFileServer) -> PipelineEnv:
+def imported(
+    tmp_path_factory: pytest.TempPathFactory, mirror_server: StaticFileServer, phase2_all_template: Path
+) -> PipelineEnv:
     monkeypatch = pytest.MonkeyPatch()
     env = make_env(tmp_path_factory.mktemp("phase2"), monkeypatch, mirror_server.base_url)
-    ingest = env.cli("ingest", "--phase", "2")
-    assert ingest.exit_code == 0, ingest.output
+    copy_phase2(phase2_all_template, env)  # every 2nd-phase edition, ingested once per session
     result = env.cli("import", str(oab_bench_folder()))
     assert result.exit_code == 0, result.output
     assert (

@@ -15,6 +15,7 @@ from oabench_pipeline.engine.runs import instance_for, instance_home
 from oabench_pipeline.inference.cell_lock import CellLock
 from oabench_pipeline.phase2.plans import judgments_lock_path
 from oabench_pipeline.shared.partitions import judgment_partition_key
+from oabench_pipeline_tests.phase2.ingested import copy_phase2, phase2_all_template_fixture
 from oabench_pipeline_tests.phase2.oab_bench import oab_bench_folder
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, make_env
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
@@ -36,12 +37,18 @@ def _import_waits_for_the_lock(env: PipelineEnv, importing: threading.Thread) ->
     return False
 
 
+phase2_all_template = phase2_all_template_fixture()  # every 2nd-phase edition, ingested once per session
+
+
 def test_an_import_waits_for_a_judging_run_holding_the_partition_and_both_keep_their_rows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror_server: StaticFileServer
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    mirror_server: StaticFileServer,
+    phase2_all_template: Path,
 ) -> None:
     env = make_env(tmp_path, monkeypatch, mirror_server.base_url)
     monkeypatch.setenv("DAGSTER_HOME", str(instance_home(env.settings)[0]))  # instance_for sets it
-    assert env.cli("ingest", "--phase", "2").exit_code == 0
+    copy_phase2(phase2_all_template, env)  # every 2nd-phase edition, ingested once per session
     partition = str(judgment_partition_key(JUDGE, MODEL))
     store = env.warehouse
     judging = CellLock(judgments_lock_path(store.root, JUDGE, MODEL))

@@ -11,6 +11,7 @@ import pytest
 from oabench_pipeline.core.phase2.protocol import answer_messages, judge_messages
 from oabench_pipeline_tests import phase2_data
 from oabench_pipeline_tests.inference.replay import TEST_KEY, use_replay_models
+from oabench_pipeline_tests.phase2.ingested import copy_phase2, phase2_all_template_fixture
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, make_env
 from oabench_pipeline_tests.servers.openai_replay import RecordedReply, ReplayServer, conversation_text
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
@@ -40,13 +41,20 @@ def recorded_replies(data: Path) -> dict[tuple[str, str], RecordedReply]:
     return replies
 
 
+phase2_all_template = phase2_all_template_fixture()  # every 2nd-phase edition, ingested once per session
+
+
 @pytest.fixture
 def phase2_env(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror_server: StaticFileServer, shared_oab: Path
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    mirror_server: StaticFileServer,
+    shared_oab: Path,
+    phase2_all_template: Path,
 ) -> PipelineEnv:
+    """Every 2nd-phase edition, copied from the session's ingest (`phase2/ingested.py`)."""
     env = make_env(tmp_path, monkeypatch, mirror_server.base_url)
-    ingested = env.cli("ingest", "--phase", "2")
-    assert ingested.exit_code == 0, ingested.output
+    copy_phase2(phase2_all_template, env)
     return env
 
 

@@ -17,6 +17,7 @@ from oabench_pipeline_tests import phase2_data
 from oabench_pipeline_tests.inference.paid_calls import log_line_count
 from oabench_pipeline_tests.inference.replay import TEST_KEY, use_replay_models
 from oabench_pipeline_tests.inference.run_processes import exit_within, output, start_run, wait_until
+from oabench_pipeline_tests.phase2.ingested import copy_phase2, phase2_all_template_fixture
 from oabench_pipeline_tests.phase2.test_phase2_replay import recorded_replies
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, make_env
 from oabench_pipeline_tests.servers.openai_replay import ReplayServer
@@ -41,13 +42,19 @@ def launched() -> Iterator[list[subprocess.Popen[bytes]]]:
             proc.wait()
 
 
+phase2_all_template = phase2_all_template_fixture()  # every 2nd-phase edition, ingested once per session
+
+
 @pytest.fixture
 def phase2_env(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror_server: StaticFileServer
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    mirror_server: StaticFileServer,
+    phase2_all_template: Path,
 ) -> PipelineEnv:
+    """Every 2nd-phase edition, copied from the session's ingest (`phase2/ingested.py`)."""
     env = make_env(tmp_path, monkeypatch, mirror_server.base_url)
-    ingested = env.cli("ingest", "--phase", "2")
-    assert ingested.exit_code == 0, ingested.output
+    copy_phase2(phase2_all_template, env)
     return env
 
 

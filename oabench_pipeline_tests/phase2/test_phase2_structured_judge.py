@@ -15,7 +15,7 @@ from oabench_pipeline.core.phase2.structured import STRUCTURED_PROMPT, structure
 from oabench_pipeline.phase2.judgments import standards_by_item
 from oabench_pipeline_tests import phase2_data
 from oabench_pipeline_tests.inference.replay import TEST_KEY, use_replay_models
-from oabench_pipeline_tests.phase2.ingested_39 import copy_phase2_39, phase2_39_template_fixture
+from oabench_pipeline_tests.phase2.ingested import copy_phase2, phase2_39_template_fixture
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, make_env
 from oabench_pipeline_tests.servers.openai_replay import RecordedReply, ReplayServer
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
@@ -34,9 +34,9 @@ phase2_39_template = phase2_39_template_fixture()  # edition 39's 2nd phase, ing
 def phase2_env(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror_server: StaticFileServer, phase2_39_template: Path
 ) -> PipelineEnv:
-    """Edition 39's 2nd phase, copied from the session's ingest (`ingested_39.py`)."""
+    """Edition 39's 2nd phase, copied from the session's ingest (`phase2/ingested.py`)."""
     env = make_env(tmp_path, monkeypatch, mirror_server.base_url)
-    copy_phase2_39(phase2_39_template, env)
+    copy_phase2(phase2_39_template, env)
     return env
 
 
