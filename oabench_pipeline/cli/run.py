@@ -55,6 +55,7 @@ from oabench_pipeline.inference.freshness import (
     scores_are_current,
 )
 from oabench_pipeline.inference.response_log import cell_log_path
+from oabench_pipeline.scoring.inputs import NOTHING_SCORED
 from oabench_pipeline.settings import DEFAULT_MODELS_FILE, Settings
 from oabench_pipeline.warehouse import UNPARTITIONED, DamagedPartitionError, Warehouse
 
@@ -388,10 +389,13 @@ def _rebuild_leaderboard(
     """Rebuild the analysis tables and the report after the cells, unless no table they read was written
     since they were built (every cell stopped by a budget or an error, or a batch still pending: no scores,
     answers or models written): then they already show what a rebuild would (~270 Dagster events spared).
-    False: the rebuild failed (its one line said)."""
+    False: the rebuild failed, or could only fail (its one line said)."""
     if leaderboard_is_current(warehouse, registry_files):
         click.echo("leaderboard current: no cell changed its scores; `oabench leaderboard` prints it")
         return True
+    if not warehouse.has_table("scores"):  # what the `leaderboard` step would fail on, writing nothing
+        click.echo(f"leaderboard not rebuilt: {NOTHING_SCORED}", err=True)
+        return False
     # Built from the healthy cells whatever failed (scoring/inputs.py); with none, it keeps its tables.
     board = run_assets(defs, instance, REPORT_ASSETS)
     if board.success:

@@ -11,6 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from click.testing import Result
+from dagster import RunsFilter
 
 from oabench_pipeline.core.tables import ANALYSIS_TABLES
 from oabench_pipeline.definitions import build_definitions
@@ -155,6 +156,11 @@ def test_estimate_above_budget_refuses_to_start(
     assert "estimated prompt cost" in result.output and "exceeds max_cost_usd $1.0" in result.output
     assert "not starting" in result.output
     assert not cell_written(env, PRICEY) and log_of(env, PRICEY) == []
+    # No cell of the module's run was scored, nor any before: a leaderboard rebuild could only fail, so
+    # the command says so without running it.
+    assert "leaderboard not rebuilt: nothing is scored yet" in result.output
+    with instance_for(env.settings) as instance:
+        assert not instance.get_runs(RunsFilter(job_name="rebuild_leaderboard"))
 
 
 def test_a_cell_runs_own_ceiling_refuses_to_start_like_max_cost_usd(fresh_env: PipelineEnv) -> None:
