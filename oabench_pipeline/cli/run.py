@@ -278,7 +278,8 @@ def answer_cells(
 
     Skips what is up to date, runs every cell at once with the progress bar, stops cleanly on Ctrl-C,
     rebuilds the leaderboard (unless nothing it reads was written), and exits 0 only when every cell is
-    complete (`oabench catalogue sync --run` answers its cells through here too). `suite`: the suite that chose the editions, if one did.
+    complete (`oabench catalogue sync --run` answers its cells through here too). `suite`: the suite that
+    chose the editions, if one did.
     `retry_invalid`: cells with an invalid recorded answer are not up to date; those answers are asked again.
     """
     chosen = list({model.key: model for model, _ in cells}.values())
