@@ -55,10 +55,13 @@ from oabench_pipeline.inference.freshness import (
     scores_are_current,
 )
 from oabench_pipeline.inference.response_log import cell_log_path
+from oabench_pipeline.scoring.inputs import NOTHING_SCORED
 from oabench_pipeline.settings import DEFAULT_MODELS_FILE, Settings
 from oabench_pipeline.warehouse import UNPARTITIONED, DamagedPartitionError, Warehouse
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from dagster import DagsterInstance, Definitions
     from rich.console import Console
 
@@ -274,8 +277,9 @@ def answer_cells(
     """Answer `cells` (model, edition) as `oabench run` does, then exit with its exit code.
 
     Skips what is up to date, runs every cell at once with the progress bar, stops cleanly on Ctrl-C,
-    rebuilds the leaderboard, and exits 0 only when every cell is complete (`oabench catalogue sync --run`
-    answers its cells through here too). `suite`: the suite that chose the editions, if one did.
+    rebuilds the leaderboard (unless nothing it reads was written), and exits 0 only when every cell is
+    complete (`oabench catalogue sync --run` answers its cells through here too). `suite`: the suite that
+    chose the editions, if one did.
     `retry_invalid`: cells with an invalid recorded answer are not up to date; those answers are asked again.
     """
     chosen = list({model.key: model for model, _ in cells}.values())
@@ -364,22 +368,47 @@ def answer_cells(
             which = f"--suite {suite.name}" if suite is not None else f"--editions {','.join(editions)}"
             kept = _logged_replies(warehouse, todo) - logged_before
             return _report_interrupted(warehouse, chosen, which, concurrency, replicates, kept)
-        # Built from the healthy cells whatever failed (scoring/inputs.py); with none, it keeps its tables.
-        board = run_assets(defs, instance, REPORT_ASSETS)
-        if board.success:
-            click.echo(
-                f"leaderboard rebuilt: {len(chosen)} model key(s) × {len(editions)} edition(s), {len(todo)} "
-                f"cell(s) run; {leaderboard_outputs(warehouse)}"
-            )
-        else:
-            from oabench_pipeline.engine.runs import one_line
-
-            click.echo(f"leaderboard not rebuilt: {one_line(board.errors)}", err=True)
+        board_rebuilt = _rebuild_leaderboard(
+            defs, instance, warehouse, registry_files, chosen, editions, todo
+        )
         incomplete = _report_incomplete(warehouse, cells, replicates, failures)
         # A signal during the leaderboard: it finished anyway.
-        return interrupts.exit_code() or incomplete or (0 if board.success else 1)
+        return interrupts.exit_code() or incomplete or (0 if board_rebuilt else 1)
 
     sys.exit(interrupts.run_stoppably(work, announce=interrupts.echo_err))
+
+
+def _rebuild_leaderboard(
+    defs: Definitions,
+    instance: DagsterInstance,
+    warehouse: Warehouse,
+    registry_files: list[Path],
+    chosen: list[ModelConfig],
+    editions: list[str],
+    todo: list[tuple[ModelConfig, str]],
+) -> bool:
+    """Rebuild the analysis tables and the report after the cells, unless no table they read was written
+    since they were built (every cell stopped by a budget or an error, or a batch still pending: no scores,
+    answers or models written): then they already show what a rebuild would (~270 Dagster events spared).
+    False: the rebuild failed, or could only fail (its one line said)."""
+    if leaderboard_is_current(warehouse, registry_files):
+        click.echo("leaderboard current: no cell changed its scores; `oabench leaderboard` prints it")
+        return True
+    if not warehouse.has_table("scores"):  # what the `leaderboard` step would fail on, writing nothing
+        click.echo(f"leaderboard not rebuilt: {NOTHING_SCORED}", err=True)
+        return False
+    # Built from the healthy cells whatever failed (scoring/inputs.py); with none, it keeps its tables.
+    board = run_assets(defs, instance, REPORT_ASSETS)
+    if board.success:
+        click.echo(
+            f"leaderboard rebuilt: {len(chosen)} model key(s) × {len(editions)} edition(s), {len(todo)} "
+            f"cell(s) run; {leaderboard_outputs(warehouse)}"
+        )
+    else:
+        from oabench_pipeline.engine.runs import one_line
+
+        click.echo(f"leaderboard not rebuilt: {one_line(board.errors)}", err=True)
+    return board.success
 
 
 def _report_interrupted(

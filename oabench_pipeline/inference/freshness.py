@@ -259,20 +259,44 @@ def scores_are_current(warehouse: Warehouse, model_key: str, edition: str) -> bo
     return not _changed_inputs(warehouse, "scores", partition, inputs)
 
 
+# Every table the analysis tables and the report read (`core/leaderboard.py`, `scoring/inputs.py`,
+# `scoring/reports.py`): a write to any of them since the last rebuild may change what they show.
+LEADERBOARD_INPUTS = (
+    "scores",
+    "inferences",
+    "questions",
+    "answer_keys",
+    "published_run_summaries",
+    "editions",
+    "candidate_pass_rates",
+    "models",
+    "model_pricing",
+    "model_catalogue",
+)
+
+
 def leaderboard_is_current(warehouse: Warehouse, registry_files: Sequence[Path] = ()) -> bool:
-    """Every analysis table was rebuilt after every scores partition, the models table and the editions
-    registry files (`registry_files`: its suites) were written, and the report after them (each table
-    is its own asset: one may have been rebuilt alone)."""
+    """Every analysis table was rebuilt after every partition of the tables they read (`LEADERBOARD_INPUTS`:
+    the cells' scores and answers, the models table, the price snapshot, ...) and the editions registry
+    files (`registry_files`: its suites) were written, and the report after them (each table is its own
+    asset: one may have been rebuilt alone). A partition written again with the same rows counts as
+    changed; so does one removed or set aside (its table's folder changed: the folders are inputs too)."""
     if not all(_readable(warehouse, table, UNPARTITIONED) for table in ANALYSIS_TABLES):
         return False
     # Tables an older analysis computed (a release since bumped ANALYSIS_VERSION) are rebuilt once.
     if any(warehouse.written_version(table) != ANALYSIS_VERSION for table in ANALYSIS_TABLES):
         return False
-    scores = list(warehouse.table_dir("scores").glob("*.parquet"))
     report = warehouse.root / "reports" / "leaderboard.html"
     tables = [warehouse.partition_path(table) for table in ANALYSIS_TABLES]
-    inputs = [*scores, warehouse.partition_path("models"), *registry_files]
-    return all(_newer_or_equal(t, *inputs) for t in tables) and _newer_or_equal(report, *tables)
+    folders = [warehouse.table_dir(table) for table in LEADERBOARD_INPUTS]
+    inputs = [*folders, *(path for folder in folders for path in folder.glob("*.parquet")), *registry_files]
+    # Each file's time read once: a warehouse of thousands of cells has thousands of inputs.
+    written = [_mtime(table) for table in tables]
+    changed = [t for path in inputs if (t := _mtime(path)) is not None]
+    if any(t is None for t in written):
+        return False
+    oldest_table = min(t for t in written if t is not None)
+    return (not changed or max(changed) <= oldest_table) and _newer_or_equal(report, *tables)
 
 
 def models_table_is_current(warehouse: Warehouse, *registry_files: Path) -> bool:

@@ -11,7 +11,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 from click.testing import Result
+from dagster import RunsFilter
 
+from oabench_pipeline.core.tables import ANALYSIS_TABLES
 from oabench_pipeline.definitions import build_definitions
 from oabench_pipeline.engine.runs import instance_for, run_assets
 from oabench_pipeline.inference.response_log import cell_log_path, read_log
@@ -154,6 +156,11 @@ def test_estimate_above_budget_refuses_to_start(
     assert "estimated prompt cost" in result.output and "exceeds max_cost_usd $1.0" in result.output
     assert "not starting" in result.output
     assert not cell_written(env, PRICEY) and log_of(env, PRICEY) == []
+    # No cell of the module's run was scored, nor any before: a leaderboard rebuild could only fail, so
+    # the command says so without running it.
+    assert "leaderboard not rebuilt: nothing is scored yet" in result.output
+    with instance_for(env.settings) as instance:
+        assert not instance.get_runs(RunsFilter(job_name="rebuild_leaderboard"))
 
 
 def test_a_cell_runs_own_ceiling_refuses_to_start_like_max_cost_usd(fresh_env: PipelineEnv) -> None:
@@ -185,7 +192,8 @@ def test_budget_bad_key_and_unknown_model_each_stop_their_cell_and_a_bigger_budg
 ) -> None:
     """One `oabench run` of four cells (were two runs): a reported cost reaching the budget, a rejected key
     and an unknown model each stop their own cell; the baseline still runs and the leaderboard is rebuilt.
-    A bigger budget then resumes the metered cell without asking again what was answered."""
+    The two cells stopped again change nothing the leaderboard reads: it is not rebuilt. A bigger budget then
+    resumes the metered cell without asking again what was answered."""
     metered = "acme/metered"
     texts = [text for qid, text in question_texts(fresh_env.warehouse).items() if qid.startswith("oab-45-")]
     # 0.25 is exact in binary: four answers reach $1.00 exactly, with no rounding to argue about.
@@ -243,9 +251,26 @@ def test_budget_bad_key_and_unknown_model_each_stop_their_cell_and_a_bigger_budg
         assert cell_written(fresh_env, "baseline/random")
         assert fresh_env.warehouse.read("leaderboard")["model_key"].to_list() == ["baseline/random"]
 
+        # Every cell stopped again, nothing written that the analysis reads: the tables and the report are
+        # left as they are (no rebuild), and the command says so; it still fails.
+        store = fresh_env.warehouse
+        board = [store.partition_path(t) for t in ANALYSIS_TABLES] + [
+            store.root / "reports" / "leaderboard.html"
+        ]
+        built = {path: path.stat().st_mtime_ns for path in board}
+        again = fresh_env.cli("run", "--models", "acme/bad-key,acme/no-such-model", "--editions", EDITION)
+        assert again.exit_code == 1 and "2 of 2 cell(s) not complete" in again.output, again.output
+        assert (
+            "leaderboard current: no cell changed its scores; `oabench leaderboard` prints it" in again.output
+        )
+        assert "leaderboard rebuilt" not in again.output
+        assert {path: path.stat().st_mtime_ns for path in board} == built
+
         use_replay_models(fresh_env, server.base_url, [metered], max_cost_usd=100.0)
         resumed = fresh_env.cli("run", "--models", metered, "--editions", EDITION)
         assert resumed.exit_code == 0, resumed.output
+        assert "leaderboard rebuilt: 1 model key(s) × 1 edition(s), 1 cell(s) run" in resumed.output
+        assert all(path.stat().st_mtime_ns > built[path] for path in board)
         stats = server.stats
     assert stats.total_requests == 80 and set(stats.requests_per_prompt.values()) == {1}
     rows = fresh_env.warehouse.read("inferences", str(cell_partition_key(metered, EDITION)))
