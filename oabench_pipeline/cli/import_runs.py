@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,79 +20,147 @@ from oabench_pipeline.cli.group import main
 from oabench_pipeline.core.phase2.oab_bench import is_oab_bench_folder
 from oabench_pipeline.inference.response_log import cell_log_path
 from oabench_pipeline.settings import Settings
-from oabench_pipeline.warehouse import Warehouse, partition_key_of
+from oabench_pipeline.warehouse import DamagedPartitionError, Warehouse, partition_key_of
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from oabench_pipeline.engine.runs import RunOutcome
 
 
 @main.command(name="import")
 @click.argument("path", type=click.Path(exists=True, file_okay=False))
 def import_runs(path: str) -> None:
-    """Import published OABench run folders into `inferences` (source 'imported'), then score them; or an
-    OAB-Bench `data/oab_bench` folder (2nd phase: answers and judgments), then its scores."""
+    """Import published OABench run folders into `inferences` (source 'imported'), then score the imported
+    cells whose scores are not current; or an OAB-Bench `data/oab_bench` folder (2nd phase: answers and
+    judgments), then its scores."""
     settings = Settings.from_env()
     if is_oab_bench_folder(Path(path)):
         import_oab_bench(settings, Path(path))
         return
-    _set_aside_damaged_imports(Warehouse(settings.warehouse_path))
+    warehouse = Warehouse(settings.warehouse_path)
+    _set_aside_damaged_imports(warehouse)
     defs, instance = _dagster(settings)
     config = {"ops": {"published_runs": {"config": {"path": str(Path(path).resolve())}}}}
     from oabench_pipeline.automation.jobs import score_cell_job
-    from oabench_pipeline.engine.launch import RunLauncher, RunSpec, launcher, run_launched
-    from oabench_pipeline.inference.imports import unanswered_questions
-    from oabench_pipeline.shared.partitions import cell_partition_key
+    from oabench_pipeline.engine.launch import RunSpec, launcher, run_launched
+    from oabench_pipeline.inference.freshness import leaderboard_is_current, models_table_is_current
 
-    _must(run_assets(defs, instance, ["published_runs"], run_config=config), f"import {path}")
-    warehouse = Warehouse(settings.warehouse_path)
-    cells = warehouse.query("select distinct model_key, edition from inferences where source = 'imported'")
+    summaries_before = _run_summaries(warehouse)
+    imported = run_assets(defs, instance, ["published_runs"], run_config=config)
+    _must(imported, f"import {path}")
+    # The folder's cells: the rows it wrote carry the import's Dagster run id.
+    brought = warehouse.query(
+        "select count(*) from (select distinct model_key, edition from inferences "
+        "where source = 'imported' and dagster_run_id = ?)",
+        [imported.run_id],
+        tables=["inferences"],
+    ).item()
+    # Every imported cell, this folder's and earlier ones': the notices below name each one still incomplete
+    # (an earlier import's aborted run stays as unranked as this one's), and each whose scores are not
+    # current is scored. `published_runs` rewrites every partition of the folder, changed or not; the scores
+    # record their inputs' data versions, which leave out the import's bookkeeping (its run id, the file's
+    # time), so an unchanged cell's scores stay current and a changed one's do not.
+    cells = [
+        _imported_cell(warehouse, model_key, edition)
+        for model_key, edition in warehouse.query(
+            "select distinct model_key, edition from inferences where source = 'imported' order by all",
+            tables=["inferences"],
+        ).iter_rows()
+    ]
+    to_score = [cell for cell in cells if cell.ingested and not cell.scores_current]
+    if to_score:  # a code server costs a process of its own: none when every cell is current
+        # Each cell a launched run of its own, all at once (as `oabench run`'s).
+        with launcher(instance, defs, warehouse.root) as engine, _cell_pool(len(to_score)) as pool:
 
-    def score_cell(
-        engine: RunLauncher, model_key: str, edition: int
-    ) -> tuple[str, str | None, RunOutcome | None]:
-        """(cell, how much of it an incomplete run answered or None, the scores run or None when the edition
-        is not ingested)."""
-        partition = cell_partition_key(model_key, edition)
-        questions = warehouse.read("questions", str(edition))
-        if questions.is_empty():
-            return f"{model_key} × {edition}", None, None
-        unanswered = unanswered_questions(
-            warehouse, str(edition), warehouse.read("inferences", str(partition))
-        )
-        active = questions.filter(questions["status"] == "active").height
-        incomplete = f"{active - len(unanswered)} of {active} answered" if unanswered else None
-        spec = RunSpec(score_cell_job.name, partition_key=str(partition))
-        outcome = run_launched(engine, spec)
-        return f"{model_key} × {edition}", incomplete, outcome
+            def score(cell: ImportedCell) -> RunOutcome:
+                return run_launched(engine, RunSpec(score_cell_job.name, partition_key=cell.partition))
 
-    scored, incomplete_cells, keys, editions = 0, [], set(), set()
-    # Every cell at once, each a launched run of its own (as `oabench run`'s).
-    with launcher(instance, defs, warehouse.root) as engine, _cell_pool(cells.height) as pool:
-        results = list(pool.map(lambda row: score_cell(engine, *row), cells.iter_rows()))
-    for (model_key, edition), (name, incomplete, outcome) in zip(cells.iter_rows(), results, strict=True):
-        if outcome is None:
+            outcomes = list(pool.map(score, to_score))
+        for cell, outcome in zip(to_score, outcomes, strict=True):
+            _must(outcome, f"scores {cell.partition}")
+    for cell in cells:
+        if not cell.ingested:
             click.echo(
-                f"{name}: edition not ingested, not scored (run `oabench ingest --editions {edition}`)"
+                f"{cell.name}: edition not ingested, not scored (run `oabench ingest --editions {cell.edition}`)"
             )
-            continue
-        if incomplete:
-            incomplete_cells.append(f"{name} ({incomplete})")
-            keys.add(model_key)
-            editions.add(str(edition))
-        _must(outcome, f"scores {cell_partition_key(model_key, edition)}")
-        scored += 1
-    _must(run_assets(defs, instance, ["models", *REPORT_ASSETS]), "leaderboard")
-    click.echo(
-        f"imported {cells.height} cell(s) from {path}; scored {scored}; leaderboard rebuilt: "
-        f"{leaderboard_outputs(warehouse)}"
+    models_files = (*settings.models_files, settings.catalogue_models_file)
+    registry_files = [settings.editions_file, settings.discovered_editions_file]  # suites rebuild the tables
+    unchanged = (
+        not to_score
+        and _same(summaries_before, _run_summaries(warehouse))  # their prices and editions reach the tables
+        and models_table_is_current(warehouse, *models_files)
+        and leaderboard_is_current(warehouse, registry_files)
     )
-    if incomplete_cells:
-        status = f"oabench status --models {','.join(sorted(keys))} --editions {','.join(sorted(editions, key=int))}"
-        click.echo(
-            "incomplete run(s) (aborted, or ended with errors), kept and shown but not ranked (the cell stays "
-            f"missing until a complete run): "
-            f"{', '.join(incomplete_cells)}; `{status}` says how to complete it"
-        )
+    if unchanged:
+        board = "leaderboard current"
+    else:
+        _must(run_assets(defs, instance, ["models", *REPORT_ASSETS]), "leaderboard")
+        board = f"leaderboard rebuilt: {leaderboard_outputs(warehouse)}"
+    click.echo(f"imported {brought} cell(s) from {path}; scored {len(to_score)}; {board}")
+    _echo_incomplete([cell for cell in cells if cell.incomplete])
+
+
+@dataclass(frozen=True)
+class ImportedCell:
+    model_key: str
+    edition: int
+    ingested: bool
+    incomplete: str | None
+    """How much of the cell an incomplete run answered (None: the cell is complete)."""
+    scores_current: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.model_key} × {self.edition}"
+
+    @property
+    def partition(self) -> str:
+        from oabench_pipeline.inference.cell import cell_name
+
+        return cell_name(self.model_key, self.edition)
+
+
+def _imported_cell(warehouse: Warehouse, model_key: str, edition: int) -> ImportedCell:
+    from oabench_pipeline.inference.cell import cell_name
+    from oabench_pipeline.inference.freshness import scores_are_current
+    from oabench_pipeline.inference.imports import unanswered_questions
+
+    questions = warehouse.read("questions", str(edition))
+    if questions.is_empty():
+        return ImportedCell(model_key, edition, False, None, False)
+    rows = warehouse.read("inferences", cell_name(model_key, str(edition)))
+    unanswered = unanswered_questions(warehouse, str(edition), rows)
+    active = questions.filter(questions["status"] == "active").height
+    incomplete = f"{active - len(unanswered)} of {active} answered" if unanswered else None
+    return ImportedCell(
+        model_key, edition, True, incomplete, scores_are_current(warehouse, model_key, str(edition))
+    )
+
+
+def _echo_incomplete(cells: list[ImportedCell]) -> None:
+    if not cells:
+        return
+    keys = ",".join(sorted({cell.model_key for cell in cells}))
+    editions = ",".join(str(e) for e in sorted({cell.edition for cell in cells}))
+    click.echo(
+        "incomplete run(s) (aborted, or ended with errors), kept and shown but not ranked (the cell stays "
+        f"missing until a complete run): "
+        f"{', '.join(f'{cell.name} ({cell.incomplete})' for cell in cells)}; "
+        f"`oabench status --models {keys} --editions {editions}` says how to complete it"
+    )
+
+
+def _same(before: pl.DataFrame | None, after: pl.DataFrame | None) -> bool:
+    return before is not None and after is not None and before.equals(after)
+
+
+def _run_summaries(warehouse: Warehouse) -> pl.DataFrame | None:
+    """Every imported run's summary (None: a file is unreadable, so the import's are taken as changed)."""
+    try:
+        return warehouse.read("published_run_summaries")
+    except DamagedPartitionError:
+        return None
 
 
 def _set_aside_damaged_imports(warehouse: Warehouse) -> None:

@@ -6,7 +6,6 @@ import csv
 import io
 import json
 import math
-import shutil
 from pathlib import Path
 
 import polars as pl
@@ -38,24 +37,42 @@ def imported(
 ):
     """Every published run imported and scored, the leaderboard and the report built, once per module.
 
-    `oabench import` imports two of the runs (the incomplete one and a complete one, four cells, each scored
-    in a launched run of its own), then the same steps import and score the whole folder in this process
-    (`import_the_whole_folder_in_process`): the other nine cells repeat the command's path with other data,
-    and a launched run per cell costs a process of its own."""
+    The same steps as `oabench import` import and score the other three runs in this process first
+    (`import_and_score_in_process`: nine cells, the command's path with other data, where a launched run per
+    cell would cost a process of its own); then `oabench import` imports the incomplete run and a complete
+    one (four cells, each scored in a launched run of its own), scores none of the nine, and builds the
+    leaderboard and the report of all five."""
     from oabench_pipeline_tests.pipeline_env import copy_ingested, make_env
 
     with pytest.MonkeyPatch.context() as monkeypatch:
         env = make_env(tmp_path_factory.mktemp("imported"), monkeypatch, mirror_server.base_url)
         copy_ingested(ingested_template, env.settings.warehouse_path.parent)
+        earlier = tmp_path_factory.mktemp("earlier-published-runs")
         some = tmp_path_factory.mktemp("some-published-runs")
-        for name in THROUGH_THE_COMMAND:
-            shutil.copytree(shared_oab / "published-runs" / name, some / name)
-        assert_the_command_imports_scores_and_names_the_incomplete_run(env, some)
-        import_the_whole_folder_in_process(env, shared_oab / "published-runs")
+        for run in sorted((shared_oab / "published-runs").iterdir()):
+            (some if run.name in THROUGH_THE_COMMAND else earlier).joinpath(run.name).symlink_to(run)
+        import_and_score_in_process(env, earlier)
+        assert_the_command_imports_and_scores_only_its_cells_and_names_the_incomplete_run(env, some)
         yield env
 
 
-def assert_the_command_imports_scores_and_names_the_incomplete_run(env: PipelineEnv, folder: Path) -> None:
+def assert_the_command_imports_and_scores_only_its_cells_and_names_the_incomplete_run(
+    env: PipelineEnv, folder: Path
+) -> None:
+    """The second import scores the four cells it brought, in four launched runs, and leaves the scores of
+    the nine cells imported before as they were (current: their answers did not change)."""
+    from dagster import DagsterInstance, RunsFilter
+
+    from oabench_pipeline.automation.jobs import score_cell_job
+
+    def score_cell_runs() -> set[str]:  # the in-process scores runs are of the same job
+        with DagsterInstance.get() as instance:
+            return {run.run_id for run in instance.get_runs(RunsFilter(job_name=score_cell_job.name))}
+
+    scores = env.warehouse.table_dir("scores")
+    earlier = {path: path.stat().st_mtime_ns for path in scores.glob("*.parquet")}
+    assert len(earlier) == 9
+    runs_before = score_cell_runs()
     result = env.cli("import", str(folder))
     assert result.exit_code == 0, result.output
     assert f"imported 4 cell(s) from {folder}; scored 4; leaderboard rebuilt" in result.output
@@ -67,18 +84,19 @@ def assert_the_command_imports_scores_and_names_the_incomplete_run(env: Pipeline
     )
     report = env.settings.warehouse_path.parent / "reports" / "leaderboard.html"
     assert f"the HTML report is {report}" in result.output
+    assert {path: path.stat().st_mtime_ns for path in earlier} == earlier, "an earlier cell re-scored"
+    assert len(list(scores.glob("*.parquet"))) == 13
+    assert len(score_cell_runs() - runs_before) == 4
 
 
-def import_the_whole_folder_in_process(env: PipelineEnv, folder: Path) -> None:
-    """`oabench import`'s steps, each an in-process Dagster run: `published_runs` with the folder (as the
-    command passes it), `scores` of each imported cell the command did not score, then the tables and report."""
-    from oabench_pipeline.cli.common import REPORT_ASSETS
+def import_and_score_in_process(env: PipelineEnv, folder: Path) -> None:
+    """`oabench import`'s first steps, each an in-process Dagster run: `published_runs` with the folder (as
+    the command passes it), then `scores` of each imported cell (the command builds the tables and report)."""
     from oabench_pipeline.definitions import build_definitions
     from oabench_pipeline.engine.runs import instance_for, run_assets
     from oabench_pipeline.shared.partitions import cell_partition_key
 
     settings = env.settings
-    scored = set(env.warehouse.read("scores").select("model_key", "edition").unique().iter_rows())
     with instance_for(settings) as instance:
         defs = build_definitions(settings)
         config = {"ops": {"published_runs": {"config": {"path": str(folder.resolve())}}}}
@@ -87,15 +105,12 @@ def import_the_whole_folder_in_process(env: PipelineEnv, folder: Path) -> None:
         cells = env.warehouse.query(
             "select distinct model_key, edition from inferences where source = 'imported'"
         )
-        assert cells.height == 13
+        assert cells.height == 9
         for model_key, edition in cells.iter_rows():
-            if (model_key, edition) not in scored:
-                outcome = run_assets(
-                    defs, instance, ["scores"], partition_key=cell_partition_key(model_key, edition)
-                )
-                assert outcome.success, outcome.errors
-        built = run_assets(defs, instance, ["models", *REPORT_ASSETS])
-        assert built.success, built.errors
+            outcome = run_assets(
+                defs, instance, ["scores"], partition_key=cell_partition_key(model_key, edition)
+            )
+            assert outcome.success, outcome.errors
 
 
 def test_leaderboard_tables_reproduce_every_published_summary(
