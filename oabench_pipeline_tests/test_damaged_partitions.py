@@ -240,6 +240,7 @@ def test_unreadable_imported_cell_is_never_asked_and_a_reimport_restores_it(
         assert restored.exit_code == 0, restored.output
         assert "unreadable, set aside" in restored.output
         assert fresh_env.warehouse.read("inferences", f"{EDITION}|{model}").height == 80
-        # The same rows again: the cells' scores, the tables and the report stay current, nothing is redone.
-        assert f"imported 3 cell(s) from {folder}; scored 0; leaderboard current" in restored.output
+        # The same rows again: the cells' scores stay current and no cell is scored again (the answers were
+        # rewritten, so the leaderboard is rebuilt from them).
+        assert f"imported 3 cell(s) from {folder}; scored 0; leaderboard rebuilt" in restored.output
         assert server.stats.total_requests == 0

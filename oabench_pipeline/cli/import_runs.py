@@ -20,11 +20,9 @@ from oabench_pipeline.cli.group import main
 from oabench_pipeline.core.phase2.oab_bench import is_oab_bench_folder
 from oabench_pipeline.inference.response_log import cell_log_path
 from oabench_pipeline.settings import Settings
-from oabench_pipeline.warehouse import DamagedPartitionError, Warehouse, partition_key_of
+from oabench_pipeline.warehouse import Warehouse, partition_key_of
 
 if TYPE_CHECKING:
-    import polars as pl
-
     from oabench_pipeline.engine.runs import RunOutcome
 
 
@@ -44,9 +42,7 @@ def import_runs(path: str) -> None:
     config = {"ops": {"published_runs": {"config": {"path": str(Path(path).resolve())}}}}
     from oabench_pipeline.automation.jobs import score_cell_job
     from oabench_pipeline.engine.launch import RunSpec, launcher, run_launched
-    from oabench_pipeline.inference.freshness import leaderboard_is_current, models_table_is_current
 
-    summaries_before = _run_summaries(warehouse)
     imported = run_assets(defs, instance, ["published_runs"], run_config=config)
     _must(imported, f"import {path}")
     # The folder's cells: the rows it wrote carry the import's Dagster run id.
@@ -84,20 +80,13 @@ def import_runs(path: str) -> None:
             click.echo(
                 f"{cell.name}: edition not ingested, not scored (run `oabench ingest --editions {cell.edition}`)"
             )
-    models_files = (*settings.models_files, settings.catalogue_models_file)
-    registry_files = [settings.editions_file, settings.discovered_editions_file]  # suites rebuild the tables
-    unchanged = (
-        not to_score
-        and _same(summaries_before, _run_summaries(warehouse))  # their prices and editions reach the tables
-        and models_table_is_current(warehouse, *models_files)
-        and leaderboard_is_current(warehouse, registry_files)
+    # Rebuilt even when no cell was scored: `published_runs` rewrote the folder's answers and run summaries,
+    # which the analysis reads (`inference.freshness.LEADERBOARD_INPUTS`).
+    _must(run_assets(defs, instance, ["models", *REPORT_ASSETS]), "leaderboard")
+    click.echo(
+        f"imported {brought} cell(s) from {path}; scored {len(to_score)}; leaderboard rebuilt: "
+        f"{leaderboard_outputs(warehouse)}"
     )
-    if unchanged:
-        board = "leaderboard current"
-    else:
-        _must(run_assets(defs, instance, ["models", *REPORT_ASSETS]), "leaderboard")
-        board = f"leaderboard rebuilt: {leaderboard_outputs(warehouse)}"
-    click.echo(f"imported {brought} cell(s) from {path}; scored {len(to_score)}; {board}")
     _echo_incomplete([cell for cell in cells if cell.incomplete])
 
 
@@ -149,18 +138,6 @@ def _echo_incomplete(cells: list[ImportedCell]) -> None:
         f"{', '.join(f'{cell.name} ({cell.incomplete})' for cell in cells)}; "
         f"`oabench status --models {keys} --editions {editions}` says how to complete it"
     )
-
-
-def _same(before: pl.DataFrame | None, after: pl.DataFrame | None) -> bool:
-    return before is not None and after is not None and before.equals(after)
-
-
-def _run_summaries(warehouse: Warehouse) -> pl.DataFrame | None:
-    """Every imported run's summary (None: a file is unreadable, so the import's are taken as changed)."""
-    try:
-        return warehouse.read("published_run_summaries")
-    except DamagedPartitionError:
-        return None
 
 
 def _set_aside_damaged_imports(warehouse: Warehouse) -> None:
