@@ -55,7 +55,6 @@ from oabench_pipeline.inference.freshness import (
     scores_are_current,
 )
 from oabench_pipeline.inference.response_log import cell_log_path
-from oabench_pipeline.scoring.inputs import NOTHING_SCORED
 from oabench_pipeline.settings import DEFAULT_MODELS_FILE, Settings
 from oabench_pipeline.warehouse import UNPARTITIONED, DamagedPartitionError, Warehouse
 
@@ -390,12 +389,14 @@ def _rebuild_leaderboard(
     """Rebuild the analysis tables and the report after the cells, unless no table they read was written
     since they were built (every cell stopped by a budget or an error, or a batch still pending: no scores,
     answers or models written): then they already show what a rebuild would (~270 Dagster events spared).
-    False: the rebuild failed, or could only fail (its one line said)."""
+    False: the rebuild failed (its one line said), or could only fail (nothing is scored)."""
     if leaderboard_is_current(warehouse, registry_files):
         click.echo("leaderboard current: no cell changed its scores; `oabench leaderboard` prints it")
         return True
-    if not warehouse.has_table("scores"):  # what the `leaderboard` step would fail on, writing nothing
-        click.echo(f"leaderboard not rebuilt: {NOTHING_SCORED}", err=True)
+    if not warehouse.has_table("scores"):
+        # What the `leaderboard` step would fail on ("nothing is scored yet"), writing nothing: not run. No cell of
+        # this command completed (a complete cell is scored), and the report of the incomplete cells that
+        # follows says why each did not: a line about the leaderboard would only repeat it.
         return False
     # Built from the healthy cells whatever failed (scoring/inputs.py); with none, it keeps its tables.
     board = run_assets(defs, instance, REPORT_ASSETS)

@@ -156,9 +156,10 @@ def test_estimate_above_budget_refuses_to_start(
     assert "estimated prompt cost" in result.output and "exceeds max_cost_usd $1.0" in result.output
     assert "not starting" in result.output
     assert not cell_written(env, PRICEY) and log_of(env, PRICEY) == []
-    # No cell of the module's run was scored, nor any before: a leaderboard rebuild could only fail, so
-    # the command says so without running it.
-    assert "leaderboard not rebuilt: nothing is scored yet" in result.output
+    # No cell of the module's run was scored, nor any before: a leaderboard rebuild could only fail, so the
+    # command does not run it, and says nothing of it beside the stopped cells' report.
+    assert "leaderboard rebuilt" not in result.output and "leaderboard not rebuilt" not in result.output
+    assert "not complete" in result.output
     with instance_for(env.settings) as instance:
         assert not instance.get_runs(RunsFilter(job_name="rebuild_leaderboard"))
 
