@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -201,22 +200,12 @@ def mirror_server(shared_oab: Path) -> Iterator[StaticFileServer]:
 def ingested_template(tmp_path_factory: pytest.TempPathFactory, mirror_server: StaticFileServer) -> Path:
     """A warehouse with the study's three real editions ingested once per test session; tests copy it (`fresh_env`).
 
-    Once for all pytest-xdist workers, not once per worker: the first worker to get here ingests into the
-    folder the workers share (their base temp folders' parent), under a lock the others wait on. What is
-    copied from it (exam tables and PDFs, `copy_ingested`) names no server or worker.
+    Once for all pytest-xdist workers, not once per worker (`session_templates.built_once`). What is copied
+    from it (exam tables and PDFs, `copy_ingested`) names no server or worker.
     """
-    shared = tmp_path_factory.getbasetemp().parent if "PYTEST_XDIST_WORKER" in os.environ else None
-    if shared is None:
-        return _ingest(tmp_path_factory.mktemp("template"), mirror_server)
-    root = shared / "ingested_template"
-    with (shared / "ingested_template.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when the worker dies
-        done = root / "ingested"  # written last: a worker that died mid-ingest leaves none
-        if not done.is_file():
-            shutil.rmtree(root, ignore_errors=True)
-            warehouse = _ingest(root, mirror_server)
-            done.write_text(str(warehouse), encoding="utf-8")
-        return Path(done.read_text(encoding="utf-8"))
+    from oabench_pipeline_tests.session_templates import built_once
+
+    return built_once(tmp_path_factory, "ingested_template", lambda root: _ingest(root, mirror_server))
 
 
 def _ingest(root: Path, mirror_server: StaticFileServer) -> Path:

@@ -27,7 +27,7 @@ from oabench_pipeline.core.tables import ANALYSIS_DESCRIPTIONS, ANALYSIS_TABLES
 from oabench_pipeline.core.versions import ANALYSIS_VERSION, frame_version
 from oabench_pipeline.exams.resources import ExamSourcesResource
 from oabench_pipeline.scoring.conditions import LEADERBOARD_CONDITION
-from oabench_pipeline.scoring.inputs import NOTHING_SCORED, healthy_reader
+from oabench_pipeline.scoring.inputs import healthy_reader
 from oabench_pipeline.shared.checks import check_specs, problems_result, stop_on_blocking_failures
 from oabench_pipeline.shared.metadata import table_schema
 from oabench_pipeline.shared.resources import WarehouseResource
@@ -131,7 +131,7 @@ def leaderboard(
 
     store = warehouse.warehouse()
     if not store.has_table("scores"):
-        raise Failure(description=NOTHING_SCORED)
+        raise Failure(description="nothing is scored yet: materialize inferences and scores first")
     as_of = config.as_of_date()
     suites = _suites(exam_sources)
     selected = [t for t in ANALYSIS_TABLES if AssetKey(t) in context.selected_asset_keys]

@@ -26,9 +26,6 @@ if TYPE_CHECKING:
     import duckdb
 
 CELL_TABLES = ("inferences", "scores")
-# Why the `leaderboard` step fails, writing nothing, when no cell was ever scored (`oabench run` says it too,
-# without the run).
-NOTHING_SCORED = "nothing is scored yet: materialize inferences and scores first"
 
 # Per run of each cell: answer rows (of questions that exist) against scored rows, errors included.
 _UNCOVERED_SQL = """

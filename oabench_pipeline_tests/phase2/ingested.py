@@ -13,8 +13,6 @@ names no worker, server or folder.
 
 from __future__ import annotations
 
-import fcntl
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +21,7 @@ import pytest
 
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, make_env
 from oabench_pipeline_tests.servers.static_files import StaticFileServer
+from oabench_pipeline_tests.session_templates import built_once
 
 PHASE2_EDITION = "39"
 
@@ -52,27 +51,17 @@ def ingested_phase2(
     tmp_path_factory: pytest.TempPathFactory, mirror_server: StaticFileServer, edition: str | None
 ) -> Path:
     """The warehouse folder of an environment where the 2nd phase of `edition` (None: every edition) was
-    ingested from the mirror.
+    ingested from the mirror, once per session (`session_templates.built_once`)."""
 
-    Built by the first worker (or module) to ask, under a lock in the folder the workers share (their base
-    temp folders' parent; without xdist, the session's base temp folder), and only ever copied from."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
-    name = f"phase2_{edition or 'all'}_template"
-    root = shared / name
-    with (shared / f"{name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when the worker dies
-        done = root / "ingested"  # written last: a worker that died mid-ingest leaves none
-        if not done.is_file():
-            shutil.rmtree(root, ignore_errors=True)
-            with pytest.MonkeyPatch.context() as monkeypatch:
-                env = make_env(root, monkeypatch, mirror_server.base_url)
-                editions = ("--editions", edition) if edition else ()
-                ingested = env.cli("ingest", "--phase", "2", *editions)
-                assert ingested.exit_code == 0, ingested.output
-                warehouse = env.settings.warehouse_path.parent
-            done.write_text(str(warehouse), encoding="utf-8")
-        return Path(done.read_text(encoding="utf-8"))
+    def ingest(root: Path) -> Path:
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            env = make_env(root, monkeypatch, mirror_server.base_url)
+            editions = ("--editions", edition) if edition else ()
+            ingested = env.cli("ingest", "--phase", "2", *editions)
+            assert ingested.exit_code == 0, ingested.output
+            return env.settings.warehouse_path.parent
+
+    return built_once(tmp_path_factory, f"phase2_{edition or 'all'}_template", ingest)
 
 
 def copy_phase2(template: Path, env: PipelineEnv) -> None:
