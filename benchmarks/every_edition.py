@@ -1,6 +1,6 @@
 """Every edition through the user's commands: ingest all 33 cold and as a no-op, then the two offline
-baselines over all 33 (66 cells, each a Dagster run the instance's run launcher starts in a process of
-its own), cold and as a no-op, each against its target (docs/figures.md).
+baselines over all 33 (66 cells, each a Dagster run in the command's process: a baseline calls no model,
+docs/design/launched-cells.md), cold and as a no-op, each against its target (docs/figures.md).
 
 From an empty warehouse and DAGSTER_HOME, runs the real `oabench` CLI (one process per command, as a person
 types it) against a loopback server over `../shared/oab/mirror` (the official host's and the archives'

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from oabench_pipeline.cli.common import (
     REPORT_ASSETS,
-    _cell_pool,
     _dagster,
     _must,
     leaderboard_outputs,
@@ -21,9 +19,6 @@ from oabench_pipeline.core.phase2.oab_bench import is_oab_bench_folder
 from oabench_pipeline.inference.response_log import cell_log_path
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import Warehouse, partition_key_of
-
-if TYPE_CHECKING:
-    from oabench_pipeline.engine.runs import RunOutcome
 
 
 @main.command(name="import")
@@ -40,9 +35,6 @@ def import_runs(path: str) -> None:
     _set_aside_damaged_imports(warehouse)
     defs, instance = _dagster(settings)
     config = {"ops": {"published_runs": {"config": {"path": str(Path(path).resolve())}}}}
-    from oabench_pipeline.automation.jobs import score_cell_job
-    from oabench_pipeline.engine.launch import RunSpec, launcher, run_launched
-
     imported = run_assets(defs, instance, ["published_runs"], run_config=config)
     _must(imported, f"import {path}")
     # The folder's cells: the rows it wrote carry the import's Dagster run id.
@@ -65,16 +57,11 @@ def import_runs(path: str) -> None:
         ).iter_rows()
     ]
     to_score = [cell for cell in cells if cell.ingested and not cell.scores_current]
-    if to_score:  # a code server costs a process of its own: none when every cell is current
-        # Each cell a launched run of its own, all at once (as `oabench run`'s).
-        with launcher(instance, defs, warehouse.root) as engine, _cell_pool(len(to_score)) as pool:
-
-            def score(cell: ImportedCell) -> RunOutcome:
-                return run_launched(engine, RunSpec(score_cell_job.name, partition_key=cell.partition))
-
-            outcomes = list(pool.map(score, to_score))
-        for cell, outcome in zip(to_score, outcomes, strict=True):
-            _must(outcome, f"scores {cell.partition}")
+    # Each cell a `score_cell` run in this process, one after another: scoring calls no model, and a
+    # launched run's process would cost more than its work (as `oabench run` re-scores, launched-cells.md).
+    outcomes = [run_assets(defs, instance, ["scores"], partition_key=cell.partition) for cell in to_score]
+    for cell, outcome in zip(to_score, outcomes, strict=True):
+        _must(outcome, f"scores {cell.partition}")
     for cell in cells:
         if not cell.ingested:
             click.echo(

@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from dagster import DagsterInstance, Definitions
     from rich.console import Console
 
-    from oabench_pipeline.engine.launch import RunLauncher, RunSpec
+    from oabench_pipeline.engine.launch import OnDemandLauncher, RunSpec
     from oabench_pipeline.engine.runs import RunOutcome
 
 
@@ -353,11 +353,11 @@ def answer_cells(
         cell_options = CellOptions(concurrency, replicates, retry_invalid, batch, batch_fallback)
         if batch:
             from oabench_pipeline.cli.batches import follow_batches
-            from oabench_pipeline.engine.launch import launcher
+            from oabench_pipeline.engine.launch import OnDemandLauncher
 
             # One code server for the first runs and every relaunch that collects a finished batch: each
             # launcher starts one (the definitions imported and snapshotted: ~3 s of CPU).
-            with launcher(instance, defs, warehouse.root) as engine:
+            with OnDemandLauncher(instance, defs, warehouse.root) as engine:
                 failures = _run_cells(defs, instance, warehouse, todo, cell_options, engine)
                 relaunch = lambda cells: _run_cells(defs, instance, warehouse, cells, cell_options, engine)  # noqa: E731
                 failures = follow_batches(settings, warehouse, todo, failures, relaunch)
@@ -799,17 +799,19 @@ def _run_cells(
     warehouse: Warehouse,
     cells: list[tuple[ModelConfig, str]],
     options: CellOptions,
-    engine: RunLauncher | None = None,
+    engine: OnDemandLauncher | None = None,
 ) -> dict[str, str]:
-    """Every cell at once (up to `MAX_CELL_RUNS` in flight), each a Dagster run that the instance's run
-    launcher starts in a process of its own (`engine/launch.py`): the requests of a model key's cells share
-    its `concurrency` (and its host's `endpoint_concurrency`) across those processes through
-    `inference/capacity.py`, so the model's pool stays full across its editions. Returns cell → why, in one
-    line, for each cell whose run failed. `engine`: an open launcher to use (else one for these cells)."""
-    from oabench_pipeline.engine.launch import launcher, run_launched
+    """Every cell at once, each a Dagster run. A cell that calls a model is launched by the instance's run
+    launcher in a process of its own (`engine/launch.py`, up to `MAX_CELL_RUNS` in flight): the requests of
+    a model key's cells share its `concurrency` (and its host's `endpoint_concurrency`) across those
+    processes through `inference/capacity.py`, so the model's pool stays full across its editions. A cell
+    that calls none (a baseline's, or re-scoring answers already complete) runs in this process, one at a
+    time beside them (docs/design/launched-cells.md). Returns cell → why, in one line, for each cell whose
+    run failed. `engine`: the launcher to use (else one opened for these cells if one is launched)."""
+    from oabench_pipeline.engine.launch import OnDemandLauncher, run_launched
     from oabench_pipeline.engine.runs import cell_failure_line
 
-    def one_cell(engine: RunLauncher, model: ModelConfig, edition: str) -> tuple[RunOutcome, str] | None:
+    def one_cell(model: ModelConfig, edition: str) -> tuple[RunOutcome, str] | None:
         if interrupts.requested():
             return None  # a cell not started yet after a Ctrl-C is not started at all
         # Answers already complete (e.g. imported) need only re-scoring: no inference run at all.
@@ -820,7 +822,15 @@ def _run_cells(
             _announce_cell_lock(bar.console, warehouse, model, edition)
         bar.start_cell(f"{model.key} × {edition}")
         spec = _cell_run(model, edition, answers_current, options)
-        outcome = run_launched(engine, spec)
+        if answers_current or model.kind == "baseline":
+            # The job `_cell_run` names (`score_cell`, `oabench_cell`) is the one `run_assets` runs for these.
+            selection = ["scores"] if answers_current else ["inferences", "scores"]
+            config, tags = dict(spec.run_config), dict(spec.tags)
+            outcome = run_assets(
+                defs, instance, selection, partition_key=spec.partition_key, run_config=config, tags=tags
+            )
+        else:
+            outcome = run_launched(launched.get(), spec)
         if options.batch and not outcome.success and is_batch_pending(outcome.errors):
             # Not a failure: the cell's batch is open at the provider (`oabench run --batch` follows it).
             return dataclasses.replace(outcome, success=True, errors=[]), "batch pending (`oabench batches`)"
@@ -833,17 +843,21 @@ def _run_cells(
             quiet = "answered with no model call, scored"
         return outcome, quiet
 
+    # Edition-major order: when there are more cells than runs in flight, every model starts at once.
+    ordered = sorted(cells, key=lambda cell: (int(cell[1]), cells.index(cell)))
+    here: list[tuple[ModelConfig, str]] = []
+    elsewhere: list[tuple[ModelConfig, str]] = []
+    for cell in ordered:
+        (here if _calls_no_model(warehouse, *cell, options) else elsewhere).append(cell)
     failures: dict[str, str] = {}
     with ExitStack() as stack:
         bar = stack.enter_context(ProgressBar())
-        if engine is None:
-            engine = stack.enter_context(launcher(instance, defs, warehouse.root))
-        pool = stack.enter_context(_cell_pool(len(cells)))
-        # Edition-major order: when there are more cells than runs in flight, every model starts at once.
-        ordered = sorted(cells, key=lambda cell: (int(cell[1]), cells.index(cell)))
-        running = {
-            pool.submit(one_cell, engine, model, edition): (model, edition) for model, edition in ordered
-        }
+        launched = engine or stack.enter_context(OnDemandLauncher(instance, defs, warehouse.root))
+        pool = stack.enter_context(_cell_pool(len(elsewhere)))
+        # One in-process run at a time: Dagster's runs in one process are not made to run side by side.
+        in_process = stack.enter_context(_cell_pool(1))
+        running = {pool.submit(one_cell, *cell): cell for cell in elsewhere}
+        running |= {in_process.submit(one_cell, *cell): cell for cell in here}
         try:
             for future in as_completed(running):
                 model, edition = running[future]
@@ -862,9 +876,18 @@ def _run_cells(
             # An error no cell handles ends the command: the cells not started yet are not started. (They
             # were, after the command had failed: the bar counted them in flight, never finished, and
             # printed "45 cell(s) in flight" against a cap of 16.)
-            pool.shutdown(wait=False, cancel_futures=True)
+            for executor in (pool, in_process):
+                executor.shutdown(wait=False, cancel_futures=True)
             raise
     return failures
+
+
+def _calls_no_model(warehouse: Warehouse, model: ModelConfig, edition: str, options: CellOptions) -> bool:
+    """A baseline's cell (answered offline), or one whose answers are up to date (only re-scored): its run
+    is ~0.3 s of work, where a launched run's process costs ~2.5 CPU-s to start."""
+    if model.kind == "baseline":
+        return True
+    return inferences_are_current(warehouse, model, edition, options.replicates, options.retry_invalid)
 
 
 def _cell_run(model: ModelConfig, edition: str, answers_current: bool, options: CellOptions) -> RunSpec:

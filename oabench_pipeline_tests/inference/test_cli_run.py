@@ -9,6 +9,7 @@ import csv
 import datetime as dt
 import io
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -26,10 +27,13 @@ from oabench_pipeline.core.scoring import SCORING_VERSION
 from oabench_pipeline.core.tables import empty_frame
 from oabench_pipeline.core.versions import ANALYSIS_VERSION
 from oabench_pipeline.definitions import build_definitions
+from oabench_pipeline.engine.launch import CODE_SERVER_LOG
 from oabench_pipeline.engine.runs import instance_for, run_assets
+from oabench_pipeline.engine.stale_runs import LAUNCHER_PID_TAG
 from oabench_pipeline.inference.cell import plan_cell
 from oabench_pipeline.inference.cost import estimated_prompt_tokens
 from oabench_pipeline.settings import Settings
+from oabench_pipeline.shared.run_tags import PID_TAG
 from oabench_pipeline_tests.inference.replay import TEST_KEY, TEST_KEY_ENV
 from oabench_pipeline_tests.more_editions import register_more_editions
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
@@ -126,10 +130,17 @@ def test_baselines_run_offline_on_a_suite_and_every_suite_prints_in_every_format
     )
     assert "0/0" not in result.output
     with instance_for(fresh_env.settings) as instance:  # the UI's Runs page: each run's job says what it is
-        jobs = {(r.job_name, r.tags.get("dagster/partition")) for r in instance.get_runs()}
+        runs = instance.get_runs()
+    jobs = {(r.job_name, r.tags.get("dagster/partition")) for r in runs}
     cells = {(f"{edition}|{key}") for edition in (1, 45) for key in BASELINES}
     assert {("oabench_cell", cell) for cell in cells} | {("rebuild_leaderboard", None)} <= jobs
     assert not {job for job, _ in jobs if job.startswith("__")}
+    # A baseline calls no model: its cells ran in the command's process (here, the test's), none launched,
+    # and no code server was started for them.
+    cell_runs = [r for r in runs if r.job_name == "oabench_cell"]
+    assert {r.tags.get(PID_TAG) for r in cell_runs} == {str(os.getpid())}
+    assert not [r for r in cell_runs if LAUNCHER_PID_TAG in r.tags]
+    assert not (fresh_env.warehouse.root / CODE_SERVER_LOG).exists()
 
     table = fresh_env.cli("leaderboard")
     assert table.exit_code == 0 and all(key in table.output for key in BASELINES)

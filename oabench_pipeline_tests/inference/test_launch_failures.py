@@ -26,14 +26,15 @@ from oabench_pipeline.engine.stale_runs import IN_PROGRESS
 from oabench_pipeline.inference.cell import cell_name
 from oabench_pipeline_tests.conftest import REPO_ROOT
 from oabench_pipeline_tests.inference.paid_calls import active_prompt_keys
-from oabench_pipeline_tests.inference.replay import TEST_KEY_ENV
-from oabench_pipeline_tests.inference.run_processes import MODEL, exit_within, output, replay
+from oabench_pipeline_tests.inference.replay import REPLAYED, TEST_KEY_ENV
+from oabench_pipeline_tests.inference.run_processes import exit_within, output, replay
 from oabench_pipeline_tests.pipeline_env import PipelineEnv, write_models_file
 
 # Slow: two `oabench run` commands, eight launched runs and a killed code server (~40 s on 2 cores).
 pytestmark = pytest.mark.slow
 
-MODELS = ["baseline/random", "baseline/longest-choice", MODEL]
+# Cells that call a model, each launched (a baseline's would run in the command's process).
+MODELS = list(REPLAYED)
 EDITIONS = ["44", "45"]
 CODE_SERVER_SITE = Path(__file__).parent / "code_server_site"
 
@@ -44,11 +45,11 @@ def test_launches_the_code_server_fails_end_their_cells_in_one_line_and_the_rest
     cells = [(model, edition) for model in MODELS for edition in EDITIONS]
     assert len(cells) > LAUNCHES_AT_ONCE + 1, "no launch would be sure to return before the kill"
     server = replay(fresh_env, shared_oab, latency_s=0.0, concurrency=4)
-    replayed = {"id": MODEL, "base_url": server.base_url, "api_key_env": TEST_KEY_ENV, "concurrency": 4}
-    baselines = [{"id": model, "kind": "baseline"} for model in MODELS[:2]]
-    fresh_env.set(
-        "OABENCH_MODELS_FILE", write_models_file(fresh_env.root / "models.toml", [replayed, *baselines])
-    )
+    replayed = [
+        {"id": model, "base_url": server.base_url, "api_key_env": TEST_KEY_ENV, "concurrency": 4}
+        for model in MODELS
+    ]
+    fresh_env.set("OABENCH_MODELS_FILE", write_models_file(fresh_env.root / "models.toml", replayed))
     try:
         args = ["--models", ",".join(MODELS), "--editions", ",".join(EDITIONS)]
         paths = [str(CODE_SERVER_SITE), str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]
@@ -103,7 +104,9 @@ def test_launches_the_code_server_fails_end_their_cells_in_one_line_and_the_rest
         stats = server.stats
     finally:
         server.__exit__(None, None, None)
-    keys = active_prompt_keys(fresh_env.warehouse, MODEL, EDITIONS)
-    assert set(stats.answers_per_prompt) == set(keys.values())
+    keys = {
+        key for model in MODELS for key in active_prompt_keys(fresh_env.warehouse, model, EDITIONS).values()
+    }
+    assert set(stats.answers_per_prompt) == keys
     assert set(stats.answers_per_prompt.values()) == {1}, "a question was paid twice"
     print(f"{len(failed)} of {len(cells)} cells not launched: {failed}\n{said}")

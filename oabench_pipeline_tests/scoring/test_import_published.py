@@ -25,7 +25,7 @@ def finished_runs(shared_oab: Path) -> list[tuple[str, dict]]:
     return runs
 
 
-THROUGH_THE_COMMAND = (  # the incomplete run and a complete one: four cells launched at once
+THROUGH_THE_COMMAND = (  # the incomplete run and a complete one: four cells, scored by the command
     "2026-03-03T13-41-07-320Z_openai--gpt-5-mini_direto",
     "2026-03-03T14-58-32-738Z_google--gemini-2.5-flash-lite_direto",
 )
@@ -38,10 +38,10 @@ def imported(
     """Every published run imported and scored, the leaderboard and the report built, once per module.
 
     The same steps as `oabench import` import and score the other three runs in this process first
-    (`import_and_score_in_process`: nine cells, the command's path with other data, where a launched run per
-    cell would cost a process of its own); then `oabench import` imports the incomplete run and a complete
-    one (four cells, each scored in a launched run of its own), scores none of the nine, and builds the
-    leaderboard and the report of all five."""
+    (`import_and_score_in_process`: nine cells, the command's path with other data, without the command's
+    leaderboard rebuild); then `oabench import` imports the incomplete run and a complete one (four cells,
+    each scored in a `score_cell` run), scores none of the nine, and builds the leaderboard and the report of
+    all five."""
     from oabench_pipeline_tests.pipeline_env import copy_ingested, make_env
 
     with pytest.MonkeyPatch.context() as monkeypatch:
@@ -59,13 +59,13 @@ def imported(
 def assert_the_command_imports_and_scores_only_its_cells_and_names_the_incomplete_run(
     env: PipelineEnv, folder: Path
 ) -> None:
-    """The second import scores the four cells it brought, in four launched runs, and leaves the scores of
+    """The second import scores the four cells it brought, in four `score_cell` runs, and leaves the scores of
     the nine cells imported before as they were (current: their answers did not change)."""
     from dagster import DagsterInstance, RunsFilter
 
     from oabench_pipeline.automation.jobs import score_cell_job
 
-    def score_cell_runs() -> set[str]:  # the in-process scores runs are of the same job
+    def score_cell_runs() -> set[str]:  # `import_and_score_in_process`'s runs are of the same job
         with DagsterInstance.get() as instance:
             return {run.run_id for run in instance.get_runs(RunsFilter(job_name=score_cell_job.name))}
 
