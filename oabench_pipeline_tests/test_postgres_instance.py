@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg2
@@ -253,11 +254,18 @@ def _postgres_env(tmp_path: Path, postgres: PostgresServer, shared_oab: Path) ->
     return env, warehouse_path
 
 
-def _connect(postgres: PostgresServer):  # type: ignore[no-untyped-def]
-    return psycopg2.connect(
+@contextmanager
+def _connect(postgres: PostgresServer) -> Iterator[psycopg2.extensions.connection]:
+    """A session on the test's server, closed at the end of the block (psycopg2's own `with` only ends the
+    transaction: a session left open made the server's shutdown wait for it)."""
+    connection = psycopg2.connect(
         host=postgres.host,
         port=postgres.port,
         user=postgres.user,
         password=postgres.password,
         dbname=postgres.db_name,
     )
+    try:
+        yield connection
+    finally:
+        connection.close()

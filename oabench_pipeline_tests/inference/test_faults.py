@@ -111,8 +111,10 @@ def test_error_rows_are_cleared_by_one_rerun(fresh_env: PipelineEnv, shared_oab:
 RATE_LIMITED_MODELS = ["deepseek/deepseek-v3.2", "x-ai/grok-4.1-fast", "anthropic/claude-haiku-4.5"]
 RATE_LIMITED_EDITIONS = ["44", "45"]
 # Replies slow enough that 60 requests wanting 4 slots really queue (at 50 ms, the shipped backoff alone
-# spread them out: each cell on its own then met the limit without exhausting a question's attempts).
-RATE_LIMITED_LATENCY_S = 0.25
+# spread them out: each cell on its own then met the limit without exhausting a question's attempts). At
+# 150 ms both cases still fail without the shared limit (429s on the question's 6 retries, no `SharedLimit`:
+# 9 and 16 error rows), and the 480 answers at 4 in flight take 18 s instead of 250 ms's 30 s.
+RATE_LIMITED_LATENCY_S = 0.15
 
 
 @pytest.mark.parametrize("retry_after_s", [1.0, None], ids=["retry-after-1s", "no-retry-after"])
