@@ -58,7 +58,7 @@ def import_runs(path: str) -> None:
     ]
     to_score = [cell for cell in cells if cell.ingested and not cell.scores_current]
     # Each cell a `score_cell` run in this process, one after another: scoring calls no model, and a
-    # launched run's process would cost more than its work (as `oabench run` re-scores, launched-cells.md).
+    # launched run's process would cost more than its work (as `oabench run` re-scores: launched-cells.md).
     outcomes = [run_assets(defs, instance, ["scores"], partition_key=cell.partition) for cell in to_score]
     for cell, outcome in zip(to_score, outcomes, strict=True):
         _must(outcome, f"scores {cell.partition}")

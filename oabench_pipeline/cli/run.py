@@ -853,6 +853,10 @@ def _run_cells(
     with ExitStack() as stack:
         bar = stack.enter_context(ProgressBar())
         launched = engine or stack.enter_context(OnDemandLauncher(instance, defs, warehouse.root))
+        if elsewhere:
+            # The code server starts here, before any cell runs: while it starts, this process's descriptors
+            # 1 and 2 point at its log (`engine/child_output.py`), which an in-process run must not write to.
+            launched.get()
         pool = stack.enter_context(_cell_pool(len(elsewhere)))
         # One in-process run at a time: Dagster's runs in one process are not made to run side by side.
         in_process = stack.enter_context(_cell_pool(1))
@@ -884,7 +888,7 @@ def _run_cells(
 
 def _calls_no_model(warehouse: Warehouse, model: ModelConfig, edition: str, options: CellOptions) -> bool:
     """A baseline's cell (answered offline), or one whose answers are up to date (only re-scored): its run
-    is ~0.3 s of work, where a launched run's process costs ~2.5 CPU-s to start."""
+    is under a second of work, where a launched run's process costs ~2.5 CPU-s to start."""
     if model.kind == "baseline":
         return True
     return inferences_are_current(warehouse, model, edition, options.replicates, options.retry_invalid)
