@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -19,6 +20,9 @@ from oabench_pipeline.core.phase2.oab_bench import is_oab_bench_folder
 from oabench_pipeline.inference.response_log import cell_log_path
 from oabench_pipeline.settings import Settings
 from oabench_pipeline.warehouse import Warehouse, partition_key_of
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 @main.command(name="import")
@@ -49,13 +53,14 @@ def import_runs(path: str) -> None:
     # current is scored. `published_runs` rewrites every partition of the folder, changed or not; the scores
     # record their inputs' data versions, which leave out the import's bookkeeping (its run id, the file's
     # time), so an unchanged cell's scores stay current and a changed one's do not.
-    cells = [
-        _imported_cell(warehouse, model_key, edition)
-        for model_key, edition in warehouse.query(
+    pairs = list(
+        warehouse.query(
             "select distinct model_key, edition from inferences where source = 'imported' order by all",
             tables=["inferences"],
         ).iter_rows()
-    ]
+    )
+    questions = {edition: warehouse.read("questions", str(edition)) for edition in {e for _, e in pairs}}
+    cells = [_imported_cell(warehouse, key, edition, questions[edition]) for key, edition in pairs]
     to_score = [cell for cell in cells if cell.ingested and not cell.scores_current]
     # Each cell a `score_cell` run in this process, one after another: scoring calls no model, and a
     # launched run's process would cost more than its work (as `oabench run` re-scores: launched-cells.md).
@@ -97,16 +102,17 @@ class ImportedCell:
         return cell_name(self.model_key, self.edition)
 
 
-def _imported_cell(warehouse: Warehouse, model_key: str, edition: int) -> ImportedCell:
+def _imported_cell(
+    warehouse: Warehouse, model_key: str, edition: int, questions: pl.DataFrame
+) -> ImportedCell:
+    """`questions`: the edition's (empty when it is not ingested), read once for all its cells."""
     from oabench_pipeline.inference.cell import cell_name
     from oabench_pipeline.inference.freshness import scores_are_current
-    from oabench_pipeline.inference.imports import unanswered_questions
+    from oabench_pipeline.inference.imports import unanswered_in
 
-    questions = warehouse.read("questions", str(edition))
     if questions.is_empty():
         return ImportedCell(model_key, edition, False, None, False)
-    rows = warehouse.read("inferences", cell_name(model_key, str(edition)))
-    unanswered = unanswered_questions(warehouse, str(edition), rows)
+    unanswered = unanswered_in(questions, warehouse.read("inferences", cell_name(model_key, edition)))
     active = questions.filter(questions["status"] == "active").height
     incomplete = f"{active - len(unanswered)} of {active} answered" if unanswered else None
     return ImportedCell(

@@ -49,7 +49,11 @@ class ImportConfig(Config):
 
 def unanswered_questions(store: Warehouse, edition: str, rows: pl.DataFrame) -> list[str]:
     """Active questions of the edition with no answer in `rows` (none when the edition is not ingested)."""
-    questions = store.read("questions", edition)
+    return unanswered_in(store.read("questions", edition), rows)
+
+
+def unanswered_in(questions: pl.DataFrame, rows: pl.DataFrame) -> list[str]:
+    """Active questions of `questions` (one edition's) with no answer in `rows` (none when it is empty)."""
     if questions.is_empty():
         return []
     active = set(questions.filter(pl.col("status") == "active")["qid"])
