@@ -390,6 +390,7 @@ def test_a_catalogue_down_slow_malformed_or_redirecting_changes_nothing_and_says
     assert replay.stats.total_requests == 0
 
 
+@pytest.mark.slow
 def test_reported_spend_passing_the_ceiling_stops_the_automatic_run(
     env: PipelineEnv, catalogue: CatalogueServer, replay: ReplayServer
 ) -> None:
@@ -440,6 +441,7 @@ def test_the_preview_and_adding_a_skipped_model_by_hand(env: PipelineEnv, catalo
     assert twice.exit_code == 1 and "already in the models registry" in twice.output
 
 
+@pytest.mark.slow
 def test_models_at_once_stay_within_the_budgets_their_requests_hold_before_sending(
     env: PipelineEnv, catalogue: CatalogueServer, replay: ReplayServer
 ) -> None:

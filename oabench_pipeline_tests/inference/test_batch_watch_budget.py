@@ -115,6 +115,7 @@ def test_a_batch_that_fits_the_policy_runs_and_its_spend_is_what_it_billed(
         print(f"edition 45 batched: billed ${billed:.6f}; held before sending ≥ ${CEILING_FLOOR_USD:.4f}")
 
 
+@pytest.mark.slow
 def test_a_batch_past_the_policy_is_refused_in_one_line_and_nothing_is_sent(
     fresh_env: PipelineEnv, shared_oab: Path
 ) -> None:

@@ -143,6 +143,7 @@ def write_registry(env: PipelineEnv, entries: list[dict]) -> None:
     env.set("OABENCH_MODELS_FILE", path)
 
 
+@pytest.mark.slow
 def test_estimate_above_budget_refuses_to_start(
     stopped_cells: StoppedCells, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -309,6 +310,7 @@ def test_models_without_credentials_are_skipped_with_the_reason(fresh_env: Pipel
     assert "acme/needs-key × 45" not in result.output
 
 
+@pytest.mark.slow
 def test_an_endpoint_answering_500_to_everything_stops_its_cell_after_the_first_round(
     stopped_cells: StoppedCells, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -327,6 +329,7 @@ def test_an_endpoint_answering_500_to_everything_stops_its_cell_after_the_first_
     assert not cell_written(env, DOWN_500)
 
 
+@pytest.mark.slow
 def test_max_cost_usd_is_held_before_each_request_so_replies_in_flight_cannot_pass_it(
     stopped_cells: StoppedCells, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -342,6 +345,7 @@ def test_max_cost_usd_is_held_before_each_request_so_replies_in_flight_cannot_pa
     assert sum(r.total_cost_usd or 0 for r in log_of(env, DOLLAR)) == 2.0
 
 
+@pytest.mark.slow
 def test_unverifiable_certificate_unresolvable_host_and_redirect_each_stop_their_cell_with_a_reason(
     stopped_cells: StoppedCells, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -149,6 +149,7 @@ RATE_LIMITED_CELLS = 6  # of 78 questions each, at concurrency 20: the matrix of
 QUESTIONS = 78
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("retry_after_s", [0.05, None], ids=["retry-after", "no-retry-after"])
 def test_cells_in_separate_processes_share_a_429_and_none_gives_up(
     tmp_path: Path, retry_after_s: float | None

@@ -239,6 +239,7 @@ def test_an_openai_batch_line_is_costed_from_its_tokens_at_half_the_listed_price
     assert unpriced.cost_usd is None  # no price snapshot: unknown, never $0
 
 
+@pytest.mark.slow
 def test_replicates_with_batch_put_each_replicate_in_its_own_batch_every_line_paid_once(
     fresh_env: PipelineEnv, shared_oab: Path
 ) -> None:

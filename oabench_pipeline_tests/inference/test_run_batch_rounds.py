@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pytest
 
 from oabench_pipeline.definitions import build_definitions
 from oabench_pipeline.engine.runs import instance_for, run_assets
@@ -56,6 +57,7 @@ class BatchAndChatServer(OpenRouterBatchServer):
         return super().route(method, path, query, raw, headers)
 
 
+@pytest.mark.slow
 def test_failed_expired_and_given_up_lines_each_asked_again_until_every_cell_is_complete(
     fresh_env: PipelineEnv, shared_oab: Path
 ) -> None:
@@ -122,6 +124,7 @@ def assert_batch_fallback_sync_sends_the_given_up_questions_as_chat_completions(
     assert rows["raw_response"].null_count() == 0 and rows["error"].null_count() == rows.height
 
 
+@pytest.mark.slow
 def test_max_cost_usd_holds_a_batchs_worst_case_at_the_batch_price_before_it_is_sent(
     fresh_env: PipelineEnv,
 ) -> None:

@@ -191,6 +191,7 @@ def test_batch_answers_and_judgments_give_the_sync_tables_each_line_paid_once_at
         assert answers.requests["create"] == 2 and judge.requests["create"] == 1  # nothing left to send
 
 
+@pytest.mark.slow
 def test_a_failed_line_is_sent_again_in_the_next_batch_and_the_cell_completes(
     phase2_env: PipelineEnv, shared_oab: Path
 ) -> None:

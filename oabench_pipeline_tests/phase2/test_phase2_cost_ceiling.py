@@ -45,6 +45,7 @@ def _paid(log: Path) -> float:
     return sum(result.cost_usd or 0.0 for result in read_log(log))
 
 
+@pytest.mark.slow
 def test_a_run_level_ceiling_stops_answering_and_judging_before_passing_it(
     phase2_env: PipelineEnv, shared_oab: Path
 ) -> None:
