@@ -28,7 +28,6 @@ SLOW_FILES_FIRST = (  # by their time in a whole default run (slowest first), bu
     # ingested warehouse, and would otherwise wait for the one the first file's worker is building.
     "inference/test_client.py",
     "scoring/test_analysis_assets.py",
-    "inference/test_run_batch.py",
     "inference/test_run_replay.py",
     "scoring/test_import_published.py",
     "core/test_site.py",
@@ -39,7 +38,6 @@ SLOW_FILES_FIRST = (  # by their time in a whole default run (slowest first), bu
     "automation/test_sensors.py",
     "test_dagster_internals.py",
     "phase2/test_phase2_import.py",
-    "phase2/test_phase2_structured_judge.py",
     "test_stale_runs.py",
     "inference/test_batches.py",
     "test_catalogue_healing.py",
@@ -73,6 +71,7 @@ SLOW_MARKED_FILES_FIRST = (  # by their time in a whole `-m slow` run (slowest f
     "phase2/test_phase2_cost_ceiling.py",
     "test_failing_cells.py",
     "inference/test_capacity.py",
+    "phase2/test_phase2_structured_judge.py",
 )
 
 

@@ -109,6 +109,7 @@ def scores(env: PipelineEnv, key: str) -> list[tuple]:
     return list(board.select("edition", "official_score", "technical_score", "passed").iter_rows())
 
 
+@pytest.mark.slow
 def test_batch_run_sends_no_chat_pays_half_once_and_scores_as_the_sync_run(
     fresh_env: PipelineEnv, shared_oab: Path
 ) -> None:

@@ -93,6 +93,7 @@ def _judge_replies(
     return replies, valid
 
 
+@pytest.mark.slow
 def test_structured_judgments_store_the_sum_and_the_points_and_invalid_ones_score_null(
     phase2_env: PipelineEnv, shared_oab: Path
 ) -> None:
