@@ -71,7 +71,12 @@ SLOW_MARKED_FILES_FIRST = (  # by their time in a whole `-m slow` run (slowest f
     "phase2/test_phase2_cost_ceiling.py",
     "test_failing_cells.py",
     "inference/test_capacity.py",
-    "phase2/test_phase2_structured_judge.py",
+    "inference/test_secrets.py",
+    "inference/test_empty_answers.py",
+    "automation/test_end_to_end.py",
+    "inference/test_concurrent_backfill.py",
+    "inference/test_batch_openai_and_cancel.py",
+    "scoring/test_runs_as_replicates.py",
 )
 
 
